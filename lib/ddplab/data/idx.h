@@ -1,0 +1,28 @@
+// The IDX file format of MNIST, Fashion-MNIST, KMNIST and friends, raw or gzip-compressed.
+//
+// Layout: magic (0x00 0x00 type ndims), ndims big-endian uint32 sizes, then the data.
+// ddplab reads type 0x08 (unsigned byte), the type of every MNIST-family file. A file whose
+// name ends in ".gz" is decompressed with zlib. Every check failure is a ddplab::Error that
+// names the file: bad magic, unsupported type, a dimension of 0, or a size mismatch
+// ("train-images-idx3-ubyte: truncated: expected 47040016 bytes, found 1000").
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddplab::data {
+
+struct IdxArray {
+  std::vector<int64_t> dims;   // e.g. {60000, 28, 28} for images, {60000} for labels
+  std::vector<uint8_t> bytes;  // row-major, product(dims) bytes
+};
+
+IdxArray read_idx(const std::string& path);
+
+// Writes an unsigned-byte IDX file (gzip-compressed when `gzip`). Used by the tests to make
+// small files in the real format, and by tools. Throws Error if the file cannot be written or
+// bytes.size() != product(dims).
+void write_idx(const std::string& path, const std::vector<int64_t>& dims,
+               const std::vector<uint8_t>& bytes, bool gzip);
+
+}  // namespace ddplab::data

@@ -1,0 +1,77 @@
+// Data order, sharding and batching, identical for any number of replicas.
+//
+// Epoch e's order is torch.randperm(N) from a CPU generator seeded with seed + e (as
+// torch's DistributedSampler seeds it). Global step t of the epoch takes the samples
+// perm[t*G : (t+1)*G] (G = global batch); replica r of W takes the contiguous share
+// [r*G/W, (r+1)*G/W) of them. So W replicas x G/W see exactly the samples of 1 replica x G.
+// The last partial global batch is dropped (steps_per_epoch = N / G).
+//
+// Evaluation takes the test set in order, replica r the slice eval_shard(N, r, W): no
+// padding, no duplicates (unlike DistributedSampler, pytorch/pytorch#25162).
+//
+// TrainLoader gathers and normalizes batches on a background thread, `prefetch` batches
+// ahead, so the trainer never waits on data.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <ATen/core/Tensor.h>
+
+#include "ddplab/data/dataset.h"
+
+namespace ddplab::data {
+
+struct Batch {
+  at::Tensor x;  // float32 [b, C, H, W], normalized ((v/255 - mean) / std), contiguous
+  at::Tensor y;  // int64 [b]
+};
+
+// torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)), as int64 [n].
+at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch);
+
+// [begin, end) of replica `rank`'s evaluation slice of n samples over `world` replicas.
+std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world);
+
+// Gathers samples `indices` (int64 [b]) of `set` into a normalized batch.
+Batch make_batch(const Dataset& set, const at::Tensor& indices, double mean, double std);
+
+class TrainLoader {
+ public:
+  // global_batch must be divisible by world (checked by the spec; asserted here).
+  TrainLoader(const DatasetPair& data, int64_t global_batch, int rank, int world, int64_t seed,
+              int prefetch = 4);
+  ~TrainLoader();
+  TrainLoader(const TrainLoader&) = delete;
+  TrainLoader& operator=(const TrainLoader&) = delete;
+
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t local_batch() const { return local_batch_; }
+
+  // Starts producing epoch `epoch` from step `first_step` (for resume) on the background thread.
+  void start_epoch(int64_t epoch, int64_t first_step = 0);
+  // The next batch of the current epoch, or nullopt once the epoch's steps are all taken.
+  std::optional<Batch> next();
+
+ private:
+  void stop();
+  void produce(int64_t epoch, int64_t first_step);
+
+  const DatasetPair& data_;
+  int64_t global_batch_, local_batch_, steps_per_epoch_;
+  int rank_, world_;
+  int64_t seed_;
+  size_t prefetch_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::optional<Batch>> queue_;  // nullopt marks the end of the epoch
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace ddplab::data

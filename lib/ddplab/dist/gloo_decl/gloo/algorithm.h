@@ -1,0 +1,2 @@
+#pragma once
+// Declarations only, for ProcessGroupGloo.hpp; see ../README.md (gloo_decl).

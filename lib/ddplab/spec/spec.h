@@ -1,0 +1,110 @@
+// The experiment spec: JSON in, a validated and fully resolved ExperimentSpec out.
+//
+// lib/ddplab/spec/schema.json is the source of truth (compiled into the binary, printed by
+// `ddplab schema`); its "default" values are filled in for every missing field, so the
+// resolved JSON (`ExperimentSpec::resolved`, written as spec.json) names every setting.
+// Validation uses valijson; every error is a ddplab::Error whose message starts with the JSON
+// pointer of the culprit and says what was expected, e.g.
+//   "/optimizer/lr: must be > 0, got -1"
+//   "/optimiser: unknown key; did you mean \"optimizer\"?"
+//   "exp.json:3:14: malformed JSON: ..."
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddplab::spec {
+
+struct DatasetSpec {
+  std::string name = "fashion-mnist";  // fashion-mnist | mnist | idx
+  std::string root;                    // resolved: never empty after resolve()
+  int64_t train_limit = 0;             // 0: all
+  int64_t test_limit = 0;              // 0: all
+  std::string augment = "none";
+};
+
+struct ModelSpec {
+  std::string name = "mnist_cnn";  // mnist_cnn | mlp
+  double dropout = 0.5;
+  int64_t hidden = 128;  // mlp only
+};
+
+struct OptimizerSpec {
+  std::string name = "sgd";  // sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct ScheduleSpec {
+  std::string scale_rule = "none";  // none | linear | sqrt
+  int64_t base_batch = 64;
+  double warmup_epochs = 0.0;
+  double warmup_start_factor = 0.1;
+  std::string decay = "constant";  // constant | step | multistep | exponential | cosine
+  double step_epochs = 30.0;
+  std::vector<double> milestones;
+  double gamma = 0.1;
+  double min_factor = 0.0;
+};
+
+struct ReplicasSpec {
+  int count = 1;
+  std::string device = "cpu";   // cpu | cuda
+  std::string backend = "gloo"; // gloo | nccl
+  std::string reduce = "mean";  // mean | sum
+  double bucket_mb = 25.0;
+  int threads = 0;  // resolved: >= 1 after resolve()
+  double timeout_s = 300.0;
+};
+
+struct DebugSpec {
+  std::string fault = "none";  // none | skip_broadcast | update_first_only | crash | throw
+  int rank = 1;
+  int64_t step = 0;
+};
+
+struct ExperimentSpec {
+  std::string name;
+  DatasetSpec dataset;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  int64_t per_replica_batch = 64;  // resolved from batch.per_replica or batch.global / count
+  int64_t global_batch = 64;       // per_replica_batch * replicas.count
+  ReplicasSpec replicas;
+  int epochs = 1;
+  int64_t seed = 1;
+  std::string output = "runs";
+  DebugSpec debug;
+  nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
+};
+
+// Reads and parses a JSON file. Throws Error naming the file (missing, unreadable) or
+// "file:line:col: malformed JSON: ..." on a syntax error.
+nlohmann::json load_json_file(const std::string& path);
+
+// Applies one command-line override "a.b.c=value" to `doc`. The value is parsed as JSON
+// (number, bool, null, list, object; an object replaces the whole section), else taken as a
+// string. Missing intermediate objects are created. Throws Error on a malformed assignment
+// (no '=', empty key, a key path through a non-object).
+void apply_override(nlohmann::json& doc, const std::string& assignment);
+
+// Fills defaults from the schema, validates, checks cross-field rules (exactly one of
+// batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
+// CUDA build; dataset idx needs a root) and returns the typed spec. `source` (a file name)
+// prefixes nothing; it is only used in messages that are not about one field.
+ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
+
+// load_json_file + every override in order + resolve.
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The JSON Schema text (same as ddplab::schema_json()).
+const char* schema_text();
+
+}  // namespace ddplab::spec

@@ -1,0 +1,87 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "ddplab/data/idx.h"
+
+namespace ddplab::testing {
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "ddplab-test-XXXXXX").string();
+  char* made = mkdtemp(tmpl.data());
+  if (made == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::str(const std::string& child) const {
+  return child.empty() ? path_.string() : (path_ / child).string();
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed: " + command);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+CommandResult run_ddplab(const std::string& args) {
+  return run_command(std::string(DDPLAB_BIN) + " " + args);
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+void write_tiny_mnist(const std::filesystem::path& dir, int train, int test, bool gzip, unsigned seed) {
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(0, 60);
+  auto make = [&](int n, const std::string& images, const std::string& labels) {
+    std::vector<uint8_t> pix(static_cast<size_t>(n) * 28 * 28);
+    std::vector<uint8_t> lab(n);
+    for (int i = 0; i < n; ++i) {
+      int c = static_cast<int>(rng() % 10);
+      lab[i] = static_cast<uint8_t>(c);
+      for (int y = 0; y < 28; ++y)
+        for (int x = 0; x < 28; ++x) {
+          int v = noise(rng);
+          if (y >= 2 + 2 * c && y < 4 + 2 * c) v += 180;
+          pix[(static_cast<size_t>(i) * 28 + y) * 28 + x] = static_cast<uint8_t>(std::min(v, 255));
+        }
+    }
+    std::string ext = gzip ? ".gz" : "";
+    data::write_idx((dir / (images + ext)).string(), {n, 28, 28}, pix, gzip);
+    data::write_idx((dir / (labels + ext)).string(), {n}, lab, gzip);
+  };
+  make(train, "train-images-idx3-ubyte", "train-labels-idx1-ubyte");
+  make(test, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte");
+}
+
+}  // namespace ddplab::testing
