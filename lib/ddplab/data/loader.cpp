@@ -1,0 +1,115 @@
+#include "ddplab/data/loader.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+namespace ddplab::data {
+
+at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch) {
+  // A fresh generator per epoch, seeded like Python's Generator().manual_seed(seed + epoch), so
+  // the order depends only on (seed, epoch) and survives resume.
+  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed + epoch));
+  return torch::randperm(n, gen, torch::kLong);
+}
+
+std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world) {
+  TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
+  return {n * rank / world, n * (rank + 1) / world};
+}
+
+Batch make_batch(const Dataset& set, const at::Tensor& indices, double mean, double std) {
+  torch::NoGradGuard no_grad;
+  Batch b;
+  b.x = set.images.index_select(0, indices).to(torch::kFloat).div_(255.0).sub_(mean).div_(std).contiguous();
+  b.y = set.labels.index_select(0, indices).contiguous();
+  return b;
+}
+
+TrainLoader::TrainLoader(const DatasetPair& data, int64_t global_batch, int rank, int world,
+                         int64_t seed, int prefetch)
+    : data_(data),
+      global_batch_(global_batch),
+      local_batch_(world > 0 ? global_batch / world : 0),
+      steps_per_epoch_(global_batch > 0 ? data.train.size() / global_batch : 0),
+      rank_(rank),
+      world_(world),
+      seed_(seed),
+      prefetch_(static_cast<size_t>(std::max(prefetch, 1))) {
+  TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
+  TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ",
+                        global_batch, " not divisible by world ", world);
+}
+
+TrainLoader::~TrainLoader() { stop(); }
+
+void TrainLoader::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.clear();
+  error_ = nullptr;
+  stop_ = false;
+}
+
+void TrainLoader::start_epoch(int64_t epoch, int64_t first_step) {
+  stop();
+  worker_ = std::thread([this, epoch, first_step] { produce(epoch, first_step); });
+}
+
+void TrainLoader::produce(int64_t epoch, int64_t first_step) {
+  try {
+    torch::NoGradGuard no_grad;
+    at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch);
+    for (int64_t t = std::max<int64_t>(first_step, 0); t < steps_per_epoch_; ++t) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
+        if (stop_) return;
+      }
+      int64_t begin = t * global_batch_ + rank_ * local_batch_;
+      Batch b = make_batch(data_.train, perm.slice(0, begin, begin + local_batch_), data_.mean,
+                           data_.std);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) return;
+        queue_.emplace_back(std::move(b));
+      }
+      cv_.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.emplace_back(std::nullopt);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+  }
+  cv_.notify_all();
+}
+
+std::optional<Batch> TrainLoader::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Without a started epoch there is nothing to wait for.
+  if (!worker_.joinable() && queue_.empty() && !error_) return std::nullopt;
+  cv_.wait(lock, [this] { return !queue_.empty() || error_; });
+  if (!queue_.empty()) {
+    // The end marker stays in the queue, so further calls keep answering nullopt.
+    if (!queue_.front().has_value()) return std::nullopt;
+    std::optional<Batch> b = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    cv_.notify_all();
+    return b;
+  }
+  std::exception_ptr e = error_;
+  error_ = nullptr;
+  // The producer has ended; the next call answers nullopt instead of blocking.
+  queue_.emplace_back(std::nullopt);
+  std::rethrow_exception(e);
+}
+
+}  // namespace ddplab::data

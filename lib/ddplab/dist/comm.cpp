@@ -1,0 +1,85 @@
+#include "ddplab/dist/comm.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include "ddplab/error.h"
+
+namespace ddplab::dist {
+
+c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout, int* port) {
+  c10d::TCPStoreOptions opts;
+  opts.port = 0;
+  opts.isServer = true;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  auto store = c10::make_intrusive<c10d::TCPStore>(host, opts);
+  *port = store->getPort();
+  return store;
+}
+
+std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend, std::chrono::milliseconds timeout) {
+  auto comm = std::make_shared<Comm>();
+  comm->rank = world.rank;
+  comm->size = world.size;
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(world.master_port);
+  opts.isServer = !world.agent_store && world.rank == 0;
+  opts.numWorkers = world.size;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
+                             world.master_addr + ":" + std::to_string(world.master_port) + ": " + e.what());
+  }
+  if (!world.store_prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, store);
+  comm->store = store;
+  if (backend == "gloo") {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    std::string host = world.master_addr == "127.0.0.1" || world.master_addr == "localhost" ? "127.0.0.1" : "";
+    options->devices.push_back(host.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                            : c10d::ProcessGroupGloo::createDeviceForHostname(host));
+    comm->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, world.rank, world.size, options);
+  } else {
+    throw Error("/replicas/backend: \"" + backend + "\" needs a CUDA build of LibTorch with NCCL");
+  }
+  return comm;
+}
+
+void allreduce_sum(Comm& comm, at::Tensor& t) {
+  std::vector<at::Tensor> v{t};
+  comm.backend->allreduce(v)->wait();
+}
+
+void allreduce_max(Comm& comm, at::Tensor& t) {
+  std::vector<at::Tensor> v{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  comm.backend->allreduce(v, opts)->wait();
+}
+
+void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root) {
+  if (tensors.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(torch::kFloat64));
+  std::vector<at::Tensor> flat{torch::cat(flat_parts)};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  comm.backend->broadcast(flat, opts)->wait();
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    auto part = flat[0].narrow(0, offset, t.numel()).view(t.sizes());
+    t.detach().copy_(part);
+    offset += t.numel();
+  }
+}
+
+void barrier(Comm& comm) { comm.backend->barrier()->wait(); }
+
+}  // namespace ddplab::dist

@@ -1,0 +1,40 @@
+// A process group over c10d: a TCPStore for rendezvous and a ProcessGroupGloo backend.
+//
+// make_comm() connects rank `world.rank` of `world.size` and returns when every rank has
+// joined (or throws after `timeout`). All collectives below are blocking wrappers over the
+// c10d Work objects; GradSync (grad_sync.h) uses the asynchronous backend calls directly.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "ddplab/dist/world.h"
+
+namespace ddplab::dist {
+
+struct Comm {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+  int rank = 0;
+  int size = 1;
+};
+
+// backend: "gloo" (CPU tensors; CUDA tensors too) or "nccl" (CUDA builds only).
+std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend,
+                                std::chrono::milliseconds timeout);
+
+// Hosts a TCPStore server on host:0 (a free port) for a launcher; returns it, port via getPort().
+c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout,
+                                           int* port);
+
+void allreduce_sum(Comm& comm, at::Tensor& t);
+void allreduce_max(Comm& comm, at::Tensor& t);
+// Broadcasts every tensor from `root` in place (flattened into one message).
+void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root);
+void barrier(Comm& comm);
+
+}  // namespace ddplab::dist

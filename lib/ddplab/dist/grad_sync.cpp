@@ -1,0 +1,175 @@
+#include "ddplab/dist/grad_sync.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+namespace ddplab::dist {
+namespace {
+
+class ReadyHook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void operator()(const torch::autograd::Variable&) override { fn_(); }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options)
+    : params_(std::move(params)), comm_(std::move(comm)), options_(options) {
+  received_.assign(params_.size(), false);
+  std::vector<size_t> order;
+  for (size_t i = params_.size(); i-- > 0;)
+    if (params_[i].requires_grad()) order.push_back(i);
+  build_buckets(order);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) continue;
+    torch::autograd::impl::set_post_acc_grad_hooks(params_[i],
+                                                   std::make_unique<ReadyHook>([this, i] { mark_ready(i); }));
+  }
+  options_.rebuild_buckets = options_.rebuild_buckets && comm_ != nullptr;
+}
+
+GradSync::~GradSync() {
+  for (auto& p : params_)
+    if (p.requires_grad()) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+}
+
+void GradSync::build_buckets(const std::vector<size_t>& order) {
+  buckets_.clear();
+  bucket_of_.assign(params_.size(), -1);
+  index_in_.assign(params_.size(), -1);
+  auto cap_bytes = [&](size_t b) {
+    return static_cast<int64_t>((b == 0 ? options_.first_bucket_mb : options_.bucket_mb) * 1024 * 1024);
+  };
+  std::vector<std::vector<size_t>> groups(1);
+  int64_t bytes = 0;
+  for (size_t i : order) {
+    if (!groups.back().empty() && bytes >= cap_bytes(groups.size() - 1)) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(i);
+    bytes += params_[i].numel() * params_[i].element_size();
+  }
+  for (auto& g : groups) {
+    if (g.empty()) continue;
+    Bucket b;
+    b.params = g;
+    int64_t numel = 0;
+    for (size_t i : g) {
+      b.offsets.push_back(numel);
+      numel += params_[i].numel();
+    }
+    b.flat = torch::zeros({numel}, params_[g.front()].options().requires_grad(false));
+    for (size_t k = 0; k < g.size(); ++k) {
+      bucket_of_[g[k]] = static_cast<int>(buckets_.size());
+      index_in_[g[k]] = static_cast<int64_t>(k);
+    }
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void GradSync::prepare_for_backward() {
+  torch::NoGradGuard no_grad;
+  for (auto& b : buckets_) {
+    b.flat.zero_();
+    b.pending = b.params.size();
+    b.work.reset();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
+    }
+  }
+  next_bucket_ = 0;
+}
+
+void GradSync::mark_ready(size_t param) {
+  received_[param] = true;
+  if (!rebuilt_ && steps_ == 0) arrival_.push_back(param);
+  int b = bucket_of_[param];
+  TORCH_INTERNAL_ASSERT(b >= 0, "gradient hook fired for a parameter without a bucket");
+  Bucket& bucket = buckets_[b];
+  // A parameter used twice in one graph still accumulates once; its hook fires once per backward.
+  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b, " got more gradients than it has parameters");
+  auto& p = params_[param];
+  auto view = bucket.flat.narrow(0, bucket.offsets[index_in_[param]], p.numel());
+  if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad().reshape({-1}));
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void GradSync::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) launch(buckets_[next_bucket_++]);
+}
+
+void GradSync::launch(Bucket& bucket) {
+  if (comm_ == nullptr || comm_->size == 1) return;
+  if (options_.mean) bucket.flat.div_(comm_->size);
+  std::vector<at::Tensor> tensors{bucket.flat};
+  bucket.work = comm_->backend->allreduce(tensors);
+}
+
+double GradSync::finalize() {
+  torch::NoGradGuard no_grad;
+  while (next_bucket_ < buckets_.size()) {
+    buckets_[next_bucket_].pending = 0;
+    launch(buckets_[next_bucket_++]);
+  }
+  auto start = std::chrono::steady_clock::now();
+  for (auto& b : buckets_)
+    if (b.work) b.work->wait();
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
+  // reduced values back where the optimizer reads them.
+  for (auto& b : buckets_)
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      auto view = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
+      if (p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
+    }
+  ++steps_;
+  maybe_rebuild();
+  return waited;
+}
+
+void GradSync::maybe_rebuild() {
+  if (!options_.rebuild_buckets || rebuilt_) return;
+  rebuilt_ = true;
+  // Rank 0's arrival order decides; parameters that never arrived go last.
+  std::vector<bool> seen(params_.size(), false);
+  std::vector<int64_t> order;
+  for (size_t i : arrival_) {
+    if (!seen[i]) order.push_back(static_cast<int64_t>(i));
+    seen[i] = true;
+  }
+  for (size_t i = params_.size(); i-- > 0;)
+    if (!seen[i] && params_[i].requires_grad()) order.push_back(static_cast<int64_t>(i));
+  auto t = torch::tensor(order, torch::kInt64);
+  std::vector<at::Tensor> v{t};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = 0;
+  comm_->backend->broadcast(v, opts)->wait();
+  std::vector<size_t> agreed;
+  auto acc = t.accessor<int64_t, 1>();
+  for (int64_t k = 0; k < t.numel(); ++k) agreed.push_back(static_cast<size_t>(acc[k]));
+  // Keep the reduced gradients of this step: the optimizer has not stepped yet.
+  std::vector<at::Tensor> grads;
+  for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  build_buckets(agreed);
+  prepare_for_backward();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
+}
+
+at::Tensor GradSync::grad_norm_squared() const {
+  at::Tensor total = torch::zeros({}, buckets_.empty() ? torch::TensorOptions() : buckets_[0].flat.options());
+  for (const auto& b : buckets_) total += b.flat.pow(2).sum();
+  return total;
+}
+
+void GradSync::reset_received() { received_.assign(params_.size(), false); }
+
+}  // namespace ddplab::dist

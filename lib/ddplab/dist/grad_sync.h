@@ -1,0 +1,93 @@
+// Gradient synchronization as DistributedDataParallel's reducer does it
+// (torch/csrc/distributed/c10d/reducer.cpp), for CPU and CUDA tensors alike.
+//
+// Buckets: parameters are taken in reverse registration order (roughly the order backward
+// produces their gradients) and packed into flat buffers; the first bucket is capped at
+// `first_bucket_mb` (1 MiB, DDP's kDefaultFirstBucketBytes), the others at `bucket_mb` (25).
+// Each parameter's .grad is a view into its bucket (DDP's gradient_as_bucket_view=True), so
+// there is no copy and no allocation per step.
+//
+// Overlap: a post-accumulate-grad hook per parameter marks its gradient ready. When every
+// gradient of a bucket is ready, the bucket (and any following ready ones) is all-reduced
+// asynchronously at once, in bucket-index order on every rank, while backward goes on.
+// finalize() waits for all of them before the optimizer step; `mean` divides by the world
+// size first (as DDP), `sum` adds.
+//
+// After the first step the buckets are rebuilt once in the order gradients actually arrived
+// on rank 0 (broadcast, so every rank agrees), as DDP does. Parameters that received no
+// gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
+// `received_grad()` reports them to the audits.
+//
+// Without a Comm (one replica) the same buckets and views are used, minus the collectives.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "ddplab/dist/comm.h"
+
+namespace ddplab::dist {
+
+struct GradSyncOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool mean = true;  // false: sum
+  bool rebuild_buckets = true;
+};
+
+class GradSync {
+ public:
+  // `params` in registration order (module.parameters()); `comm` may be null (one replica).
+  GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options = {});
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
+  void prepare_for_backward();
+  // Launches any bucket not yet launched, waits for all, returns seconds spent blocked.
+  double finalize();
+
+  int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  // Parameter indices (into `params`) of bucket b, in bucket order.
+  const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
+  int64_t bucket_bytes(int b) const { return buckets_[b].flat.numel() * buckets_[b].flat.element_size(); }
+  // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
+  at::Tensor grad_norm_squared() const;
+  // Per parameter: whether its hook fired since the last reset_received().
+  const std::vector<bool>& received_grad() const { return received_; }
+  void reset_received();
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;
+    at::Tensor flat;
+    size_t pending = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void mark_ready(size_t param);
+  void launch_ready_buckets();
+  void launch(Bucket& bucket);
+  void maybe_rebuild();
+
+  std::vector<at::Tensor> params_;
+  std::shared_ptr<Comm> comm_;
+  GradSyncOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;      // param -> bucket
+  std::vector<int64_t> index_in_;   // param -> position in its bucket
+  size_t next_bucket_ = 0;
+  std::vector<bool> received_;
+  std::vector<size_t> arrival_;     // first-iteration arrival order
+  bool rebuilt_ = false;
+  int64_t steps_ = 0;
+};
+
+}  // namespace ddplab::dist

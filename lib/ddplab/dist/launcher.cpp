@@ -1,0 +1,168 @@
+#include "ddplab/dist/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "ddplab/dist/comm.h"
+#include "ddplab/error.h"
+
+extern char** environ;
+
+namespace ddplab::dist {
+namespace {
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal = sig; }
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "stopped";
+}
+
+pid_t spawn(const LaunchOptions& o, int rank, int port) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    static const char* overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+                                       "MASTER_PORT=", "DDPLAB_LAUNCHER=", "DDPLAB_RUN_DIR=", "GROUP_RANK="};
+    bool skip = false;
+    for (const char* prefix : overridden) skip = skip || kv.rfind(prefix, 0) == 0;
+    if (!skip) env_strings.push_back(kv);
+  }
+  env_strings.push_back("RANK=" + std::to_string(rank));
+  env_strings.push_back("WORLD_SIZE=" + std::to_string(o.nproc));
+  env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(o.nproc));
+  env_strings.push_back("GROUP_RANK=0");
+  env_strings.push_back("MASTER_ADDR=127.0.0.1");
+  env_strings.push_back("MASTER_PORT=" + std::to_string(port));
+  env_strings.push_back("DDPLAB_LAUNCHER=1");
+  env_strings.push_back("DDPLAB_RUN_DIR=" + o.run_dir.string());
+  std::vector<std::string> args = {self_executable(), "worker", o.spec_path};
+  args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
+  std::string log = (o.run_dir / ("rank-" + std::to_string(rank) + ".log")).string();
+
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no worker outlives a launcher that was killed
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDERR_FILENO);
+      if (rank != 0) ::dup2(fd, STDOUT_FILENO);
+      ::close(fd);
+    }
+    signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the launcher, which stops the ranks in order
+    ::execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::string self_executable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string tail_file(const std::filesystem::path& file, int lines) {
+  std::ifstream in(file);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    last.push_back(line);
+    if (static_cast<int>(last.size()) > lines) last.pop_front();
+  }
+  std::string out;
+  for (auto& l : last) out += "    " + l + "\n";
+  return out;
+}
+
+LaunchResult launch_workers(const LaunchOptions& o) {
+  int port = 0;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  auto store = host_store("127.0.0.1", timeout, &port);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_signal = 0;
+
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.nproc; ++r) pids.push_back(spawn(o, r, port));
+  std::vector<bool> alive(o.nproc, true);
+  int running = o.nproc;
+  LaunchResult result;
+  bool stopping = false;
+  auto stop_started = std::chrono::steady_clock::now();
+  bool killed = false;
+
+  auto stop_all = [&](int sig) {
+    for (int r = 0; r < o.nproc; ++r)
+      if (alive[r]) ::kill(pids[r], sig);
+  };
+
+  while (running > 0) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < o.nproc; ++r) {
+        if (pids[r] != pid || !alive[r]) continue;
+        alive[r] = false;
+        --running;
+        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && !stopping) {
+          result.exit_code = 1;
+          result.failed_rank = r;
+          result.reason = describe(status);
+          stopping = true;
+          stop_started = std::chrono::steady_clock::now();
+          stop_all(SIGTERM);
+        }
+      }
+      continue;
+    }
+    if (g_signal != 0 && !stopping) {
+      result.exit_code = 128 + g_signal;
+      result.reason = std::string("interrupted by ") + strsignal(g_signal);
+      stopping = true;
+      stop_started = std::chrono::steady_clock::now();
+      stop_all(SIGTERM);
+    }
+    if (stopping && !killed &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_started).count() > o.grace_s) {
+      stop_all(SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace ddplab::dist

@@ -1,0 +1,42 @@
+// ddplab's own launcher: starts N worker processes of this binary on this host and supervises
+// them, the way torchrun's local agent does.
+//
+// It hosts the c10d TCPStore on 127.0.0.1 at a free port (so two runs never collide) and starts
+// `<exe> worker <spec.json>` N times with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, DDPLAB_LAUNCHER=1 and DDPLAB_RUN_DIR set. Each rank's stderr goes to
+// <run_dir>/rank-<r>.log; rank 0's stdout stays on the console, the others' go to their log.
+//
+// If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
+// `grace_s`; the launcher names the rank, prints the end of its log and returns 1. SIGINT or
+// SIGTERM to the launcher is passed on to the workers the same way. No worker outlives it.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ddplab::dist {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::filesystem::path run_dir;
+  std::string spec_path;               // resolved spec the workers read
+  std::vector<std::string> extra_args; // appended to the worker command line
+  double grace_s = 5.0;
+  double timeout_s = 300.0;            // store timeout
+};
+
+struct LaunchResult {
+  int exit_code = 0;         // 0 all ranks succeeded; 1 a rank failed; 130/143 interrupted
+  int failed_rank = -1;
+  std::string reason;        // "exited with code 1", "killed by signal 9"
+};
+
+LaunchResult launch_workers(const LaunchOptions& options);
+
+// Path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+// The last `lines` lines of a text file ("" if unreadable).
+std::string tail_file(const std::filesystem::path& file, int lines);
+
+}  // namespace ddplab::dist

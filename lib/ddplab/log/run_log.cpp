@@ -1,0 +1,164 @@
+#include "ddplab/log/run_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ddplab/error.h"
+#include "ddplab/version.h"
+
+namespace ddplab::log {
+namespace fs = std::filesystem;
+
+nlohmann::json EpochRecord::to_json() const {
+  return {{"epoch", epoch},           {"step", step},
+          {"lr", lr},                 {"train_loss", train_loss},
+          {"train_acc", train_acc},   {"test_loss", test_loss},
+          {"test_acc", test_acc},     {"epoch_s", epoch_s},
+          {"wall_s", wall_s},         {"images_per_s", images_per_s},
+          {"comm_wait_s", comm_wait_s}, {"grad_norm", grad_norm},
+          {"replicas", replicas},     {"global_batch", global_batch}};
+}
+
+std::vector<std::string> EpochRecord::csv_columns() {
+  return {"epoch",   "step",   "lr",           "train_loss",  "train_acc", "test_loss",
+          "test_acc", "epoch_s", "wall_s", "images_per_s", "comm_wait_s", "grad_norm",
+          "replicas", "global_batch"};
+}
+
+std::string EpochRecord::csv_row() const {
+  auto j = to_json();
+  std::ostringstream out;
+  out.precision(10);
+  bool first = true;
+  for (const auto& c : csv_columns()) {
+    if (!first) out << ',';
+    first = false;
+    const auto& v = j.at(c);
+    if (v.is_number_float()) out << v.get<double>(); else out << v.dump();
+  }
+  return out.str();
+}
+
+std::string run_id(const spec::ExperimentSpec& spec) { return "seed=" + std::to_string(spec.seed); }
+
+fs::path run_dir(const spec::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name / run_id(spec); }
+
+void append_line(const fs::path& file, const std::string& line) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(file.string() + ": cannot open for append: " + std::strerror(errno));
+  std::string whole = line + "\n";
+  ssize_t n = ::write(fd, whole.data(), whole.size());
+  int err = errno;
+  bool ok = n == static_cast<ssize_t>(whole.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw Error(file.string() + ": write failed: " + std::strerror(err));
+}
+
+void write_file_atomic(const fs::path& file, const std::string& text) {
+  fs::path tmp = file;
+  tmp += ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = errno;
+  bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), file.c_str()) != 0) {
+    if (ok) err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(file.string() + ": write failed: " + std::strerror(err));
+  }
+}
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw Error(file.string() + ": cannot read");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(file.string() + ": malformed JSON: " + e.what());
+  }
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+namespace {
+std::string hostname() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+}  // namespace
+
+RunLog RunLog::create(const spec::ExperimentSpec& spec, bool overwrite) {
+  fs::path dir = run_dir(spec);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir.string() + ": cannot create run directory: " + ec.message());
+  if (fs::exists(dir / "epochs.jsonl")) {
+    if (!overwrite)
+      throw Error(dir.string() + ": run directory already holds a run (epochs.jsonl); pass --force to replace it");
+    for (const auto& entry : fs::directory_iterator(dir)) fs::remove_all(entry.path());
+  }
+  RunLog run(dir);
+  write_file_atomic(dir / "spec.json", spec.resolved.dump(2) + "\n");
+  nlohmann::json manifest = {
+      {"ddplab", {{"version", version()}, {"git_sha", git_sha()}}},
+      {"libtorch", torch_version()},
+      {"cuda_build", built_with_cuda()},
+      {"compiler", compiler()},
+      {"host", hostname()},
+      {"cores", std::thread::hardware_concurrency()},
+      {"experiment", spec.name},
+      {"run_id", run_id(spec)},
+      {"replicas", spec.replicas.count},
+      {"threads_per_replica", spec.replicas.threads},
+      {"device", spec.replicas.device},
+      {"backend", spec.replicas.backend},
+      {"start", utc_now()},
+      {"end", nullptr},
+      {"status", "running"}};
+  write_file_atomic(dir / "manifest.json", manifest.dump(2) + "\n");
+  std::string header;
+  for (const auto& c : EpochRecord::csv_columns()) header += (header.empty() ? "" : ",") + c;
+  append_line(dir / "epochs.csv", header);
+  return run;
+}
+
+RunLog RunLog::open(const fs::path& dir) {
+  if (!fs::exists(dir / "manifest.json")) throw Error(dir.string() + ": not a run directory (no manifest.json)");
+  return RunLog(dir);
+}
+
+void RunLog::append(const EpochRecord& record) const {
+  append_line(dir_ / "epochs.jsonl", record.to_json().dump());
+  append_line(dir_ / "epochs.csv", record.csv_row());
+}
+
+void RunLog::update_manifest(const nlohmann::json& fields) const {
+  auto manifest = read_json(dir_ / "manifest.json");
+  manifest.merge_patch(fields);
+  write_file_atomic(dir_ / "manifest.json", manifest.dump(2) + "\n");
+}
+
+void RunLog::finish(const std::string& status, const std::string& message) const {
+  nlohmann::json fields = {{"status", status}, {"end", utc_now()}};
+  if (!message.empty()) fields["message"] = message;
+  update_manifest(fields);
+}
+
+}  // namespace ddplab::log

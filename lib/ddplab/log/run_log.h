@@ -1,0 +1,75 @@
+// The run directory and its files:
+//
+//   <output>/<name>/<run-id>/   run-id "seed=<seed>" (sweeps add the swept values)
+//     spec.json      the fully resolved spec
+//     manifest.json  versions, host, cores, world, start/end, status (running|done|failed|interrupted)
+//     epochs.jsonl   one JSON record per epoch
+//     epochs.csv     the same records as CSV
+//     rank-<r>.log   each rank's stderr (when ddplab launched the ranks)
+//
+// Every record is appended with one write(2) on an O_APPEND descriptor followed by fsync, so
+// a crash never leaves a torn line; manifest.json is replaced atomically (temp file + rename).
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddplab/spec/spec.h"
+
+namespace ddplab::log {
+
+struct EpochRecord {
+  int epoch = 0;       // 1-based
+  int64_t step = 0;    // global optimizer steps so far
+  double lr = 0;       // at the last step of the epoch
+  double train_loss = 0, train_acc = 0;  // sample-weighted over all replicas
+  double test_loss = 0, test_acc = 0;
+  double epoch_s = 0;       // training time of this epoch (evaluation excluded)
+  double wall_s = 0;        // since the start of training, evaluation included
+  double images_per_s = 0;  // global training images / epoch_s
+  double comm_wait_s = 0;   // rank 0's time blocked on gradient all-reduce this epoch
+  double grad_norm = 0;     // mean over steps of |averaged gradient|_2
+  int replicas = 1;
+  int64_t global_batch = 0;
+
+  nlohmann::json to_json() const;
+  static std::vector<std::string> csv_columns();
+  std::string csv_row() const;
+};
+
+std::string run_id(const spec::ExperimentSpec& spec);
+std::filesystem::path run_dir(const spec::ExperimentSpec& spec);
+
+// Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.
+void append_line(const std::filesystem::path& file, const std::string& line);
+// Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
+void write_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+nlohmann::json read_json(const std::filesystem::path& file);
+
+class RunLog {
+ public:
+  // Creates the directory, writes spec.json and a manifest with status "running".
+  // Refuses to reuse a directory that already holds epochs.jsonl unless `overwrite`.
+  static RunLog create(const spec::ExperimentSpec& spec, bool overwrite);
+  // Opens an existing run directory (made by the launcher) without touching it.
+  static RunLog open(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  void append(const EpochRecord& record) const;
+  // Merges `fields` into manifest.json (read, update, atomic replace).
+  void update_manifest(const nlohmann::json& fields) const;
+  // Sets status and end time (and `message` when not empty).
+  void finish(const std::string& status, const std::string& message = "") const;
+
+ private:
+  explicit RunLog(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  std::filesystem::path dir_;
+};
+
+// ISO 8601 UTC time, "2026-12-02T08:46:03Z".
+std::string utc_now();
+
+}  // namespace ddplab::log

@@ -1,0 +1,35 @@
+#include "ddplab/train/lr_schedule.h"
+
+#include <cmath>
+
+namespace ddplab::train {
+
+LrSchedule::LrSchedule(const spec::OptimizerSpec& optimizer, const spec::ScheduleSpec& schedule,
+                       int64_t global_batch, int epochs)
+    : base_lr_(optimizer.lr), scale_(1.0), schedule_(schedule), epochs_(epochs) {
+  double k = static_cast<double>(global_batch) / static_cast<double>(schedule.base_batch);
+  if (schedule.scale_rule == "linear") scale_ = k;
+  if (schedule.scale_rule == "sqrt") scale_ = std::sqrt(k);
+}
+
+double LrSchedule::operator()(double e) const {
+  const auto& s = schedule_;
+  double warmup = 1.0;
+  if (s.warmup_epochs > 0 && e < s.warmup_epochs)
+    warmup = s.warmup_start_factor + (1.0 - s.warmup_start_factor) * e / s.warmup_epochs;
+  double decay = 1.0;
+  if (s.decay == "step") {
+    decay = std::pow(s.gamma, std::floor(e / s.step_epochs));
+  } else if (s.decay == "multistep") {
+    int passed = 0;
+    for (double m : s.milestones) passed += (e >= m) ? 1 : 0;
+    decay = std::pow(s.gamma, passed);
+  } else if (s.decay == "exponential") {
+    decay = std::pow(s.gamma, e);
+  } else if (s.decay == "cosine") {
+    decay = s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + std::cos(M_PI * e / epochs_));
+  }
+  return base_lr_ * scale_ * warmup * decay;
+}
+
+}  // namespace ddplab::train

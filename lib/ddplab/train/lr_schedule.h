@@ -1,0 +1,33 @@
+// The learning rate as a pure function of the fractional epoch e (never of the step count):
+//
+//   lr(e) = optimizer.lr * scale * warmup(e) * decay(e)
+//   scale     = 1 | k | sqrt(k)  for scale_rule none | linear | sqrt, k = global_batch / base_batch
+//   warmup(e) = f + (1 - f) * e / W for e < W (W = warmup_epochs, f = warmup_start_factor), else 1
+//   decay(e)  = constant: 1;  step: gamma^floor(e / step_epochs);
+//               multistep: gamma^(number of milestones <= e);  exponential: gamma^e;
+//               cosine: m + (1 - m) * (1 + cos(pi * e / epochs)) / 2  (m = min_factor)
+//
+// The trainer sets it before every step from that step's e = epoch + step / steps_per_epoch,
+// so changing the replica count (and with it steps per epoch) never shifts the schedule.
+#pragma once
+#include <cstdint>
+
+#include "ddplab/spec/spec.h"
+
+namespace ddplab::train {
+
+class LrSchedule {
+ public:
+  LrSchedule(const spec::OptimizerSpec& optimizer, const spec::ScheduleSpec& schedule,
+             int64_t global_batch, int epochs);
+
+  double scale() const { return scale_; }
+  double operator()(double epoch) const;  // epoch >= 0, fractional
+
+ private:
+  double base_lr_, scale_;
+  spec::ScheduleSpec schedule_;
+  int epochs_;
+};
+
+}  // namespace ddplab::train

@@ -1,0 +1,228 @@
+#include "ddplab/train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <torch/torch.h>
+
+#include "ddplab/data/dataset.h"
+#include "ddplab/data/loader.h"
+#include "ddplab/dist/comm.h"
+#include "ddplab/dist/grad_sync.h"
+#include "ddplab/error.h"
+#include "ddplab/log/run_log.h"
+#include "ddplab/models/models.h"
+#include "ddplab/train/lr_schedule.h"
+#include "ddplab/train/optimizer.h"
+
+namespace ddplab::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string format_duration(double s) {
+  int t = static_cast<int>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std::string, at::Tensor>>& named,
+                               int epoch) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> sums;
+  for (const auto& [name, p] : named) {
+    auto d = p.detach().to(torch::kFloat64);
+    sums.push_back(d.sum().reshape({1}));
+    sums.push_back(d.pow(2).sum().reshape({1}));
+  }
+  auto local = torch::cat(sums);
+  auto both = torch::cat({local, -local});
+  dist::allreduce_max(comm, both);
+  auto n = local.numel();
+  auto hi = both.narrow(0, 0, n), lo = -both.narrow(0, n, n);
+  auto differs = (hi != lo).nonzero();
+  if (differs.numel() > 0) {
+    auto k = differs[0][0].item<int64_t>() / 2;
+    throw Error("replica consistency audit failed after epoch " + std::to_string(epoch) + ": parameter '" +
+                named[k].first + "' differs between replicas (checksums from " +
+                std::to_string(lo[2 * k].item<double>()) + " to " + std::to_string(hi[2 * k].item<double>()) +
+                "); the replicas do not share weights (was rank 0's model broadcast at start?)");
+  }
+}
+
+}  // namespace
+
+ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World& world, const ReplicaOptions& options) {
+  const int rank = world.rank, size = world.size;
+  const bool lead = rank == 0;
+  at::set_num_threads(spec.replicas.threads);
+  data::DatasetPair loaded;
+  if (options.data == nullptr) loaded = data::load_dataset(spec.dataset);
+  const data::DatasetPair& data = options.data != nullptr ? *options.data : loaded;
+  models::InputShape shape{data.train.images.size(1), data.train.images.size(2), data.train.images.size(3),
+                           data.num_classes};
+
+  const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
+  torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
+  auto model = models::make_model(spec.model, shape);
+
+  std::shared_ptr<dist::Comm> comm;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
+  if (size > 1) {
+    comm = dist::make_comm(world, spec.replicas.backend, timeout);
+    std::vector<at::Tensor> state;
+    for (auto& p : model->parameters()) state.push_back(p);
+    for (auto& b : model->buffers()) state.push_back(b);
+    if (!skip_broadcast) dist::broadcast_coalesced(*comm, state, 0);
+  }
+  // Each replica draws its own dropout masks, as separate DDP processes do.
+  torch::manual_seed(static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + rank);
+
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  std::vector<at::Tensor> params;
+  for (const auto& [name, p] : named) params.push_back(p);
+
+  auto optimizer = make_optimizer(spec.optimizer, params);
+  dist::GradSyncOptions sync_options;
+  sync_options.bucket_mb = spec.replicas.bucket_mb;
+  sync_options.mean = spec.replicas.reduce == "mean";
+  dist::GradSync sync(params, comm, sync_options);
+
+  data::TrainLoader loader(data, spec.global_batch, rank, size, spec.seed);
+  const int64_t steps = loader.steps_per_epoch();
+  if (steps == 0)
+    throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
+                std::to_string(data.train.size()) + " training samples");
+  LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
+  auto run = log::RunLog::open(options.run_dir);
+  const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
+  const auto [test_begin, test_end] = data::eval_shard(data.test.size(), rank, size);
+
+  ReplicaResult result;
+  int64_t global_step = 0;
+  auto train_start = Clock::now();
+  for (int epoch = 0; epoch < spec.epochs; ++epoch) {
+    model->train();
+    sync.reset_received();
+    std::vector<at::Tensor> snapshot;
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : params) snapshot.push_back(p.detach().clone());
+    }
+    auto loss_sum = torch::zeros({}, torch::kFloat64), correct = torch::zeros({}, torch::kInt64);
+    auto grad_norm_sum = torch::zeros({}, torch::kFloat64);
+    double comm_wait = 0, lr = 0;
+    auto epoch_start = Clock::now();
+    auto last_progress = epoch_start;
+    loader.start_epoch(epoch);
+    for (int64_t step = 0; step < steps; ++step, ++global_step) {
+      auto batch = loader.next();
+      TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps, " steps");
+      if (spec.debug.fault == "crash" && rank == spec.debug.rank && global_step == spec.debug.step) std::raise(SIGKILL);
+      if (spec.debug.fault == "throw" && rank == spec.debug.rank && global_step == spec.debug.step)
+        throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
+      lr = schedule(epoch + static_cast<double>(step) / steps);
+      set_lr(*optimizer, lr);
+      sync.prepare_for_backward();
+      auto logits = model->forward(batch->x);
+      auto loss = torch::cross_entropy_loss(logits, batch->y);
+      loss.backward();
+      comm_wait += sync.finalize();
+      if (spec.debug.fault == "update_first_only")
+        for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
+      optimizer->step();
+      {
+        torch::NoGradGuard no_grad;
+        loss_sum += loss.detach().to(torch::kFloat64) * batch->y.size(0);
+        correct += (logits.argmax(1) == batch->y).sum();
+        grad_norm_sum += sync.grad_norm_squared().to(torch::kFloat64).sqrt();
+      }
+      if (tty && seconds_since(last_progress) > 0.5) {
+        last_progress = Clock::now();
+        double el = seconds_since(epoch_start);
+        double ips = (step + 1) * spec.global_batch / el;
+        std::printf("\r  epoch %d/%d  step %ld/%ld  %.0f img/s  ETA %s   ", epoch + 1, spec.epochs,
+                    static_cast<long>(step + 1), static_cast<long>(steps), ips,
+                    format_duration(el / (step + 1) * (steps - step - 1)).c_str());
+        std::fflush(stdout);
+      }
+    }
+    double epoch_s = seconds_since(epoch_start);
+
+    model->eval();
+    auto test_loss_sum = torch::zeros({}, torch::kFloat64), test_correct = torch::zeros({}, torch::kInt64);
+    {
+      torch::NoGradGuard no_grad;
+      for (int64_t b = test_begin; b < test_end; b += 1000) {
+        auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
+        auto batch = data::make_batch(data.test, idx, data.mean, data.std);
+        auto logits = model->forward(batch.x);
+        test_loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
+        test_correct += (logits.argmax(1) == batch.y).sum();
+      }
+    }
+    auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
+                                test_correct.to(torch::kFloat64), grad_norm_sum});
+    if (comm) {
+      dist::allreduce_sum(*comm, totals);
+      check_replica_consistency(*comm, named, epoch + 1);
+    }
+    {
+      torch::NoGradGuard no_grad;
+      const auto& got = sync.received_grad();
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (!params[i].requires_grad()) continue;
+        if (!got[i])
+          throw Error("gradient audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
+                      "' received no gradient (is it used in forward? is the loss connected to it?)");
+        if (torch::equal(params[i], snapshot[i]))
+          throw Error("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
+                      "' did not change although it received gradients; the optimizer did not update it (a "
+                      "gradient-averaging loop that returns after the first variable?)");
+      }
+    }
+    auto t = totals.accessor<double, 1>();
+    const double train_n = static_cast<double>(steps * spec.global_batch);
+    log::EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.step = global_step;
+    rec.lr = lr;
+    rec.train_loss = t[0] / train_n;
+    rec.train_acc = t[1] / train_n;
+    rec.test_loss = t[2] / static_cast<double>(data.test.size());
+    rec.test_acc = t[3] / static_cast<double>(data.test.size());
+    rec.grad_norm = t[4] / size / steps;
+    rec.epoch_s = epoch_s;
+    rec.wall_s = seconds_since(train_start);
+    rec.images_per_s = train_n / epoch_s;
+    rec.comm_wait_s = comm_wait;
+    rec.replicas = size;
+    rec.global_batch = spec.global_batch;
+    if (lead) {
+      run.append(rec);
+      if (tty) std::printf("\r%80s\r", "");
+      if (!options.quiet) {
+        std::printf("epoch %d/%d  lr %.4g  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  %.0f img/s",
+                    rec.epoch, spec.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss,
+                    100 * rec.test_acc, rec.epoch_s, rec.images_per_s);
+        if (size > 1) std::printf("  comm wait %.2f s", rec.comm_wait_s);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+    result.epochs_done = epoch + 1;
+    result.final_test_acc = rec.test_acc;
+    result.final_train_loss = rec.train_loss;
+  }
+  if (comm) dist::barrier(*comm);
+  return result;
+}
+
+}  // namespace ddplab::train

@@ -1,0 +1,263 @@
+#include "ddplab/spec/spec.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ddplab/error.h"
+#include "ddplab/version.h"
+#include "test_util.h"
+
+namespace ddplab::spec {
+namespace {
+
+using nlohmann::json;
+
+// Resolves `doc` and returns the Error message, or "" when it resolved.
+std::string resolve_error(const json& doc) {
+  try {
+    resolve(doc);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+json minimal() { return json{{"name", "exp"}}; }
+
+json with(const std::string& assignment) {
+  json doc = minimal();
+  apply_override(doc, assignment);
+  return doc;
+}
+
+TEST(Spec, DefaultsAreFilled) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.name, "exp");
+  EXPECT_EQ(s.dataset.name, "fashion-mnist");
+  EXPECT_EQ(s.dataset.root, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(s.model.name, "mnist_cnn");
+  EXPECT_DOUBLE_EQ(s.model.dropout, 0.5);
+  EXPECT_EQ(s.optimizer.name, "sgd");
+  EXPECT_DOUBLE_EQ(s.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(s.optimizer.beta2, 0.999);
+  EXPECT_EQ(s.schedule.decay, "constant");
+  EXPECT_TRUE(s.schedule.milestones.empty());
+  EXPECT_EQ(s.per_replica_batch, 64);
+  EXPECT_EQ(s.global_batch, 64);
+  EXPECT_EQ(s.replicas.count, 1);
+  EXPECT_EQ(s.replicas.backend, "gloo");
+  EXPECT_EQ(s.epochs, 1);
+  EXPECT_EQ(s.output, "runs");
+  EXPECT_EQ(s.debug.fault, "none");
+  // The resolved JSON names every setting.
+  EXPECT_EQ(s.resolved["optimizer"]["momentum"], 0.9);
+  EXPECT_EQ(s.resolved["batch"], json({{"per_replica", 64}}));
+  EXPECT_EQ(s.resolved["dataset"]["root"], "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(s.resolved["schedule"]["base_batch"], 64);
+}
+
+TEST(Spec, PartialSectionKeepsUserValuesAndFillsTheRest) {
+  json doc = minimal();
+  doc["optimizer"] = {{"lr", 0.1}};
+  ExperimentSpec s = resolve(doc);
+  EXPECT_DOUBLE_EQ(s.optimizer.lr, 0.1);
+  EXPECT_DOUBLE_EQ(s.optimizer.momentum, 0.9);
+}
+
+TEST(Spec, MnistRootDefault) {
+  ExperimentSpec s = resolve(with("dataset.name=mnist"));
+  EXPECT_EQ(s.dataset.root, "data/mnist");
+  EXPECT_EQ(s.resolved["dataset"]["root"], "data/mnist");
+}
+
+TEST(Spec, OverrideNumberBoolStringListObject) {
+  json doc = minimal();
+  apply_override(doc, "optimizer.lr=0.5");
+  apply_override(doc, "optimizer.nesterov=true");
+  apply_override(doc, "optimizer.name=adam");
+  apply_override(doc, "schedule.milestones=[10,20]");
+  apply_override(doc, "epochs=3");
+  EXPECT_TRUE(doc["optimizer"]["lr"].is_number_float());
+  EXPECT_TRUE(doc["optimizer"]["nesterov"].is_boolean());
+  EXPECT_EQ(doc["optimizer"]["name"], "adam");
+  ExperimentSpec s = resolve(doc);
+  EXPECT_DOUBLE_EQ(s.optimizer.lr, 0.5);
+  EXPECT_TRUE(s.optimizer.nesterov);
+  EXPECT_EQ(s.optimizer.name, "adam");
+  EXPECT_EQ(s.schedule.milestones, (std::vector<double>{10, 20}));
+  EXPECT_EQ(s.epochs, 3);
+}
+
+TEST(Spec, OverrideObjectReplacesWholeSection) {
+  json doc = minimal();
+  doc["batch"] = {{"per_replica", 32}};
+  apply_override(doc, "replicas.count=4");
+  apply_override(doc, R"(batch={"global":64})");
+  EXPECT_EQ(doc["batch"], json({{"global", 64}}));
+  ExperimentSpec s = resolve(doc);
+  EXPECT_EQ(s.per_replica_batch, 16);
+  EXPECT_EQ(s.global_batch, 64);
+  EXPECT_EQ(s.resolved["batch"], json({{"global", 64}}));
+}
+
+TEST(Spec, OverrideCreatesIntermediateObjectsAndStringFallback) {
+  json doc = json::object();
+  apply_override(doc, "a.b.c=hello world");
+  EXPECT_EQ(doc["a"]["b"]["c"], "hello world");
+  apply_override(doc, "a.d=");
+  EXPECT_EQ(doc["a"]["d"], "");
+}
+
+TEST(Spec, MalformedOverrideNamesTheAssignment) {
+  json doc = minimal();
+  try {
+    apply_override(doc, "epochs");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"epochs\""), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_override(doc, "=3"), Error);
+  EXPECT_THROW(apply_override(doc, "a..b=3"), Error);
+  try {
+    apply_override(doc, "name.x=3");  // name is a string
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("name.x=3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Spec, MissingFileIsNamed) {
+  testing::TempDir dir;
+  std::string path = dir.str("absent.json");
+  try {
+    load_json_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot read spec file");
+  }
+}
+
+TEST(Spec, MalformedJsonGivesLineAndColumn) {
+  testing::TempDir dir;
+  std::string path = dir.str("bad.json");
+  testing::write_file(path, "{\n  \"name\": \"x\",\n  \"epochs\": ,\n}\n");
+  try {
+    load_json_file(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(path + ":3:13: malformed JSON: ", 0), 0u) << msg;
+  }
+}
+
+TEST(Spec, LoadAppliesOverridesInOrder) {
+  testing::TempDir dir;
+  std::string path = dir.str("exp.json");
+  testing::write_file(path, R"({"name": "exp", "epochs": 2})");
+  ExperimentSpec s = load(path, {"epochs=5", "epochs=7", "seed=9"});
+  EXPECT_EQ(s.epochs, 7);
+  EXPECT_EQ(s.seed, 9);
+}
+
+TEST(Spec, UnknownKeySuggestsClosest) {
+  json doc = minimal();
+  doc["optimiser"] = json::object();
+  EXPECT_EQ(resolve_error(doc), "/optimiser: unknown key; did you mean \"optimizer\"?");
+  EXPECT_EQ(resolve_error(with("optimizer.momentun=0.5")),
+            "/optimizer/momentun: unknown key; did you mean \"momentum\"?");
+}
+
+TEST(Spec, UnknownKeyWithoutNearMatchListsAllowed) {
+  std::string msg = resolve_error(with("replicas.zzzzzzzz=1"));
+  EXPECT_EQ(msg.rfind("/replicas/zzzzzzzz: unknown key; allowed keys: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("bucket_mb"), std::string::npos) << msg;
+}
+
+TEST(Spec, WrongType) {
+  EXPECT_EQ(resolve_error(with("epochs=ten")), "/epochs: must be an integer, got \"ten\"");
+  EXPECT_EQ(resolve_error(with("optimizer.nesterov=1")), "/optimizer/nesterov: must be a boolean, got 1");
+  EXPECT_EQ(resolve_error(with("optimizer=3")), "/optimizer: must be an object, got 3");
+}
+
+TEST(Spec, OutOfRange) {
+  EXPECT_EQ(resolve_error(with("optimizer.lr=-1")), "/optimizer/lr: must be > 0, got -1");
+  EXPECT_EQ(resolve_error(with("epochs=0")), "/epochs: must be >= 1, got 0");
+  EXPECT_EQ(resolve_error(with("model.dropout=1")), "/model/dropout: must be < 1, got 1");
+  EXPECT_EQ(resolve_error(with("replicas.count=2000")), "/replicas/count: must be <= 1024, got 2000");
+  EXPECT_EQ(resolve_error(with("optimizer.betas=[0.9,1.5]")), "/optimizer/betas/1: must be < 1, got 1.5");
+  EXPECT_EQ(resolve_error(with("optimizer.betas=[0.9]")), "/optimizer/betas: must have at least 2 items, got [0.9]");
+}
+
+TEST(Spec, EnumMessage) {
+  EXPECT_EQ(resolve_error(with("replicas.reduce=avg")), "/replicas/reduce: must be one of \"mean\", \"sum\", got \"avg\"");
+}
+
+TEST(Spec, NameIsRequired) {
+  EXPECT_EQ(resolve_error(json::object()), "/name: is required");
+}
+
+TEST(Spec, NameRejectsPathSeparators) {
+  for (const char* bad : {"a/b", "..", "../x", ".hidden"}) {
+    json doc = {{"name", bad}};
+    std::string msg = resolve_error(doc);
+    EXPECT_EQ(msg.rfind("/name: must match ", 0), 0u) << bad << ": " << msg;
+  }
+  EXPECT_EQ(resolve_error(json{{"name", "ok_name-1.2"}}), "");
+}
+
+TEST(Spec, BatchNeedsExactlyOne) {
+  EXPECT_EQ(resolve_error(with(R"(batch={"per_replica":8,"global":16})")),
+            "/batch: give exactly one of per_replica and global");
+  EXPECT_EQ(resolve_error(with("batch={}")), "/batch: give exactly one of per_replica and global");
+}
+
+TEST(Spec, GlobalBatchMustDivide) {
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(batch={"global":66})");
+  EXPECT_EQ(resolve_error(doc), "/batch/global: must be divisible by replicas.count (4), got 66");
+}
+
+TEST(Spec, NcclRejectedWithoutCudaBuild) {
+  if (ddplab::built_with_cuda()) GTEST_SKIP() << "CUDA build";
+  json doc = with("replicas.backend=nccl");
+  apply_override(doc, "replicas.device=cuda");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/backend: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("CUDA build of LibTorch"), std::string::npos) << msg;
+  msg = resolve_error(with("replicas.device=cuda"));
+  EXPECT_EQ(msg.rfind("/replicas/device: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("CUDA build of LibTorch"), std::string::npos) << msg;
+}
+
+TEST(Spec, IdxNeedsRoot) {
+  EXPECT_EQ(resolve_error(with("dataset.name=idx")), "/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
+  json doc = with("dataset.name=idx");
+  apply_override(doc, "dataset.root=/tmp/d");
+  EXPECT_EQ(resolve(doc).dataset.root, "/tmp/d");
+}
+
+TEST(Spec, ThreadsResolved) {
+  json doc = with("replicas.count=1024");
+  apply_override(doc, "batch.per_replica=1");
+  ExperimentSpec s = resolve(doc);
+  EXPECT_EQ(s.replicas.threads, 1);  // never 0, even with more replicas than cores
+  EXPECT_EQ(s.resolved["replicas"]["threads"], 1);
+  s = resolve(minimal());
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(s.replicas.threads, std::max(1, cores));
+  EXPECT_EQ(resolve(with("replicas.threads=3")).replicas.threads, 3);
+}
+
+TEST(Spec, SchemaTextIsTheSchema) {
+  json schema = json::parse(schema_text());
+  EXPECT_EQ(schema["title"], "ddplab experiment spec");
+  EXPECT_TRUE(schema["properties"].contains("optimizer"));
+}
+
+TEST(Spec, NonObjectSpecRejected) {
+  EXPECT_EQ(resolve_error(json::array()), "spec: the spec must be a JSON object, got []");
+}
+
+}  // namespace
+}  // namespace ddplab::spec
