@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ddplab/data/dataset.h"
+#include "ddplab/dist/comm.h"
 #include "ddplab/dist/launcher.h"
 #include "ddplab/dist/world.h"
 #include "ddplab/error.h"
@@ -61,6 +62,8 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   if (result.failed_rank >= 0) {
     auto log = run.dir() / ("rank-" + std::to_string(result.failed_rank) + ".log");
     message = "rank " + std::to_string(result.failed_rank) + " " + result.reason;
+    std::error_code ec;
+    for (int r = 0; r < spec.replicas.count; ++r) fs::remove(run.dir() / ("rank-" + std::to_string(r) + ".error"), ec);
     std::cerr << "ddplab: " << message << "; the other ranks were stopped. Last lines of " << log.string() << ":\n"
               << dist::tail_file(log, 15);
   } else {
@@ -99,13 +102,20 @@ int run_worker(const spec::ExperimentSpec& spec) {
       for (int i = 0; i < 600 && !fs::exists(run_dir / "manifest.json"); ++i) usleep(100000);
     }
   }
+  std::shared_ptr<dist::Comm> comm;  // outlives the catch below: peers see our error first
   try {
     train::ReplicaOptions options;
     options.run_dir = run_dir;
+    if (world.size > 1) {
+      comm = dist::make_comm(world, s.replicas.backend,
+                             std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
+    }
+    options.comm = comm;
     train::train_replica(s, world, options);
     if (own_run) own_run->finish("done");
   } catch (const std::exception& e) {
     std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
+    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, e.what());
     if (own_run) own_run->finish("failed", "rank 0: " + std::string(e.what()));
     return dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
   }

@@ -77,7 +77,26 @@ pid_t spawn(const LaunchOptions& o, int rank, int port) {
   return pid;
 }
 
+// (time in ns since the epoch, message) of <run_dir>/rank-<r>.error, or (0, "") if absent.
+std::pair<int64_t, std::string> read_error_file(const std::filesystem::path& run_dir, int rank) {
+  std::ifstream in(run_dir / ("rank-" + std::to_string(rank) + ".error"));
+  int64_t t = 0;
+  std::string message;
+  if (!(in >> t)) return {0, ""};
+  std::getline(in >> std::ws, message);
+  return {t, message};
+}
+
 }  // namespace
+
+void write_error_file(const std::filesystem::path& run_dir, int rank, const std::string& message) {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::ofstream out(run_dir / ("rank-" + std::to_string(rank) + ".error"));
+  std::string one_line = message;
+  for (auto& c : one_line)
+    if (c == '\n') c = ' ';
+  out << std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() << " " << one_line << "\n";
+}
 
 std::string self_executable() {
   char buf[4096];
@@ -115,6 +134,8 @@ LaunchResult launch_workers(const LaunchOptions& o) {
   std::vector<pid_t> pids;
   for (int r = 0; r < o.nproc; ++r) pids.push_back(spawn(o, r, port));
   std::vector<bool> alive(o.nproc, true);
+  std::vector<int> statuses(o.nproc, 0);
+  std::vector<bool> failed_on_its_own(o.nproc, false);  // failed before the launcher signalled anyone
   int running = o.nproc;
   LaunchResult result;
   bool stopping = false;
@@ -134,7 +155,9 @@ LaunchResult launch_workers(const LaunchOptions& o) {
         if (pids[r] != pid || !alive[r]) continue;
         alive[r] = false;
         --running;
+        statuses[r] = status;
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && !stopping) failed_on_its_own[r] = true;
         if (!ok && !stopping) {
           result.exit_code = 1;
           result.failed_rank = r;
@@ -162,6 +185,26 @@ LaunchResult launch_workers(const LaunchOptions& o) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (result.failed_rank >= 0) {
+    // The first exit the launcher saw is often a peer's "connection closed" reaction. The root
+    // cause is a rank killed by a signal nobody here sent, else the earliest error a rank wrote.
+    int root = -1;
+    for (int r = 0; r < o.nproc && root < 0; ++r)
+      if (failed_on_its_own[r] && WIFSIGNALED(statuses[r])) root = r;
+    int64_t earliest = INT64_MAX;
+    std::string message;
+    for (int r = 0; r < o.nproc && root < 0; ++r) {
+      auto error = read_error_file(o.run_dir, r);
+      if (error.first > 0 && error.first < earliest) {
+        earliest = error.first;
+        result.failed_rank = r;
+        message = error.second;
+      }
+    }
+    if (root >= 0) result.failed_rank = root;
+    result.reason = describe(statuses[result.failed_rank]);
+    if (!message.empty()) result.reason += ": " + message;
+  }
   return result;
 }
 

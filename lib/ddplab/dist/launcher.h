@@ -7,7 +7,7 @@
 // <run_dir>/rank-<r>.log; rank 0's stdout stays on the console, the others' go to their log.
 //
 // If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
-// `grace_s`; the launcher names the rank, prints the end of its log and returns 1. SIGINT or
+// `grace_s`; the launcher names the rank that failed first (see write_error_file), prints the end of its log and returns 1. SIGINT or
 // SIGTERM to the launcher is passed on to the workers the same way. No worker outlives it.
 #pragma once
 #include <filesystem>
@@ -32,6 +32,11 @@ struct LaunchResult {
 };
 
 LaunchResult launch_workers(const LaunchOptions& options);
+
+// A worker that fails writes <run_dir>/rank-<r>.error ("<ns since epoch> <message>"), so the
+// launcher can tell the root cause from the peers that failed in reaction to it (as torchrun's
+// error files do).
+void write_error_file(const std::filesystem::path& run_dir, int rank, const std::string& message);
 
 // Path of the running executable (/proc/self/exe).
 std::string self_executable();

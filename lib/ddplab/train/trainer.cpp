@@ -23,6 +23,12 @@ namespace ddplab::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A failed audit is a bug in the training setup, found at run time: exit code 1, not a spec error.
+class AuditFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string format_duration(double s) {
@@ -49,7 +55,7 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   auto differs = (hi != lo).nonzero();
   if (differs.numel() > 0) {
     auto k = differs[0][0].item<int64_t>() / 2;
-    throw Error("replica consistency audit failed after epoch " + std::to_string(epoch) + ": parameter '" +
+    throw AuditFailure("replica consistency audit failed after epoch " + std::to_string(epoch) + ": parameter '" +
                 named[k].first + "' differs between replicas (checksums from " +
                 std::to_string(lo[2 * k].item<double>()) + " to " + std::to_string(hi[2 * k].item<double>()) +
                 "); the replicas do not share weights (was rank 0's model broadcast at start?)");
@@ -72,10 +78,10 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
   auto model = models::make_model(spec.model, shape);
 
-  std::shared_ptr<dist::Comm> comm;
+  std::shared_ptr<dist::Comm> comm = options.comm;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
   if (size > 1) {
-    comm = dist::make_comm(world, spec.replicas.backend, timeout);
+    if (!comm) comm = dist::make_comm(world, spec.replicas.backend, timeout);
     std::vector<at::Tensor> state;
     for (auto& p : model->parameters()) state.push_back(p);
     for (auto& b : model->buffers()) state.push_back(b);
@@ -180,10 +186,10 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       for (size_t i = 0; i < params.size(); ++i) {
         if (!params[i].requires_grad()) continue;
         if (!got[i])
-          throw Error("gradient audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
+          throw AuditFailure("gradient audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
                       "' received no gradient (is it used in forward? is the loss connected to it?)");
         if (torch::equal(params[i], snapshot[i]))
-          throw Error("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
+          throw AuditFailure("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
                       "' did not change although it received gradients; the optimizer did not update it (a "
                       "gradient-averaging loop that returns after the first variable?)");
       }
@@ -220,6 +226,11 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     result.epochs_done = epoch + 1;
     result.final_test_acc = rec.test_acc;
     result.final_train_loss = rec.train_loss;
+  }
+  if (lead) {
+    auto tmp = options.run_dir / "model.pt.tmp";
+    torch::save(model, tmp.string());
+    std::filesystem::rename(tmp, options.run_dir / "model.pt");
   }
   if (comm) dist::barrier(*comm);
   return result;

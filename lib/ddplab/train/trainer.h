@@ -7,14 +7,21 @@
 // across ranks; a mismatch stops the run naming the first parameter that differs (towers that
 // do not share weights). (b) every trainable parameter received a gradient and changed during
 // the epoch, else the run stops naming it (an averaging loop that updated only the first
-// variable).
+// variable). A failed audit throws std::runtime_error (exit code 1).
+//
+// At the end rank 0 saves the final model (torch::save of the module) as <run_dir>/model.pt.
 #pragma once
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/dist/world.h"
 #include "ddplab/spec/spec.h"
+
+namespace ddplab::dist {
+struct Comm;
+}
 
 namespace ddplab::train {
 
@@ -23,6 +30,9 @@ struct ReplicaOptions {
   bool progress = true;           // live progress line on rank 0 when stdout is a TTY
   bool quiet = false;             // no per-epoch console lines
   const data::DatasetPair* data = nullptr;  // already loaded data (else loaded from spec.dataset)
+  // The process group (else made here when world.size > 1). A caller that owns it keeps the
+  // connections open while it reports a failure, so peers see this rank's error first.
+  std::shared_ptr<dist::Comm> comm;
 };
 
 struct ReplicaResult {

@@ -1,0 +1,123 @@
+// The command line end to end: bad input gets exit code 2, a message naming the culprit and
+// no run directory; identical runs give identical metrics.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "integration/integration_util.h"
+
+namespace ddplab::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+void expect_user_error(const Workspace& ws, const std::string& spec_path, const std::string& args,
+                       const std::string& culprit) {
+  auto r = run_ddplab("run " + spec_path + " " + args);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(culprit), std::string::npos) << "expected '" << culprit << "' in: " << r.output;
+  EXPECT_FALSE(fs::exists(ws.out() / "bad")) << "a run directory was left behind";
+}
+
+TEST(Cli, MalformedJsonNamesFileLineAndColumn) {
+  Workspace ws(64, 32);
+  auto path = ws.dir().str("broken.json");
+  write_file(path, "{\n  \"name\": \"bad\",\n  \"epochs\": ,\n}\n");
+  expect_user_error(ws, path, "", "broken.json:3:");
+}
+
+TEST(Cli, UnknownKeyIsRejectedWithSuggestion) {
+  Workspace ws(64, 32);
+  auto spec = ws.base_spec("bad");
+  spec["optimiser"] = spec["optimizer"];
+  expect_user_error(ws, ws.write_spec(spec), "", "/optimiser: unknown key; did you mean \"optimizer\"?");
+}
+
+TEST(Cli, WrongTypeNamesThePointer) {
+  Workspace ws(64, 32);
+  expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "epochs='\"ten\"'", "/epochs");
+}
+
+TEST(Cli, OutOfRangeValueSaysWhatWasExpected) {
+  Workspace ws(64, 32);
+  expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "optimizer.lr=-1", "/optimizer/lr: must be > 0, got -1");
+}
+
+TEST(Cli, MissingDataDirectoryIsAUserError) {
+  Workspace ws(64, 32);
+  auto spec = ws.base_spec("bad");
+  spec["dataset"]["root"] = ws.dir().str("nowhere");
+  expect_user_error(ws, ws.write_spec(spec), "", "nowhere");
+}
+
+TEST(Cli, TruncatedIdxFileIsAUserError) {
+  Workspace ws(64, 32);
+  fs::path images = ws.data() / "train-images-idx3-ubyte.gz";
+  fs::remove(images);
+  // A raw file cut short: header says 64 images of 28x28, only 1000 bytes follow.
+  std::vector<char> bytes = {0, 0, 8, 3, 0, 0, 0, 64, 0, 0, 0, 28, 0, 0, 0, 28};
+  bytes.resize(16 + 1000, 1);
+  std::ofstream(ws.data() / "train-images-idx3-ubyte", std::ios::binary).write(bytes.data(), bytes.size());
+  expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "", "train-images-idx3-ubyte");
+}
+
+TEST(Cli, BadOverrideIsAUserError) {
+  Workspace ws(64, 32);
+  expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "replicas.count=0", "/replicas/count");
+}
+
+TEST(Cli, ValidatePrintsResolvedSpecAndSchemaPrintsSchema) {
+  Workspace ws(64, 32);
+  auto r = run_ddplab("validate " + ws.write_spec(ws.base_spec("ok")) + " epochs=5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto resolved = nlohmann::json::parse(r.output);
+  EXPECT_EQ(resolved["epochs"], 5);
+  EXPECT_EQ(resolved["schedule"]["scale_rule"], "none");
+  auto s = run_ddplab("schema");
+  ASSERT_EQ(s.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(s.output)["title"], "ddplab experiment spec");
+}
+
+TEST(Cli, RunWritesRunDirectoryAndRecords) {
+  Workspace ws;
+  auto r = run_ddplab("run " + ws.write_spec(ws.base_spec("ok")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path dir = ws.out() / "ok" / "seed=3";
+  EXPECT_NE(r.output.find(dir.string()), std::string::npos) << "the run must say where its logs are";
+  for (const char* f : {"spec.json", "manifest.json", "epochs.jsonl", "epochs.csv", "model.pt"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  auto records = read_records(dir);
+  ASSERT_EQ(records.size(), 2u);
+  for (const char* k : {"epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc", "epoch_s", "wall_s",
+                        "images_per_s", "comm_wait_s", "grad_norm", "replicas", "global_batch"})
+    EXPECT_TRUE(records[1].contains(k)) << k;
+  EXPECT_EQ(records[1]["step"], 2 * (512 / 64));
+  EXPECT_GT(records[1]["test_acc"].get<double>(), 0.5) << "the tiny dataset is learnable";
+  auto manifest = nlohmann::json::parse(read_file(dir / "manifest.json"));
+  EXPECT_EQ(manifest["status"], "done");
+  // A second run of the same spec refuses to overwrite without --force.
+  auto again = run_ddplab("run " + ws.dir().str("spec.json"));
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("--force"), std::string::npos);
+}
+
+TEST(Cli, SameSpecAndSeedGiveIdenticalMetrics) {
+  Workspace ws;
+  auto spec = ws.base_spec("det");
+  spec["model"]["dropout"] = 0.3;
+  auto path = ws.write_spec(spec);
+  auto strip = [](std::vector<nlohmann::json> records) {
+    for (auto& r : records)
+      for (const char* k : {"epoch_s", "wall_s", "images_per_s", "comm_wait_s"}) r.erase(k);
+    return records;
+  };
+  ASSERT_EQ(run_ddplab("run " + path).exit_code, 0);
+  auto first = strip(read_records(ws.out() / "det" / "seed=3"));
+  ASSERT_EQ(run_ddplab("run " + path + " --force").exit_code, 0);
+  auto second = strip(read_records(ws.out() / "det" / "seed=3"));
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first, second);
+}
+
+}  // namespace
+}  // namespace ddplab::testing

@@ -1,0 +1,164 @@
+// N replicas as real processes over c10d Gloo on 127.0.0.1, launched by ddplab itself (and by
+// torchrun when the venv has it): equivalence with one big batch, reduce sum vs mean, the
+// audits that catch the seed's bugs, and failure handling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "integration/integration_util.h"
+
+namespace ddplab::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunOutput {
+  CommandResult command;
+  std::vector<nlohmann::json> records;
+  std::vector<float> params;
+};
+
+RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name) {
+  spec["name"] = name;
+  RunOutput out;
+  out.command = run_ddplab("run " + ws.write_spec(spec, name + ".json"));
+  fs::path dir = ws.out() / name / ("seed=" + std::to_string(spec["seed"].get<int>()));
+  out.records = read_records(dir);
+  if (fs::exists(dir / "model.pt")) out.params = read_final_params(dir, spec["model"]);
+  return out;
+}
+
+void expect_same_training(const RunOutput& a, const RunOutput& b, double tol) {
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (size_t e = 0; e < a.records.size(); ++e) {
+    double la = a.records[e]["train_loss"], lb = b.records[e]["train_loss"];
+    EXPECT_LE(std::fabs(la - lb) / std::fabs(la), tol) << "epoch " << e + 1 << ": " << la << " vs " << lb;
+    EXPECT_EQ(a.records[e]["step"], b.records[e]["step"]);
+  }
+  EXPECT_LE(max_relative_difference(a.params, b.params), tol);
+}
+
+TEST(Ddp, ReplicasOfSmallerBatchesEqualOneReplicaOfTheGlobalBatch) {
+  Workspace ws;
+  auto spec = ws.base_spec("eq");
+  auto one = run_spec(ws, spec, "one");
+  ASSERT_EQ(one.command.exit_code, 0) << one.command.output;
+  spec["replicas"]["count"] = 2;
+  auto two = run_spec(ws, spec, "two");
+  ASSERT_EQ(two.command.exit_code, 0) << two.command.output;
+  spec["replicas"]["count"] = 4;
+  auto four = run_spec(ws, spec, "four");
+  ASSERT_EQ(four.command.exit_code, 0) << four.command.output;
+  ASSERT_EQ(one.records.size(), 2u);
+  EXPECT_EQ(two.records[0]["replicas"], 2);
+  EXPECT_EQ(four.records[0]["global_batch"], 64);
+  expect_same_training(one, two, 1e-5);
+  expect_same_training(one, four, 1e-5);
+  // Test metrics are summed exactly over the shards: the same model gives the same accuracy.
+  EXPECT_NEAR(one.records[1]["test_acc"].get<double>(), four.records[1]["test_acc"].get<double>(), 1e-9);
+}
+
+TEST(Ddp, SumReductionWithLrOverNEqualsMeanReduction) {
+  Workspace ws;
+  auto spec = ws.base_spec("sum");
+  spec["replicas"]["count"] = 2;
+  spec["optimizer"]["momentum"] = 0.0;
+  auto mean = run_spec(ws, spec, "mean");
+  ASSERT_EQ(mean.command.exit_code, 0) << mean.command.output;
+  spec["replicas"]["reduce"] = "sum";
+  spec["optimizer"]["lr"] = 0.05 / 2;
+  auto sum = run_spec(ws, spec, "sum");
+  ASSERT_EQ(sum.command.exit_code, 0) << sum.command.output;
+  expect_same_training(mean, sum, 1e-5);
+}
+
+TEST(Ddp, ReplicasThatDoNotShareWeightsAreCaught) {
+  Workspace ws;
+  auto spec = ws.base_spec("unshared");
+  spec["replicas"]["count"] = 2;
+  spec["debug"] = {{"fault", "skip_broadcast"}};
+  auto r = run_spec(ws, spec, "unshared");
+  EXPECT_EQ(r.command.exit_code, 1) << r.command.output;
+  EXPECT_NE(r.command.output.find("replica consistency audit failed after epoch 1"), std::string::npos)
+      << r.command.output;
+  EXPECT_NE(r.command.output.find("'fc1.weight'"), std::string::npos) << r.command.output;
+  EXPECT_TRUE(r.records.empty()) << "no record of an inconsistent epoch";
+}
+
+TEST(Ddp, AnUpdateOfOnlyTheFirstVariableIsCaught) {
+  Workspace ws;
+  auto spec = ws.base_spec("first_only");
+  spec["replicas"]["count"] = 2;
+  spec["debug"] = {{"fault", "update_first_only"}};
+  auto r = run_spec(ws, spec, "first_only");
+  EXPECT_EQ(r.command.exit_code, 1) << r.command.output;
+  EXPECT_NE(r.command.output.find("update audit failed in epoch 1: parameter 'fc1.bias' did not change"),
+            std::string::npos)
+      << r.command.output;
+  // The same bug on one replica is caught too.
+  spec["replicas"]["count"] = 1;
+  auto single = run_spec(ws, spec, "first_only_single");
+  EXPECT_EQ(single.command.exit_code, 1) << single.command.output;
+  EXPECT_NE(single.command.output.find("'fc1.bias' did not change"), std::string::npos) << single.command.output;
+}
+
+// Whether any live process has `needle` in its command line (scans /proc).
+bool process_with_argument_exists(const std::string& needle) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void expect_failure_is_contained(const std::string& fault) {
+  Workspace ws(4096, 100);
+  auto spec = ws.base_spec("fail_" + fault);
+  spec["replicas"]["count"] = 2;
+  spec["epochs"] = 20;
+  spec["debug"] = {{"fault", fault}, {"rank", 1}, {"step", 70}};
+  auto r = run_spec(ws, spec, "fail_" + fault);
+  EXPECT_EQ(r.command.exit_code, 1) << r.command.output;
+  EXPECT_LT(r.command.seconds, 60.0);
+  EXPECT_NE(r.command.output.find("rank 1"), std::string::npos) << r.command.output;
+  EXPECT_FALSE(process_with_argument_exists((ws.out() / ("fail_" + fault)).string())) << "a worker was left behind";
+  auto manifest = nlohmann::json::parse(read_file(ws.out() / ("fail_" + fault) / "seed=3" / "manifest.json"));
+  EXPECT_EQ(manifest["status"], "failed");
+  EXPECT_NE(manifest["message"].get<std::string>().find("rank 1"), std::string::npos);
+  EXPECT_EQ(read_records(ws.out() / ("fail_" + fault) / "seed=3").size(), 1u) << "epoch 1 (64 steps) was recorded";
+}
+
+TEST(Ddp, AKilledRankStopsTheRunWithoutOrphans) { expect_failure_is_contained("crash"); }
+
+TEST(Ddp, AnExceptionOnOneRankStopsTheRunWithoutOrphans) { expect_failure_is_contained("throw"); }
+
+TEST(Ddp, TorchrunGivesTheSameMetricsAsDdplabsLauncher) {
+  std::string torchrun = std::string(DDPLAB_VENV_BIN) + "/torchrun";
+  if (!fs::exists(torchrun)) GTEST_SKIP() << "no torchrun in " << DDPLAB_VENV_BIN;
+  Workspace ws;
+  auto spec = ws.base_spec("launchers");
+  spec["replicas"]["count"] = 2;
+  auto own = run_spec(ws, spec, "own");
+  ASSERT_EQ(own.command.exit_code, 0) << own.command.output;
+  spec["name"] = "torchrun";
+  auto path = ws.write_spec(spec, "torchrun.json");
+  auto r = run_command("OMP_NUM_THREADS=1 " + torchrun + " --standalone --nproc-per-node=2 --no-python " +
+                       DDPLAB_BIN + " worker " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  fs::path dir = ws.out() / "torchrun" / "seed=3";
+  auto records = read_records(dir);
+  ASSERT_EQ(records.size(), own.records.size());
+  for (size_t e = 0; e < records.size(); ++e)
+    for (const char* k : {"train_loss", "train_acc", "test_loss", "test_acc", "lr", "step"})
+      EXPECT_EQ(records[e][k], own.records[e][k]) << k << " in epoch " << e + 1;
+  auto manifest = nlohmann::json::parse(read_file(dir / "manifest.json"));
+  EXPECT_EQ(manifest["launcher"], "torchrun");
+  EXPECT_EQ(manifest["status"], "done");
+}
+
+}  // namespace
+}  // namespace ddplab::testing

@@ -1,0 +1,68 @@
+#include "integration/integration_util.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "ddplab/models/models.h"
+#include "ddplab/spec/spec.h"
+
+namespace ddplab::testing {
+
+Workspace::Workspace(int train, int test) {
+  write_tiny_mnist(data(), train, test, /*gzip=*/true);
+  std::filesystem::create_directories(out());
+}
+
+nlohmann::json Workspace::base_spec(const std::string& name) const {
+  return {{"name", name},
+          {"dataset", {{"name", "idx"}, {"root", data().string()}}},
+          {"model", {{"name", "mlp"}, {"hidden", 32}, {"dropout", 0.0}}},
+          {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}},
+          {"batch", {{"global", 64}}},
+          {"replicas", {{"count", 1}, {"threads", 1}, {"timeout_s", 30}}},
+          {"epochs", 2},
+          {"seed", 3},
+          {"output", out().string()}};
+}
+
+std::string Workspace::write_spec(const nlohmann::json& spec, const std::string& file) const {
+  auto path = dir_.path() / file;
+  write_file(path, spec.dump(2));
+  return path.string();
+}
+
+std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(run_dir / "epochs.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec) {
+  nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
+  auto spec = spec::resolve(doc);
+  auto model = models::make_model(spec.model, models::InputShape{});
+  torch::load(model, (run_dir / "model.pt").string());
+  std::vector<float> flat;
+  for (const auto& p : model->parameters()) {
+    auto c = p.detach().contiguous().reshape({-1});
+    flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return flat;
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+  }
+  return diff / std::max(scale, 1e-12);
+}
+
+}  // namespace ddplab::testing

@@ -1,0 +1,38 @@
+// Shared by the integration tests: a tiny MNIST-format dataset and spec files in a temp dir,
+// and readers for what a run leaves behind.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace ddplab::testing {
+
+// A temp dir holding data/ (tiny MNIST, 512 train / 200 test) and an `out` directory for runs.
+class Workspace {
+ public:
+  explicit Workspace(int train = 512, int test = 200);
+  // A spec for the tiny data: mlp, dropout 0, sgd, 2 epochs, 1 thread per replica.
+  nlohmann::json base_spec(const std::string& name) const;
+  // Writes `spec` to <dir>/<file> and returns the path.
+  std::string write_spec(const nlohmann::json& spec, const std::string& file = "spec.json") const;
+  std::filesystem::path out() const { return dir_.path() / "out"; }
+  std::filesystem::path data() const { return dir_.path() / "data"; }
+  const TempDir& dir() const { return dir_; }
+
+ private:
+  TempDir dir_;
+};
+
+std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
+
+// Final parameters from <run_dir>/model.pt, flattened in registration order.
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
+
+// max_i |a_i - b_i| / max_i |a_i|: the largest difference relative to the parameters' scale.
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace ddplab::testing
