@@ -92,14 +92,12 @@ int run_worker(const spec::ExperimentSpec& spec) {
   if (run_dir_env != nullptr && *run_dir_env != '\0') {
     run_dir = run_dir_env;
   } else {
-    // Under torchrun or srun: rank 0 makes the run directory, the others wait for it.
+    // Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
     run_dir = log::run_dir(s);
     if (world.rank == 0) {
       data::check_dataset_files(s.dataset);
       own_run = log::RunLog::create(s, true);
       own_run->update_manifest({{"launcher", world.launcher}});
-    } else {
-      for (int i = 0; i < 600 && !fs::exists(run_dir / "manifest.json"); ++i) usleep(100000);
     }
   }
   std::shared_ptr<dist::Comm> comm;  // outlives the catch below: peers see our error first

@@ -46,7 +46,7 @@ std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend, 
                                             : c10d::ProcessGroupGloo::createDeviceForHostname(host));
     comm->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, world.rank, world.size, options);
   } else {
-    throw Error("/replicas/backend: \"" + backend + "\" needs a CUDA build of LibTorch with NCCL");
+    throw Error("/replicas/backend: \"" + backend + "\" is not available in this ddplab build yet; use \"gloo\" (it also reduces CUDA tensors)");
   }
   return comm;
 }

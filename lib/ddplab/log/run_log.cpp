@@ -135,7 +135,9 @@ RunLog RunLog::create(const spec::ExperimentSpec& spec, bool overwrite) {
   write_file_atomic(dir / "manifest.json", manifest.dump(2) + "\n");
   std::string header;
   for (const auto& c : EpochRecord::csv_columns()) header += (header.empty() ? "" : ",") + c;
-  append_line(dir / "epochs.csv", header);
+  // Replace, not append: a directory reused without epochs.jsonl (a run that never finished an
+  // epoch) may still hold an epochs.csv with a header.
+  write_file_atomic(dir / "epochs.csv", header + "\n");
   return run;
 }
 

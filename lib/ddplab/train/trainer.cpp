@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -43,7 +44,7 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> sums;
   for (const auto& [name, p] : named) {
-    auto d = p.detach().to(torch::kFloat64);
+    auto d = p.detach().to(torch::kCPU, torch::kFloat64);
     sums.push_back(d.sum().reshape({1}));
     sums.push_back(d.pow(2).sum().reshape({1}));
   }
@@ -77,6 +78,16 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
   auto model = models::make_model(spec.model, shape);
+  // CUDA: rank -> GPU local_rank. Without a CUDA build the spec rejects device "cuda".
+  const torch::Device device = spec.replicas.device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank)
+                                                              : torch::Device(torch::kCPU);
+  if (device.is_cuda()) {
+    if (!torch::cuda::is_available() || static_cast<int>(torch::cuda::device_count()) <= world.local_rank)
+      throw Error("/replicas/device: cuda: local rank " + std::to_string(world.local_rank) + " needs GPU " +
+                  std::to_string(world.local_rank) + ", but " + std::to_string(torch::cuda::device_count()) +
+                  " GPU(s) are visible");
+    model->to(device);
+  }
 
   std::shared_ptr<dist::Comm> comm = options.comm;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
@@ -107,7 +118,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
                 std::to_string(data.train.size()) + " training samples");
   LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
-  auto run = log::RunLog::open(options.run_dir);
+  std::optional<log::RunLog> run;  // only rank 0 writes the run directory
+  if (lead) run = log::RunLog::open(options.run_dir);
   const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
   const auto [test_begin, test_end] = data::eval_shard(data.test.size(), rank, size);
 
@@ -122,8 +134,9 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       torch::NoGradGuard no_grad;
       for (auto& p : params) snapshot.push_back(p.detach().clone());
     }
-    auto loss_sum = torch::zeros({}, torch::kFloat64), correct = torch::zeros({}, torch::kInt64);
-    auto grad_norm_sum = torch::zeros({}, torch::kFloat64);
+    auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    auto loss_sum = torch::zeros({}, f64), correct = torch::zeros({}, f64.dtype(torch::kInt64));
+    auto grad_norm_sum = torch::zeros({}, f64);
     double comm_wait = 0, lr = 0;
     auto epoch_start = Clock::now();
     auto last_progress = epoch_start;
@@ -137,6 +150,10 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       lr = schedule(epoch + static_cast<double>(step) / steps);
       set_lr(*optimizer, lr);
       sync.prepare_for_backward();
+      if (device.is_cuda()) {
+        batch->x = batch->x.to(device, /*non_blocking=*/true);
+        batch->y = batch->y.to(device, /*non_blocking=*/true);
+      }
       auto logits = model->forward(batch->x);
       auto loss = torch::cross_entropy_loss(logits, batch->y);
       loss.backward();
@@ -163,19 +180,21 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     double epoch_s = seconds_since(epoch_start);
 
     model->eval();
-    auto test_loss_sum = torch::zeros({}, torch::kFloat64), test_correct = torch::zeros({}, torch::kInt64);
+    auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
     {
       torch::NoGradGuard no_grad;
       for (int64_t b = test_begin; b < test_end; b += 1000) {
         auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
         auto batch = data::make_batch(data.test, idx, data.mean, data.std);
+        batch.x = batch.x.to(device);
+        batch.y = batch.y.to(device);
         auto logits = model->forward(batch.x);
         test_loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
         test_correct += (logits.argmax(1) == batch.y).sum();
       }
     }
     auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
-                                test_correct.to(torch::kFloat64), grad_norm_sum});
+                                test_correct.to(torch::kFloat64), grad_norm_sum}).cpu();
     if (comm) {
       dist::allreduce_sum(*comm, totals);
       check_replica_consistency(*comm, named, epoch + 1);
@@ -212,7 +231,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     rec.replicas = size;
     rec.global_batch = spec.global_batch;
     if (lead) {
-      run.append(rec);
+      run->append(rec);
       if (tty) std::printf("\r%80s\r", "");
       if (!options.quiet) {
         std::printf("epoch %d/%d  lr %.4g  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  %.0f img/s",
@@ -229,6 +248,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   }
   if (lead) {
     auto tmp = options.run_dir / "model.pt.tmp";
+    model->to(torch::kCPU);
     torch::save(model, tmp.string());
     std::filesystem::rename(tmp, options.run_dir / "model.pt");
   }

@@ -1,0 +1,180 @@
+#include "ddplab/dist/grad_sync.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace ddplab::dist {
+namespace {
+
+std::vector<at::Tensor> params_of_sizes(const std::vector<int64_t>& numels) {
+  std::vector<at::Tensor> ps;
+  for (int64_t n : numels) ps.push_back(torch::zeros({n}, torch::requires_grad()));
+  return ps;
+}
+
+GradSyncOptions small_buckets() {
+  GradSyncOptions o;
+  o.first_bucket_mb = 1.0;
+  o.bucket_mb = 2.0;
+  return o;
+}
+
+// True when `t`'s storage lies inside [base, base + bytes).
+bool inside(const at::Tensor& t, const char* base, int64_t bytes) {
+  const char* p = static_cast<const char*>(t.data_ptr());
+  return p >= base && p + t.numel() * t.element_size() <= base + bytes;
+}
+
+TEST(GradSync, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
+  // 300000 floats = 1,200,000 bytes each: one reaches 1 MiB (1,048,576) alone,
+  // two reach 2 MiB (2,097,152) together.
+  auto ps = params_of_sizes({300000, 300000, 300000, 300000, 300000});
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 3);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{4}));
+  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(sync.bucket_bytes(0), 1200000);
+  EXPECT_EQ(sync.bucket_bytes(1), 2400000);
+}
+
+TEST(GradSync, BucketClosesOnceItReachesItsCap) {
+  // 100000 floats = 400,000 bytes: the first bucket closes at 3 (1.2 MB >= 1 MiB), the next
+  // ones at 6 (2.4 MB >= 2 MiB; 5 make 2.0 MB < 2 MiB).
+  auto ps = params_of_sizes(std::vector<int64_t>(10, 100000));
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 3);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{9, 8, 7}));
+  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{0}));
+}
+
+TEST(GradSync, SmallModelFitsInOneBucket) {
+  auto ps = params_of_sizes({10, 20, 30});
+  GradSync sync(ps, nullptr);
+  ASSERT_EQ(sync.bucket_count(), 1);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 1, 0}));
+  EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
+}
+
+TEST(GradSync, ParametersWithoutRequiresGradGetNoBucket) {
+  std::vector<at::Tensor> ps{torch::zeros({4}, torch::requires_grad()), torch::zeros({4}),
+                             torch::zeros({4}, torch::requires_grad())};
+  GradSync sync(ps, nullptr);
+  ASSERT_EQ(sync.bucket_count(), 1);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 0}));
+}
+
+TEST(GradSync, GradientsEqualAutogradAndAreBucketViews) {
+  torch::manual_seed(3);
+  auto w1 = torch::randn({300000}, torch::requires_grad());
+  auto w2 = torch::randn({300000}, torch::requires_grad());
+  auto w3 = torch::randn({300000}, torch::requires_grad());
+  auto x = torch::randn({300000});
+
+  auto loss_of = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+    return ((a * x).sum() * 2 + (b * b).sum() + (c * a).sum() * 0.5);
+  };
+  // Reference gradients from plain autograd on copies.
+  auto r1 = w1.detach().clone().requires_grad_(true);
+  auto r2 = w2.detach().clone().requires_grad_(true);
+  auto r3 = w3.detach().clone().requires_grad_(true);
+  loss_of(r1, r2, r3).backward();
+
+  std::vector<at::Tensor> ps{w1, w2, w3};
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 2);  // {2}, {1, 0}
+  sync.prepare_for_backward();
+  std::vector<const void*> before;
+  for (auto& p : ps) before.push_back(p.grad().data_ptr());
+  loss_of(w1, w2, w3).backward();
+  sync.finalize();
+
+  EXPECT_TRUE(torch::allclose(w1.grad(), r1.grad()));
+  EXPECT_TRUE(torch::allclose(w2.grad(), r2.grad()));
+  EXPECT_TRUE(torch::allclose(w3.grad(), r3.grad()));
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(ps[i].grad().data_ptr(), before[i]) << "param " << i;
+
+  // Bucket 1 holds params 1 then 0 contiguously in one flat buffer.
+  const char* base = static_cast<const char*>(w2.grad().data_ptr());
+  EXPECT_TRUE(inside(w2.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_TRUE(inside(w1.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_EQ(static_cast<const char*>(w1.grad().data_ptr()), base + 300000 * 4);
+  EXPECT_FALSE(inside(w3.grad(), base, sync.bucket_bytes(1)));
+
+  // The squared norm covers every bucket.
+  double expect = r1.grad().pow(2).sum().item<double>() + r2.grad().pow(2).sum().item<double>() +
+                  r3.grad().pow(2).sum().item<double>();
+  EXPECT_NEAR(sync.grad_norm_squared().item<double>(), expect, expect * 1e-5);
+}
+
+TEST(GradSync, PrepareForBackwardZeroesGradientsBetweenSteps) {
+  auto w = torch::ones({8}, torch::requires_grad());
+  std::vector<at::Tensor> ps{w};
+  GradSync sync(ps, nullptr);
+  for (int step = 0; step < 3; ++step) {
+    sync.prepare_for_backward();
+    EXPECT_TRUE(torch::equal(w.grad(), torch::zeros({8}))) << "step " << step;
+    (w * 3).sum().backward();
+    sync.finalize();
+    EXPECT_TRUE(torch::allclose(w.grad(), torch::full({8}, 3.0))) << "step " << step;  // not 6 or 9
+  }
+}
+
+TEST(GradSync, ReceivedGradMarksOnlyUsedParameters) {
+  auto a = torch::ones({4}, torch::requires_grad());
+  auto unused = torch::ones({4}, torch::requires_grad());
+  auto b = torch::ones({4}, torch::requires_grad());
+  std::vector<at::Tensor> ps{a, unused, b};
+  GradSync sync(ps, nullptr);
+  sync.prepare_for_backward();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{false, false, false}));
+  ((a * 2).sum() + (b * b).sum()).backward();
+  sync.finalize();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{true, false, true}));
+  sync.reset_received();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{false, false, false}));
+}
+
+TEST(GradSync, UnusedParameterKeepsZeroGradientAndFinalizeReturns) {
+  // Two buckets; the unused parameter is alone in the first (so that bucket never gets ready).
+  auto used = torch::ones({300000}, torch::requires_grad());
+  auto unused = torch::ones({300000}, torch::requires_grad());
+  std::vector<at::Tensor> ps{used, unused};
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 2);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{1}));
+  for (int step = 0; step < 2; ++step) {
+    sync.prepare_for_backward();
+    (used * 5).sum().backward();
+    double waited = sync.finalize();
+    EXPECT_GE(waited, 0.0);
+    ASSERT_TRUE(unused.grad().defined());
+    EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({300000}))) << "step " << step;
+    EXPECT_TRUE(torch::allclose(used.grad(), torch::full({300000}, 5.0))) << "step " << step;
+  }
+  EXPECT_FALSE(sync.received_grad()[1]);
+  EXPECT_TRUE(sync.received_grad()[0]);
+}
+
+TEST(GradSync, WorksWithModuleParametersAcrossSteps) {
+  torch::manual_seed(4);
+  torch::nn::Linear lin(6, 3);
+  auto params = lin->parameters();
+  GradSync sync(params, nullptr);
+  auto x = torch::randn({5, 6});
+  for (int step = 0; step < 2; ++step) {
+    sync.prepare_for_backward();
+    lin->forward(x).pow(2).sum().backward();
+    sync.finalize();
+    // Reference on a fresh copy without GradSync.
+    auto w = lin->weight.detach().clone().requires_grad_(true);
+    auto bias = lin->bias.detach().clone().requires_grad_(true);
+    torch::nn::functional::linear(x, w, bias).pow(2).sum().backward();
+    EXPECT_TRUE(torch::allclose(lin->weight.grad(), w.grad(), 1e-5, 1e-6)) << "step " << step;
+    EXPECT_TRUE(torch::allclose(lin->bias.grad(), bias.grad(), 1e-5, 1e-6)) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace ddplab::dist

@@ -1,0 +1,108 @@
+#include "ddplab/models/models.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ddplab/error.h"
+
+namespace ddplab::models {
+namespace {
+
+spec::ModelSpec model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
+  spec::ModelSpec m;
+  m.name = name;
+  m.dropout = dropout;
+  m.hidden = hidden;
+  return m;
+}
+
+TEST(Models, MnistCnnHasTheSeedParameterCount) {
+  auto net = make_model(model("mnist_cnn"), InputShape{});
+  // conv1 1*32*25+32, conv2 32*64*25+64, fc1 3136*1024+1024, fc2 1024*10+10
+  EXPECT_EQ(parameter_count(*net), 832 + 51264 + 3212288 + 10250);
+  EXPECT_EQ(parameter_count(*net), 3274634);
+}
+
+TEST(Models, MnistCnnOutputsLogitsPerImage) {
+  torch::manual_seed(0);
+  auto net = make_model(model("mnist_cnn"), InputShape{});
+  auto out = net->forward(torch::randn({3, 1, 28, 28}));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
+}
+
+TEST(Models, MnistCnnRegistersParametersInForwardOrder) {
+  auto net = make_model(model("mnist_cnn"), InputShape{});
+  auto params = net->named_parameters();
+  ASSERT_EQ(params.size(), 8u);
+  EXPECT_EQ(params[0].key(), "conv1.weight");
+  EXPECT_EQ(params[7].key(), "fc2.bias");
+}
+
+TEST(Models, MnistCnnRejectsSizesNotDivisibleByFour) {
+  InputShape s;
+  s.height = 30;
+  EXPECT_THROW(make_model(model("mnist_cnn"), s), Error);
+}
+
+TEST(Models, MlpParameterCountAndOutputShape) {
+  auto net = make_model(model("mlp", 0.5, 128), InputShape{});
+  EXPECT_EQ(parameter_count(*net), 784 * 128 + 128 + 128 * 10 + 10);
+  auto out = net->forward(torch::randn({5, 1, 28, 28}));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{5, 10}));
+}
+
+TEST(Models, MlpFollowsHiddenAndShape) {
+  InputShape s{3, 8, 8, 4};
+  auto net = make_model(model("mlp", 0.0, 16), s);
+  EXPECT_EQ(parameter_count(*net), 192 * 16 + 16 + 16 * 4 + 4);
+  EXPECT_EQ(net->forward(torch::randn({2, 3, 8, 8})).sizes(), (std::vector<int64_t>{2, 4}));
+}
+
+TEST(Models, UnknownNameIsAnError) {
+  try {
+    make_model(model("resnet9000"), InputShape{});
+    FAIL() << "expected ddplab::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet9000"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Models, ModelNamesListsBoth) {
+  EXPECT_EQ(model_names(), (std::vector<std::string>{"mnist_cnn", "mlp"}));
+  for (const auto& n : model_names()) EXPECT_NO_THROW(make_model(model(n), InputShape{}));
+}
+
+class DropoutModes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DropoutModes, DropoutActsInTrainModeOnly) {
+  torch::manual_seed(1);
+  auto net = make_model(model(GetParam(), 0.5), InputShape{});
+  auto x = torch::randn({4, 1, 28, 28});
+  torch::NoGradGuard no_grad;
+  net->train();
+  auto t1 = net->forward(x);
+  auto t2 = net->forward(x);
+  EXPECT_FALSE(torch::equal(t1, t2)) << "train mode should drop different units each call";
+  net->eval();
+  auto e1 = net->forward(x);
+  auto e2 = net->forward(x);
+  EXPECT_TRUE(torch::equal(e1, e2));
+  EXPECT_FALSE(torch::equal(t1, e1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DropoutModes, ::testing::Values("mnist_cnn", "mlp"));
+
+TEST(Models, ZeroDropoutTrainEqualsEval) {
+  torch::manual_seed(2);
+  auto net = make_model(model("mlp", 0.0), InputShape{});
+  auto x = torch::randn({4, 1, 28, 28});
+  torch::NoGradGuard no_grad;
+  net->train();
+  auto t = net->forward(x);
+  net->eval();
+  EXPECT_TRUE(torch::allclose(t, net->forward(x)));
+}
+
+}  // namespace
+}  // namespace ddplab::models

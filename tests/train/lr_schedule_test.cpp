@@ -1,0 +1,158 @@
+#include "ddplab/train/lr_schedule.h"
+
+#include <gtest/gtest.h>
+
+namespace ddplab::train {
+namespace {
+
+spec::OptimizerSpec sgd(double lr) {
+  spec::OptimizerSpec o;
+  o.lr = lr;
+  return o;
+}
+
+spec::ScheduleSpec constant(const std::string& rule = "none") {
+  spec::ScheduleSpec s;
+  s.scale_rule = rule;
+  s.base_batch = 64;
+  s.warmup_epochs = 0;
+  s.decay = "constant";
+  return s;
+}
+
+TEST(LrSchedule, ScaleRuleNoneKeepsTheBaseLr) {
+  LrSchedule lr(sgd(0.1), constant("none"), 256, 10);
+  EXPECT_DOUBLE_EQ(lr.scale(), 1.0);
+  EXPECT_DOUBLE_EQ(lr(0.0), 0.1);
+  EXPECT_DOUBLE_EQ(lr(7.3), 0.1);
+}
+
+TEST(LrSchedule, ScaleRuleLinearMultipliesByGlobalOverBase) {
+  LrSchedule lr(sgd(0.1), constant("linear"), 256, 10);  // k = 256 / 64 = 4
+  EXPECT_DOUBLE_EQ(lr.scale(), 4.0);
+  EXPECT_DOUBLE_EQ(lr(3.0), 0.4);
+}
+
+TEST(LrSchedule, ScaleRuleSqrtMultipliesBySqrtOfK) {
+  LrSchedule lr(sgd(0.1), constant("sqrt"), 256, 10);  // sqrt(4) = 2
+  EXPECT_DOUBLE_EQ(lr.scale(), 2.0);
+  EXPECT_DOUBLE_EQ(lr(3.0), 0.2);
+}
+
+TEST(LrSchedule, ScaleRuleLinearBelowBaseBatchShrinks) {
+  LrSchedule lr(sgd(0.1), constant("linear"), 32, 10);  // k = 0.5
+  EXPECT_DOUBLE_EQ(lr.scale(), 0.5);
+  EXPECT_DOUBLE_EQ(lr(0.0), 0.05);
+}
+
+TEST(LrSchedule, WarmupStartsAtStartFactorAndReachesOneAtWarmupEnd) {
+  auto s = constant();
+  s.warmup_epochs = 2.0;
+  s.warmup_start_factor = 0.1;
+  LrSchedule lr(sgd(0.1), s, 64, 10);
+  EXPECT_DOUBLE_EQ(lr(0.0), 0.1 * 0.1);
+  EXPECT_DOUBLE_EQ(lr(1.0), 0.1 * 0.55);  // 0.1 + 0.9 * 1/2
+  EXPECT_DOUBLE_EQ(lr(0.5), 0.1 * 0.325);  // 0.1 + 0.9 * 1/4
+  EXPECT_DOUBLE_EQ(lr(2.0), 0.1);
+  EXPECT_DOUBLE_EQ(lr(5.0), 0.1);
+}
+
+TEST(LrSchedule, StepDecayMultipliesByGammaEveryStepEpochs) {
+  auto s = constant();
+  s.decay = "step";
+  s.step_epochs = 30;
+  s.gamma = 0.1;
+  LrSchedule lr(sgd(1.0), s, 64, 100);
+  EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
+  EXPECT_DOUBLE_EQ(lr(29.99), 1.0);
+  EXPECT_DOUBLE_EQ(lr(30.0), 0.1);
+  EXPECT_DOUBLE_EQ(lr(59.5), 0.1);
+  EXPECT_NEAR(lr(60.0), 0.01, 1e-15);
+}
+
+TEST(LrSchedule, MultistepDecayCountsMilestonesPassed) {
+  auto s = constant();
+  s.decay = "multistep";
+  s.milestones = {2.0, 5.0};
+  s.gamma = 0.5;
+  LrSchedule lr(sgd(1.0), s, 64, 10);
+  EXPECT_DOUBLE_EQ(lr(1.99), 1.0);
+  EXPECT_DOUBLE_EQ(lr(2.0), 0.5);
+  EXPECT_DOUBLE_EQ(lr(4.9), 0.5);
+  EXPECT_DOUBLE_EQ(lr(5.0), 0.25);
+  EXPECT_DOUBLE_EQ(lr(9.0), 0.25);
+}
+
+TEST(LrSchedule, ExponentialDecayIsGammaToTheFractionalEpoch) {
+  auto s = constant();
+  s.decay = "exponential";
+  s.gamma = 0.5;
+  LrSchedule lr(sgd(1.0), s, 64, 10);
+  EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
+  EXPECT_DOUBLE_EQ(lr(2.0), 0.25);
+  EXPECT_NEAR(lr(1.5), 0.35355339059327373, 1e-12);  // 0.5^1.5 = 1/(2*sqrt 2)
+}
+
+TEST(LrSchedule, CosineGoesFromOneToMinFactor) {
+  auto s = constant();
+  s.decay = "cosine";
+  s.min_factor = 0.1;
+  LrSchedule lr(sgd(1.0), s, 64, 10);
+  EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
+  EXPECT_NEAR(lr(5.0), 0.55, 1e-12);   // 0.1 + 0.9 * (1 + cos(pi/2)) / 2
+  EXPECT_NEAR(lr(10.0), 0.1, 1e-12);   // 0.1 + 0.9 * (1 + cos(pi)) / 2
+  EXPECT_NEAR(lr(2.5), 0.1 + 0.9 * (1 + 0.70710678118654752) / 2, 1e-12);
+}
+
+TEST(LrSchedule, CosineWithZeroMinFactorEndsAtZero) {
+  auto s = constant();
+  s.decay = "cosine";
+  s.min_factor = 0.0;
+  LrSchedule lr(sgd(0.2), s, 64, 4);
+  EXPECT_NEAR(lr(4.0), 0.0, 1e-15);
+  EXPECT_NEAR(lr(2.0), 0.1, 1e-12);
+}
+
+TEST(LrSchedule, WarmupAndDecayMultiply) {
+  auto s = constant("linear");
+  s.warmup_epochs = 1.0;
+  s.warmup_start_factor = 0.1;
+  s.decay = "cosine";
+  s.min_factor = 0.0;
+  LrSchedule lr(sgd(0.1), s, 128, 10);  // scale 2
+  // e = 0.5: warmup 0.1 + 0.9 * 0.5 = 0.55; cosine (1 + cos(pi * 0.05)) / 2 = 0.99384417029756889
+  EXPECT_NEAR(lr(0.5), 0.1 * 2 * 0.55 * 0.99384417029756889, 1e-12);
+  // e = 5: warmup over, cosine 0.5
+  EXPECT_NEAR(lr(5.0), 0.1 * 2 * 0.5, 1e-12);
+}
+
+TEST(LrSchedule, StepDecayDuringWarmupAlsoApplies) {
+  auto s = constant();
+  s.warmup_epochs = 4.0;
+  s.warmup_start_factor = 0.0;
+  s.decay = "step";
+  s.step_epochs = 2.0;
+  s.gamma = 0.1;
+  LrSchedule lr(sgd(1.0), s, 64, 10);
+  EXPECT_DOUBLE_EQ(lr(1.0), 0.25);         // warmup 1/4, decay 1
+  EXPECT_NEAR(lr(3.0), 0.75 * 0.1, 1e-15);  // warmup 3/4, decay 0.1
+}
+
+TEST(LrSchedule, DependsOnlyOnFractionalEpochNotOnBatchWhenUnscaled) {
+  auto s = constant("none");
+  s.warmup_epochs = 2.0;
+  s.decay = "cosine";
+  s.min_factor = 0.05;
+  LrSchedule small(sgd(0.05), s, 64, 8);
+  LrSchedule big(sgd(0.05), s, 512, 8);
+  for (double e : {0.0, 0.25, 1.5, 2.0, 3.75, 7.9}) EXPECT_DOUBLE_EQ(small(e), big(e)) << "epoch " << e;
+  // And with linear scaling they differ by exactly k = 8 at every epoch.
+  s.scale_rule = "linear";
+  LrSchedule small_l(sgd(0.05), s, 64, 8);
+  LrSchedule big_l(sgd(0.05), s, 512, 8);
+  EXPECT_NEAR(big_l(1.5), 8.0 * small_l(1.5), 1e-15);
+  EXPECT_DOUBLE_EQ(small_l(1.5), small(1.5));
+}
+
+}  // namespace
+}  // namespace ddplab::train
