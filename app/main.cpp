@@ -2,6 +2,8 @@
 // (0 success, 2 user error, 1 runtime failure).
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +18,7 @@
 #include "ddplab/error.h"
 #include "ddplab/log/run_log.h"
 #include "ddplab/spec/spec.h"
+#include "ddplab/spec/sweep.h"
 #include "ddplab/train/trainer.h"
 #include "ddplab/version.h"
 
@@ -23,6 +26,8 @@ namespace fs = std::filesystem;
 using namespace ddplab;
 
 namespace {
+
+constexpr int kExitDiverged = 3;
 
 int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   // Read the data before anything is written: a missing or corrupt file is a user error
@@ -37,11 +42,21 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
       train::ReplicaOptions options;
       options.run_dir = run.dir();
       options.data = &data;
+      train::install_stop_handlers();
       auto result = train::train_replica(spec, dist::World{}, options);
       run.finish("done");
       std::cout << "ddplab: done, test accuracy " << 100 * result.final_test_acc << "%; logs in "
                 << run.dir().string() << std::endl;
       return 0;
+    } catch (const train::Diverged& e) {
+      run.update_manifest({{"diverged_epoch", e.epoch}, {"diverged_step", e.step}});
+      run.finish("diverged", e.what());
+      std::cerr << "ddplab: " << e.what() << "; logs in " << run.dir().string() << std::endl;
+      return kExitDiverged;
+    } catch (const train::Interrupted& e) {
+      run.finish("interrupted", e.what());
+      std::cerr << "ddplab: " << e.what() << "; logs in " << run.dir().string() << std::endl;
+      return 128 + e.signal;
     } catch (const std::exception& e) {
       run.finish("failed", e.what());
       throw;
@@ -59,6 +74,11 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
     return 0;
   }
   std::string message;
+  if (result.exit_code == kExitDiverged) {
+    run.finish("diverged", result.reason);
+    std::cerr << "ddplab: " << result.reason << "; logs in " << run.dir().string() << std::endl;
+    return kExitDiverged;
+  }
   if (result.failed_rank >= 0) {
     auto log = run.dir() / ("rank-" + std::to_string(result.failed_rank) + ".log");
     message = "rank " + std::to_string(result.failed_rank) + " " + result.reason;
@@ -72,6 +92,117 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   }
   run.finish(result.exit_code >= 128 ? "interrupted" : "failed", message);
   return result.exit_code;
+}
+
+std::string manifest_status(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / "manifest.json", ec)) return "";
+  try {
+    return log::read_json(dir / "manifest.json").value("status", "");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+std::string minutes_seconds(double seconds) {
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
+// `ddplab run`: a spec without sweep keys is one run, as before (an existing run directory needs
+// --force). A sweep runs every run in turn, skipping those whose manifest says done (or
+// diverged) unless --force, and goes on after a failed run; SIGINT stops it after the current run.
+int run_experiment(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run) {
+  auto doc = spec::load_json_file(path);
+  for (const auto& o : overrides) spec::apply_override(doc, o);
+  auto runs = spec::expand_sweep(doc, path, spec::sweep_key_order(path));
+  const bool sweep = spec::has_sweep(doc);
+  const size_t n = runs.size();
+  auto finished = [&](size_t i) {
+    auto status = manifest_status(log::run_dir(runs[i].spec));
+    return !force && (status == "done" || status == "diverged");
+  };
+  if (dry_run) {
+    nlohmann::json base = runs.front().spec.resolved;
+    try {
+      auto plain = doc;
+      for (const char* k : {"sweep", "sweep_zip", "repeats"}) plain.erase(k);
+      base = spec::resolve(plain, path).resolved;
+    } catch (const Error&) {
+    }
+    std::cout << "ddplab: " << runs.front().spec.name << ": " << n << " run" << (n == 1 ? "" : "s")
+              << " (dry run: nothing is run or written)" << std::endl;
+    for (size_t i = 0; i < n; ++i) {
+      std::cout << "[" << i + 1 << "/" << n << "] " << runs[i].run_id
+                << (finished(i) ? "  (done: would be skipped)" : "") << "\n";
+      for (const auto& line : spec::resolved_differences(base, runs[i].spec.resolved)) std::cout << "    " << line << "\n";
+    }
+    std::cout << std::flush;
+    return 0;
+  }
+  if (!sweep) return run_single_or_launch(runs.front().spec, force);
+
+  const std::string name = runs.front().spec.name;
+  std::vector<bool> skip(n);
+  size_t to_run = 0;
+  for (size_t i = 0; i < n; ++i) to_run += (skip[i] = finished(i)) ? 0 : 1;
+  std::cout << "ddplab: sweep " << name << ": " << n << " runs, " << n - to_run << " already done" << std::endl;
+  size_t done = 0, skipped = 0, diverged = 0, ran = 0;
+  std::vector<std::pair<std::string, std::string>> failures;
+  double spent_s = 0;
+  int stop_code = 0;
+  for (size_t i = 0; i < n && stop_code == 0; ++i) {
+    const auto& run = runs[i];
+    const std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] ";
+    if (skip[i]) {
+      std::cout << counter << "skipping " << run.run_id << ": " << manifest_status(log::run_dir(run.spec)) << std::endl;
+      ++skipped;
+      continue;
+    }
+    std::cout << counter << run.run_id << " (ETA "
+              << (ran == 0 ? std::string("-:--") : minutes_seconds(spent_s / ran * (to_run - ran))) << ")" << std::endl;
+    auto start = std::chrono::steady_clock::now();
+    int code = 0;
+    std::string reason;
+    try {
+      code = run_single_or_launch(run.spec, /*force=*/true);
+    } catch (const std::exception& e) {
+      code = dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
+      reason = e.what();
+      std::cerr << "ddplab: " << run.run_id << " failed: " << reason << std::endl;
+    }
+    spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++ran;
+    const std::string status = manifest_status(log::run_dir(run.spec));
+    if (code == 0) {
+      ++done;
+    } else if (code >= 128 || status == "interrupted") {
+      stop_code = code >= 128 ? code : 130;
+      std::cerr << "ddplab: sweep " << name << " interrupted during " << run.run_id
+                << "; run it again to finish the remaining runs (done runs are skipped)" << std::endl;
+    } else if (status == "diverged") {
+      ++diverged;
+    } else {
+      if (reason.empty()) {
+        try {
+          reason = log::read_json(log::run_dir(run.spec) / "manifest.json").value("message", "");
+        } catch (const std::exception&) {
+        }
+      }
+      if (reason.empty()) reason = "exit code " + std::to_string(code);
+      failures.emplace_back(run.run_id, reason);
+    }
+  }
+  std::cout << "ddplab: sweep " << name << ": " << done << " done, " << skipped << " skipped, " << failures.size()
+            << " failed";
+  if (diverged > 0) std::cout << ", " << diverged << " diverged";
+  if (stop_code != 0) std::cout << ", stopped after " << ran + skipped << " of " << n;
+  std::cout << std::endl;
+  for (const auto& [id, why] : failures) std::cout << "ddplab:   failed " << id << ": " << why << std::endl;
+  if (stop_code != 0) return stop_code;
+  return failures.empty() ? 0 : 1;
 }
 
 int run_worker(const spec::ExperimentSpec& spec) {
@@ -109,8 +240,21 @@ int run_worker(const spec::ExperimentSpec& spec) {
                              std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
     }
     options.comm = comm;
+    train::install_stop_handlers();
     train::train_replica(s, world, options);
     if (own_run) own_run->finish("done");
+  } catch (const train::Diverged& e) {
+    std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
+    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, e.what());
+    if (own_run) {
+      own_run->update_manifest({{"diverged_epoch", e.epoch}, {"diverged_step", e.step}});
+      own_run->finish("diverged", e.what());
+    }
+    return kExitDiverged;
+  } catch (const train::Interrupted& e) {
+    std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
+    if (own_run) own_run->finish("interrupted", e.what());
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
     if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, e.what());
@@ -131,11 +275,13 @@ int main(int argc, char** argv) {
   std::string spec_path;
   std::vector<std::string> overrides;
   bool force = false;
+  bool dry_run = false;
 
   auto* run = app.add_subcommand("run", "Run an experiment spec (N replicas are launched as N processes)");
   run->add_option("spec", spec_path, "Experiment spec (JSON)")->required();
   run->add_option("overrides", overrides, "Overrides key.path=value (value parsed as JSON, else a string)");
-  run->add_flag("--force", force, "Replace an existing run directory");
+  run->add_flag("--force", force, "Replace existing run directories (a sweep reruns its done runs)");
+  run->add_flag("--dry-run", dry_run, "List the runs (ids and what each changes) and exit; nothing is written");
 
   auto* validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
   validate->add_option("spec", spec_path, "Experiment spec (JSON)")->required();
@@ -159,6 +305,7 @@ int main(int argc, char** argv) {
       std::cout << schema_json();
       return 0;
     }
+    if (run->parsed()) return run_experiment(spec_path, overrides, force, dry_run);
     auto spec = spec::load(spec_path, overrides);
     if (validate->parsed()) {
       std::cout << spec.resolved.dump(2) << std::endl;

@@ -55,8 +55,9 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     groups.back().push_back(i);
     bytes += params_[i].numel() * params_[i].element_size();
   }
-  for (auto& g : groups) {
-    if (g.empty()) continue;
+  if (groups.back().empty()) groups.pop_back();
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    auto& g = groups[gi];
     Bucket b;
     b.params = g;
     int64_t numel = 0;
@@ -64,7 +65,9 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
       b.offsets.push_back(numel);
       numel += params_[i].numel();
     }
-    b.flat = torch::zeros({numel}, params_[g.front()].options().requires_grad(false));
+    b.grad_numel = numel;
+    const bool last = gi + 1 == groups.size();
+    b.flat = torch::zeros({numel + (last ? 1 : 0)}, params_[g.front()].options().requires_grad(false));
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
@@ -84,6 +87,7 @@ void GradSync::prepare_for_backward() {
       p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
     }
   }
+  if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
   next_bucket_ = 0;
 }
 
@@ -130,6 +134,7 @@ double GradSync::finalize() {
       auto view = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
       if (p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
     }
+  stop_agreed_ = !buckets_.empty() && buckets_.back().flat[buckets_.back().grad_numel].item<double>() > 0;
   ++steps_;
   maybe_rebuild();
   return waited;
@@ -166,7 +171,7 @@ void GradSync::maybe_rebuild() {
 
 at::Tensor GradSync::grad_norm_squared() const {
   at::Tensor total = torch::zeros({}, buckets_.empty() ? torch::TensorOptions() : buckets_[0].flat.options());
-  for (const auto& b : buckets_) total += b.flat.pow(2).sum();
+  for (const auto& b : buckets_) total += b.flat.narrow(0, 0, b.grad_numel).pow(2).sum();
   return total;
 }
 

@@ -18,6 +18,11 @@
 // gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
 // `received_grad()` reports them to the audits.
 //
+// The last bucket (the last to be reduced) carries one extra float after the gradients: a
+// control slot. request_stop() sets it before backward; after finalize(), stop_agreed() is true
+// on every rank if any rank asked, so all ranks stop after the same step without an extra
+// collective (used for clean stops on SIGINT/SIGTERM).
+//
 // Without a Comm (one replica) the same buckets and views are used, minus the collectives.
 #pragma once
 #include <chrono>
@@ -62,10 +67,15 @@ class GradSync {
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();
 
+  // Set before prepare_for_backward() of a step; read after its finalize().
+  void request_stop(bool stop) { stop_requested_ = stop; }
+  bool stop_agreed() const { return stop_agreed_; }
+
  private:
   struct Bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
+    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+1 control slot in the last bucket)
     at::Tensor flat;
     size_t pending = 0;
     c10::intrusive_ptr<c10d::Work> work;
@@ -88,6 +98,8 @@ class GradSync {
   std::vector<size_t> arrival_;     // first-iteration arrival order
   bool rebuilt_ = false;
   int64_t steps_ = 0;
+  bool stop_requested_ = false;
+  bool stop_agreed_ = false;
 };
 
 }  // namespace ddplab::dist

@@ -21,6 +21,7 @@ extern char** environ;
 namespace ddplab::dist {
 namespace {
 
+constexpr int kExitDiverged = 3;
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
 
@@ -141,6 +142,7 @@ LaunchResult launch_workers(const LaunchOptions& o) {
   bool stopping = false;
   auto stop_started = std::chrono::steady_clock::now();
   bool killed = false;
+  bool interrupted = false;
 
   auto stop_all = [&](int sig) {
     for (int r = 0; r < o.nproc; ++r)
@@ -159,9 +161,10 @@ LaunchResult launch_workers(const LaunchOptions& o) {
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!ok && !stopping) failed_on_its_own[r] = true;
         if (!ok && !stopping) {
-          result.exit_code = 1;
-          result.failed_rank = r;
-          result.reason = describe(status);
+          const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;
+          result.exit_code = diverged ? kExitDiverged : 1;
+          result.failed_rank = diverged ? -1 : r;
+          result.reason = diverged ? read_error_file(o.run_dir, r).second : describe(status);
           stopping = true;
           stop_started = std::chrono::steady_clock::now();
           stop_all(SIGTERM);
@@ -169,15 +172,24 @@ LaunchResult launch_workers(const LaunchOptions& o) {
       }
       continue;
     }
-    if (g_signal != 0 && !stopping) {
-      result.exit_code = 128 + g_signal;
-      result.reason = std::string("interrupted by ") + strsignal(g_signal);
-      stopping = true;
-      stop_started = std::chrono::steady_clock::now();
+    if (g_signal != 0 && !interrupted) {
+      // Workers finish the current step together, then stop; a second signal kills them.
+      interrupted = true;
+      if (!stopping) {
+        result.exit_code = 128 + g_signal;
+        result.reason = std::string("interrupted by ") + strsignal(g_signal);
+        stopping = true;
+        stop_started = std::chrono::steady_clock::now();
+      }
+      g_signal = 0;
       stop_all(SIGTERM);
+    } else if (g_signal != 0 && !killed) {
+      stop_all(SIGKILL);
+      killed = true;
     }
+    const double grace = interrupted ? o.interrupt_grace_s : o.grace_s;
     if (stopping && !killed &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_started).count() > o.grace_s) {
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_started).count() > grace) {
       stop_all(SIGKILL);
       killed = true;
     }

@@ -8,7 +8,9 @@
 //
 // If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
 // `grace_s`; the launcher names the rank that failed first (see write_error_file), prints the end of its log and returns 1. SIGINT or
-// SIGTERM to the launcher is passed on to the workers the same way. No worker outlives it.
+// SIGTERM to the launcher is passed on to the workers as SIGTERM: they finish the current step
+// together and stop (a second signal kills them). A worker exiting with code 3 means the run
+// diverged (every rank sees the same NaN); that is not a failure of a rank. No worker outlives it.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -21,12 +23,13 @@ struct LaunchOptions {
   std::filesystem::path run_dir;
   std::string spec_path;               // resolved spec the workers read
   std::vector<std::string> extra_args; // appended to the worker command line
-  double grace_s = 5.0;
+  double grace_s = 5.0;                // after a rank failed: SIGTERM, then SIGKILL after this
+  double interrupt_grace_s = 60.0;     // after SIGINT/SIGTERM: time for the clean stop
   double timeout_s = 300.0;            // store timeout
 };
 
 struct LaunchResult {
-  int exit_code = 0;         // 0 all ranks succeeded; 1 a rank failed; 130/143 interrupted
+  int exit_code = 0;         // 0 all ranks succeeded; 1 a rank failed; 3 diverged; 130/143 interrupted
   int failed_rank = -1;
   std::string reason;        // "exited with code 1", "killed by signal 9"
 };

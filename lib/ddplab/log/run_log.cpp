@@ -46,7 +46,9 @@ std::string EpochRecord::csv_row() const {
   return out.str();
 }
 
-std::string run_id(const spec::ExperimentSpec& spec) { return "seed=" + std::to_string(spec.seed); }
+std::string run_id(const spec::ExperimentSpec& spec) {
+  return spec.run_id.empty() ? "seed=" + std::to_string(spec.seed) : spec.run_id;
+}
 
 fs::path run_dir(const spec::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name / run_id(spec); }
 

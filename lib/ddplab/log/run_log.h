@@ -1,6 +1,7 @@
 // The run directory and its files:
 //
-//   <output>/<name>/<run-id>/   run-id "seed=<seed>" (sweeps add the swept values)
+//   <output>/<name>/<run-id>/   run-id "seed=<seed>"; a sweep's runs name the swept values too,
+//                               "replicas.count=2,schedule.scale_rule=linear,seed=3" (spec/sweep.h)
 //     spec.json      the fully resolved spec
 //     manifest.json  versions, host, cores, world, start/end, status (running|done|failed|interrupted)
 //     epochs.jsonl   one JSON record per epoch
@@ -39,7 +40,9 @@ struct EpochRecord {
   std::string csv_row() const;
 };
 
+// spec.run_id when set (a sweep's run), else "seed=<seed>".
 std::string run_id(const spec::ExperimentSpec& spec);
+// <output>/<name>/<run_id(spec)>.
 std::filesystem::path run_dir(const spec::ExperimentSpec& spec);
 
 // Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.

@@ -351,6 +351,7 @@ ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   fill_defaults(doc, schema_doc());
   validate(doc);
   check_cross_fields(doc);
+  for (const char* key : {"sweep", "sweep_zip", "repeats"}) doc.erase(key);
   return to_typed(doc);
 }
 

@@ -82,6 +82,7 @@ struct ExperimentSpec {
   int64_t seed = 1;
   std::string output = "runs";
   DebugSpec debug;
+  std::string run_id;       // the run directory's name; "" means "seed=<seed>" (sweeps set it)
   nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
 };
 
@@ -98,7 +99,9 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
 // batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
 // CUDA build; dataset idx needs a root) and returns the typed spec. `source` (a file name)
-// prefixes nothing; it is only used in messages that are not about one field.
+// prefixes nothing; it is only used in messages that are not about one field. The sweep keys
+// (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
+// expanding them is expand_sweep's job (ddplab/spec/sweep.h).
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
 
 // load_json_file + every override in order + resolve.

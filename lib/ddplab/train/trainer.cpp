@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -22,6 +25,13 @@
 
 namespace ddplab::train {
 namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  std::signal(sig, SIG_DFL);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -64,6 +74,14 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
 }
 
 }  // namespace
+
+void install_stop_handlers() {
+  g_stop_signal = 0;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+int stop_signal() { return g_stop_signal; }
 
 ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World& world, const ReplicaOptions& options) {
   const int rank = world.rank, size = world.size;
@@ -136,7 +154,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     }
     auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
     auto loss_sum = torch::zeros({}, f64), correct = torch::zeros({}, f64.dtype(torch::kInt64));
-    auto grad_norm_sum = torch::zeros({}, f64);
+    double grad_norm_sum = 0;
     double comm_wait = 0, lr = 0;
     auto epoch_start = Clock::now();
     auto last_progress = epoch_start;
@@ -149,6 +167,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
       lr = schedule(epoch + static_cast<double>(step) / steps);
       set_lr(*optimizer, lr);
+      sync.request_stop(stop_signal() != 0);
       sync.prepare_for_backward();
       if (device.is_cuda()) {
         batch->x = batch->x.to(device, /*non_blocking=*/true);
@@ -158,14 +177,27 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       auto loss = torch::cross_entropy_loss(logits, batch->y);
       loss.backward();
       comm_wait += sync.finalize();
+      const double grad_norm = std::sqrt(sync.grad_norm_squared().item<double>());
+      if (!std::isfinite(grad_norm)) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
+                      static_cast<long>(global_step), std::isnan(grad_norm) ? "NaN" : "Inf", lr);
+        throw Diverged(msg, epoch + 1, global_step);
+      }
+      grad_norm_sum += grad_norm;
       if (spec.debug.fault == "update_first_only")
         for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
       optimizer->step();
+      if (sync.stop_agreed()) {
+        int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
+        throw Interrupted("stopped by " + std::string(strsignal(sig)) + " after step " +
+                              std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) + ")",
+                          sig);
+      }
       {
         torch::NoGradGuard no_grad;
         loss_sum += loss.detach().to(torch::kFloat64) * batch->y.size(0);
         correct += (logits.argmax(1) == batch->y).sum();
-        grad_norm_sum += sync.grad_norm_squared().to(torch::kFloat64).sqrt();
       }
       if (tty && seconds_since(last_progress) > 0.5) {
         last_progress = Clock::now();
@@ -194,7 +226,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       }
     }
     auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
-                                test_correct.to(torch::kFloat64), grad_norm_sum}).cpu();
+                                test_correct.to(torch::kFloat64)}).cpu();
     if (comm) {
       dist::allreduce_sum(*comm, totals);
       check_replica_consistency(*comm, named, epoch + 1);
@@ -223,7 +255,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     rec.train_acc = t[1] / train_n;
     rec.test_loss = t[2] / static_cast<double>(data.test.size());
     rec.test_acc = t[3] / static_cast<double>(data.test.size());
-    rec.grad_norm = t[4] / size / steps;
+    rec.grad_norm = grad_norm_sum / steps;
     rec.epoch_s = epoch_s;
     rec.wall_s = seconds_since(train_start);
     rec.images_per_s = train_n / epoch_s;

@@ -13,6 +13,7 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "ddplab/data/dataset.h"
@@ -40,6 +41,29 @@ struct ReplicaResult {
   double final_test_acc = 0;
   double final_train_loss = 0;
 };
+
+// A NaN or Inf gradient (after the all-reduce, so every rank sees it at the same step) stops
+// training: status "diverged", exit code 3.
+class Diverged : public std::runtime_error {
+ public:
+  Diverged(const std::string& message, int epoch, int64_t step)
+      : std::runtime_error(message), epoch(epoch), step(step) {}
+  int epoch;
+  int64_t step;
+};
+
+// SIGINT/SIGTERM: every rank finishes the same step (agreed through GradSync's control slot),
+// then training stops: status "interrupted", exit code 128 + signal.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(const std::string& message, int signal) : std::runtime_error(message), signal(signal) {}
+  int signal;
+};
+
+// Installs SIGINT/SIGTERM handlers that ask the trainer to stop after the current step; a second
+// signal gets the default action (stops at once).
+void install_stop_handlers();
+int stop_signal();  // 0 while no stop was asked for
 
 // Trains replica `world.rank`. Throws ddplab::Error on a failed audit and other exceptions on
 // runtime failures; writes nothing to the manifest (the caller records the status).
