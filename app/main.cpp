@@ -33,7 +33,11 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   // Read the data before anything is written: a missing or corrupt file is a user error
   // and must leave no run directory behind.
   auto data = data::load_dataset(spec.dataset);
-  auto run = log::RunLog::create(spec, force);
+  // An unfinished run with a checkpoint continues where it stopped, unless --force.
+  std::optional<log::RunLog> resumed = force ? std::nullopt : log::RunLog::resume(spec, "ddplab run again");
+  auto run = resumed ? *resumed : log::RunLog::create(spec, force);
+  if (resumed)
+    std::cout << "ddplab: resuming " << run.dir().string() << " from its checkpoint (--force starts over)" << std::endl;
   std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count << " replica"
             << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
             << spec.global_batch << "), " << spec.epochs << " epochs; logs in " << run.dir().string() << std::endl;
@@ -42,6 +46,7 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
       train::ReplicaOptions options;
       options.run_dir = run.dir();
       options.data = &data;
+      options.resume = resumed.has_value();
       train::install_stop_handlers();
       auto result = train::train_replica(spec, dist::World{}, options);
       run.finish("done");
@@ -67,7 +72,21 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   options.run_dir = run.dir();
   options.spec_path = (run.dir() / "spec.json").string();
   options.timeout_s = spec.replicas.timeout_s;
+  options.resume = resumed.has_value();
   auto result = dist::launch_workers(options);
+  // replicas.max_restarts: a failed rank stops all; they start again from the last checkpoint.
+  for (int restart = 1; result.exit_code == 1 && restart <= spec.replicas.max_restarts; ++restart) {
+    std::cerr << "ddplab: rank " << result.failed_rank << " " << result.reason << "; restart " << restart << " of "
+              << spec.replicas.max_restarts << std::endl;
+    auto again = log::RunLog::resume(spec, "rank " + std::to_string(result.failed_rank) + " " + result.reason);
+    if (!again) {
+      std::cerr << "ddplab: no checkpoint yet; starting over" << std::endl;
+      run = log::RunLog::create(spec, true);
+    }
+    options.resume = again.has_value();
+    options.restart_count = restart;
+    result = dist::launch_workers(options);
+  }
   if (result.exit_code == 0) {
     run.finish("done");
     std::cout << "ddplab: done; logs in " << run.dir().string() << std::endl;
@@ -104,6 +123,19 @@ std::string manifest_status(const fs::path& dir) {
   }
 }
 
+// The conditions under which log::RunLog::resume continues a run rather than declining.
+bool resumable(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / "checkpoint.pt", ec) || !fs::exists(dir / "spec.json", ec)) return false;
+  const std::string status = manifest_status(dir);
+  if (status.empty() || status == "done" || status == "diverged") return false;
+  try {
+    return log::read_json(dir / "manifest.json").contains("checkpoint");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::string minutes_seconds(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
@@ -113,7 +145,8 @@ std::string minutes_seconds(double seconds) {
 
 // `ddplab run`: a spec without sweep keys is one run, as before (an existing run directory needs
 // --force). A sweep runs every run in turn, skipping those whose manifest says done (or
-// diverged) unless --force, and goes on after a failed run; SIGINT stops it after the current run.
+// diverged) unless --force, resumes unfinished runs that have a checkpoint, reruns the others, and
+// goes on after a failed run; SIGINT stops it after the current run.
 int run_experiment(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run) {
   auto doc = spec::load_json_file(path);
   for (const auto& o : overrides) spec::apply_override(doc, o);
@@ -136,7 +169,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
               << " (dry run: nothing is run or written)" << std::endl;
     for (size_t i = 0; i < n; ++i) {
       std::cout << "[" << i + 1 << "/" << n << "] " << runs[i].run_id
-                << (finished(i) ? "  (done: would be skipped)" : "") << "\n";
+                << (!finished(i) ? "" : sweep ? "  (done: would be skipped)" : "  (done: --force runs it again)") << "\n";
       for (const auto& line : spec::resolved_differences(base, runs[i].spec.resolved)) std::cout << "    " << line << "\n";
     }
     std::cout << std::flush;
@@ -167,7 +200,9 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     int code = 0;
     std::string reason;
     try {
-      code = run_single_or_launch(run.spec, /*force=*/true);
+      // An unfinished run with a checkpoint continues from it (as a plain `ddplab run` does);
+      // any other unfinished run starts over in a fresh directory.
+      code = run_single_or_launch(run.spec, /*force=*/force || !resumable(log::run_dir(run.spec)));
     } catch (const std::exception& e) {
       code = dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
       reason = e.what();
@@ -218,6 +253,8 @@ int run_worker(const spec::ExperimentSpec& spec) {
     s = spec::resolve(doc, "worker");
   }
   const char* run_dir_env = std::getenv("DDPLAB_RUN_DIR");
+  const char* resume_env = std::getenv("DDPLAB_RESUME");
+  bool resume = resume_env != nullptr && std::string(resume_env) == "1";
   fs::path run_dir;
   std::optional<log::RunLog> own_run;
   if (run_dir_env != nullptr && *run_dir_env != '\0') {
@@ -225,9 +262,12 @@ int run_worker(const spec::ExperimentSpec& spec) {
   } else {
     // Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
     run_dir = log::run_dir(s);
+    // A restarted attempt (torchrun --max-restarts) continues from the checkpoint if there is one.
+    resume = world.restart_count > 0 && fs::exists(run_dir / "checkpoint.pt");
     if (world.rank == 0) {
       data::check_dataset_files(s.dataset);
-      own_run = log::RunLog::create(s, true);
+      if (resume) own_run = log::RunLog::resume(s, "torchrun restart " + std::to_string(world.restart_count));
+      if (!own_run) own_run = log::RunLog::create(s, true);
       own_run->update_manifest({{"launcher", world.launcher}});
     }
   }
@@ -240,6 +280,7 @@ int run_worker(const spec::ExperimentSpec& spec) {
                              std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
     }
     options.comm = comm;
+    options.resume = resume;
     train::install_stop_handlers();
     train::train_replica(s, world, options);
     if (own_run) own_run->finish("done");

@@ -82,4 +82,12 @@ void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int
 
 void barrier(Comm& comm) { comm.backend->barrier()->wait(); }
 
+std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t) {
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < comm.size; ++r) outputs[0].push_back(torch::empty_like(t));
+  std::vector<at::Tensor> inputs{t};
+  comm.backend->allgather(outputs, inputs)->wait();
+  return outputs[0];
+}
+
 }  // namespace ddplab::dist

@@ -36,5 +36,7 @@ void allreduce_max(Comm& comm, at::Tensor& t);
 // Broadcasts every tensor from `root` in place (flattened into one message).
 void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root);
 void barrier(Comm& comm);
+// Every rank's `t` (same shape and dtype on all ranks), in rank order.
+std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t);
 
 }  // namespace ddplab::dist

@@ -60,7 +60,8 @@ class GradSync {
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
-  int64_t bucket_bytes(int b) const { return buckets_[b].flat.numel() * buckets_[b].flat.element_size(); }
+  // Gradient bytes of bucket b (the control slot of the last bucket not counted).
+  int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
   // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
   at::Tensor grad_norm_squared() const;
   // Per parameter: whether its hook fired since the last reset_received().

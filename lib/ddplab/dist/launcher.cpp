@@ -37,7 +37,8 @@ pid_t spawn(const LaunchOptions& o, int rank, int port) {
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv(*e);
     static const char* overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                       "MASTER_PORT=", "DDPLAB_LAUNCHER=", "DDPLAB_RUN_DIR=", "GROUP_RANK="};
+                                       "MASTER_PORT=", "DDPLAB_LAUNCHER=", "DDPLAB_RUN_DIR=", "GROUP_RANK=",
+                                       "DDPLAB_RESUME=", "TORCHELASTIC_RESTART_COUNT="};
     bool skip = false;
     for (const char* prefix : overridden) skip = skip || kv.rfind(prefix, 0) == 0;
     if (!skip) env_strings.push_back(kv);
@@ -51,6 +52,8 @@ pid_t spawn(const LaunchOptions& o, int rank, int port) {
   env_strings.push_back("MASTER_PORT=" + std::to_string(port));
   env_strings.push_back("DDPLAB_LAUNCHER=1");
   env_strings.push_back("DDPLAB_RUN_DIR=" + o.run_dir.string());
+  env_strings.push_back(std::string("DDPLAB_RESUME=") + (o.resume ? "1" : "0"));
+  env_strings.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string(o.restart_count));
   std::vector<std::string> args = {self_executable(), "worker", o.spec_path};
   args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
   std::string log = (o.run_dir / ("rank-" + std::to_string(rank) + ".log")).string();

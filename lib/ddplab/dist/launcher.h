@@ -26,6 +26,8 @@ struct LaunchOptions {
   double grace_s = 5.0;                // after a rank failed: SIGTERM, then SIGKILL after this
   double interrupt_grace_s = 60.0;     // after SIGINT/SIGTERM: time for the clean stop
   double timeout_s = 300.0;            // store timeout
+  bool resume = false;                 // workers continue from the checkpoint (DDPLAB_RESUME=1)
+  int restart_count = 0;               // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
 };
 
 struct LaunchResult {

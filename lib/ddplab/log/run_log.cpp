@@ -148,6 +148,47 @@ RunLog RunLog::open(const fs::path& dir) {
   return RunLog(dir);
 }
 
+std::optional<RunLog> RunLog::resume(const spec::ExperimentSpec& spec, const std::string& reason) {
+  fs::path dir = run_dir(spec);
+  if (!fs::exists(dir / "manifest.json") || !fs::exists(dir / "checkpoint.pt") || !fs::exists(dir / "spec.json"))
+    return std::nullopt;
+  auto manifest = read_json(dir / "manifest.json");
+  const std::string status = manifest.value("status", "");
+  if (status == "done" || status == "diverged" || !manifest.contains("checkpoint")) return std::nullopt;
+  auto comparable = [](nlohmann::json j) {
+    j.erase("debug");
+    j.erase("checkpoint");
+    if (j.contains("replicas")) j["replicas"].erase("timeout_s");
+    return j;
+  };
+  auto before = comparable(read_json(dir / "spec.json"));
+  auto now = comparable(spec.resolved);
+  if (before != now) {
+    auto patch = nlohmann::json::diff(before, now);
+    std::string where = patch.empty() ? "" : patch[0].value("path", "");
+    throw Error(dir.string() + ": holds an unfinished run of a different spec (it differs at " + where +
+                "); pass --force to replace it");
+  }
+  const int64_t keep = manifest["checkpoint"].value("records", 0);
+  auto keep_lines = [&](const fs::path& file, int64_t n) {
+    std::ifstream in(file);
+    std::string line, text;
+    for (int64_t i = 0; i < n && std::getline(in, line); ++i) text += line + "\n";
+    write_file_atomic(file, text);
+  };
+  keep_lines(dir / "epochs.jsonl", keep);
+  keep_lines(dir / "epochs.csv", keep + 1);
+  auto restarts = manifest.value("restarts", nlohmann::json::array());
+  restarts.push_back({{"time", utc_now()},
+                      {"reason", reason},
+                      {"previous_status", status},
+                      {"from_epochs_done", manifest["checkpoint"].value("epochs_done", 0)},
+                      {"from_global_step", manifest["checkpoint"].value("global_step", 0)}});
+  RunLog run(dir);
+  run.update_manifest({{"status", "running"}, {"end", nullptr}, {"message", nullptr}, {"restarts", restarts}});
+  return run;
+}
+
 void RunLog::append(const EpochRecord& record) const {
   append_line(dir_ / "epochs.jsonl", record.to_json().dump());
   append_line(dir_ / "epochs.csv", record.csv_row());

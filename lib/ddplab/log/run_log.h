@@ -12,6 +12,7 @@
 // a crash never leaves a torn line; manifest.json is replaced atomically (temp file + rename).
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,12 @@ class RunLog {
   static RunLog create(const spec::ExperimentSpec& spec, bool overwrite);
   // Opens an existing run directory (made by the launcher) without touching it.
   static RunLog open(const std::filesystem::path& dir);
+  // The run directory of `spec` if it holds an unfinished run (status running, failed or
+  // interrupted) with a checkpoint, ready to continue: records after the checkpoint are dropped,
+  // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
+  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint and
+  // timeout settings aside).
+  static std::optional<RunLog> resume(const spec::ExperimentSpec& spec, const std::string& reason);
 
   const std::filesystem::path& dir() const { return dir_; }
   void append(const EpochRecord& record) const;

@@ -271,6 +271,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.replicas.bucket_mb = r["bucket_mb"].get<double>();
   s.replicas.threads = r["threads"].get<int>();
   s.replicas.timeout_s = r["timeout_s"].get<double>();
+  s.replicas.max_restarts = r["max_restarts"].get<int>();
   const json& b = doc["batch"];
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;
@@ -282,6 +283,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.debug.fault = g["fault"].get<std::string>();
   s.debug.rank = g["rank"].get<int>();
   s.debug.step = g["step"].get<int64_t>();
+  s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
   s.resolved = doc;
   return s;
 }

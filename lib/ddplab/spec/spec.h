@@ -61,12 +61,17 @@ struct ReplicasSpec {
   double bucket_mb = 25.0;
   int threads = 0;  // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
+  int max_restarts = 0;
 };
 
 struct DebugSpec {
   std::string fault = "none";  // none | skip_broadcast | update_first_only | crash | throw
   int rank = 1;
   int64_t step = 0;
+};
+
+struct CheckpointSpec {
+  int every_epochs = 1;  // 0: only at the end and on a clean stop
 };
 
 struct ExperimentSpec {
@@ -82,6 +87,7 @@ struct ExperimentSpec {
   int64_t seed = 1;
   std::string output = "runs";
   DebugSpec debug;
+  CheckpointSpec checkpoint;
   std::string run_id;       // the run directory's name; "" means "seed=<seed>" (sweeps set it)
   nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
 };

@@ -129,6 +129,9 @@ struct Applied {
   std::string entry;    // "/sweep/optimizer.lr/1"
 };
 
+// Names the sweep entry behind a resolve() error: the error is about the swept key or inside
+// it ("/optimizer/lr: ..." -> "/sweep/optimizer.lr/1: ..."), or about a section the swept key
+// lies in ("/epochs: ..." for "epochs.x" -> "/sweep/epochs.x/0: /epochs: ..."). "" when neither.
 std::string blame(const std::string& message, const std::vector<Applied>& applied) {
   const Applied* best = nullptr;
   for (const auto& a : applied) {
@@ -136,7 +139,12 @@ std::string blame(const std::string& message, const std::vector<Applied>& applie
                   (message[a.pointer.size()] == ':' || message[a.pointer.size()] == '/');
     if (prefix && (best == nullptr || a.pointer.size() > best->pointer.size())) best = &a;
   }
-  return best == nullptr ? "" : best->entry + message.substr(best->pointer.size());
+  if (best != nullptr) return best->entry + message.substr(best->pointer.size());
+  const std::string culprit = message.substr(0, message.find(':'));
+  if (culprit.empty() || culprit.front() != '/') return "";
+  for (const auto& a : applied)
+    if (a.pointer.compare(0, culprit.size() + 1, culprit + "/") == 0) return a.entry + ": " + message;
+  return "";
 }
 
 }  // namespace
@@ -262,6 +270,7 @@ std::vector<std::string> resolved_differences(const nlohmann::json& base, const 
     else if (kind == "remove")
       lines.push_back(path + ": removed");
   }
+  std::sort(lines.begin(), lines.end());
   return lines;
 }
 

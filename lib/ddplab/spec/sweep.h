@@ -57,7 +57,7 @@ std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std:
 bool has_sweep(const nlohmann::json& doc);
 
 // What `run` changes relative to `base` (both resolved spec documents), one line per JSON
-// pointer: "/replicas/count: 1 -> 2", "/batch/global: added 128", "/batch/per_replica: removed".
+// pointer, sorted: "/batch/global: added 128", "/batch/per_replica: removed", "/replicas/count: 1 -> 2".
 std::vector<std::string> resolved_differences(const nlohmann::json& base, const nlohmann::json& run);
 
 }  // namespace ddplab::spec

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <optional>
 
 #include <torch/torch.h>
@@ -20,6 +21,7 @@
 #include "ddplab/error.h"
 #include "ddplab/log/run_log.h"
 #include "ddplab/models/models.h"
+#include "ddplab/train/checkpoint.h"
 #include "ddplab/train/lr_schedule.h"
 #include "ddplab/train/optimizer.h"
 
@@ -141,10 +143,46 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
   const auto [test_begin, test_end] = data::eval_shard(data.test.size(), rank, size);
 
+  CheckpointState resumed;
+  const auto checkpoint_file = options.run_dir / "checkpoint.pt";
+  if (options.resume) {
+    resumed = load_checkpoint(checkpoint_file, *model, *optimizer);
+    if (static_cast<int>(resumed.rng_states.size()) == size)
+    {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(resumed.rng_states[rank]);
+    }
+    else if (lead)
+      std::cerr << "ddplab: note: the checkpoint was written by " << resumed.rng_states.size() << " ranks, this run has "
+                << size << "; dropout streams restart from the seed" << std::endl;
+  }
+  const bool faults_armed = !options.resume;
+  // Every rank takes part (the RNG states are gathered); rank 0 writes the file.
+  auto write_checkpoint = [&](CheckpointState state) {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();
+    }
+    state.rng_states = comm ? dist::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
+    if (!lead) return;
+    save_checkpoint(checkpoint_file, *model, *optimizer, state);
+    run->update_manifest({{"checkpoint",
+                           {{"epochs_done", state.epochs_done},
+                            {"step_in_epoch", state.step_in_epoch},
+                            {"global_step", state.global_step},
+                            {"records", state.records},
+                            {"time", log::utc_now()}}}});
+  };
+
   ReplicaResult result;
-  int64_t global_step = 0;
-  auto train_start = Clock::now();
-  for (int epoch = 0; epoch < spec.epochs; ++epoch) {
+  int64_t global_step = resumed.global_step;
+  auto train_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resumed.wall_s));
+  for (int epoch = static_cast<int>(resumed.epochs_done); epoch < spec.epochs; ++epoch) {
+    const bool partial = epoch == resumed.epochs_done && resumed.step_in_epoch > 0;
+    const int64_t first_step = partial ? resumed.step_in_epoch : 0;
     model->train();
     sync.reset_received();
     std::vector<at::Tensor> snapshot;
@@ -153,17 +191,22 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       for (auto& p : params) snapshot.push_back(p.detach().clone());
     }
     auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-    auto loss_sum = torch::zeros({}, f64), correct = torch::zeros({}, f64.dtype(torch::kInt64));
-    double grad_norm_sum = 0;
-    double comm_wait = 0, lr = 0;
-    auto epoch_start = Clock::now();
+    const bool restore_partial = partial && lead;
+    auto loss_sum = torch::full({}, restore_partial ? resumed.loss_sum : 0.0, f64);
+    auto correct =
+        torch::full({}, restore_partial ? static_cast<int64_t>(resumed.correct) : 0, f64.dtype(torch::kInt64));
+    double grad_norm_sum = partial ? resumed.grad_norm_sum : 0;
+    double comm_wait = partial ? resumed.comm_wait_s : 0, lr = 0;
+    auto epoch_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
     auto last_progress = epoch_start;
-    loader.start_epoch(epoch);
-    for (int64_t step = 0; step < steps; ++step, ++global_step) {
+    loader.start_epoch(epoch, first_step);
+    for (int64_t step = first_step; step < steps; ++step, ++global_step) {
       auto batch = loader.next();
       TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps, " steps");
-      if (spec.debug.fault == "crash" && rank == spec.debug.rank && global_step == spec.debug.step) std::raise(SIGKILL);
-      if (spec.debug.fault == "throw" && rank == spec.debug.rank && global_step == spec.debug.step)
+      const bool fault_now = faults_armed && rank == spec.debug.rank && global_step == spec.debug.step;
+      if (spec.debug.fault == "crash" && fault_now) std::raise(SIGKILL);
+      if (spec.debug.fault == "throw" && fault_now)
         throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
       lr = schedule(epoch + static_cast<double>(step) / steps);
       set_lr(*optimizer, lr);
@@ -188,16 +231,31 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       if (spec.debug.fault == "update_first_only")
         for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
       optimizer->step();
-      if (sync.stop_agreed()) {
-        int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
-        throw Interrupted("stopped by " + std::string(strsignal(sig)) + " after step " +
-                              std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) + ")",
-                          sig);
-      }
       {
         torch::NoGradGuard no_grad;
         loss_sum += loss.detach().to(torch::kFloat64) * batch->y.size(0);
         correct += (logits.argmax(1) == batch->y).sum();
+      }
+      if (sync.stop_agreed()) {
+        int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
+        CheckpointState state;
+        state.epochs_done = epoch;
+        state.step_in_epoch = step + 1;
+        state.global_step = global_step + 1;
+        state.records = epoch;
+        state.wall_s = seconds_since(train_start);
+        // The partial train metrics are per rank: store their sum; rank 0 alone restores it.
+        auto partial_totals = torch::stack({loss_sum, correct.to(torch::kFloat64)}).cpu();
+        if (comm) dist::allreduce_sum(*comm, partial_totals);
+        state.loss_sum = partial_totals[0].item<double>();
+        state.correct = partial_totals[1].item<double>();
+        state.grad_norm_sum = grad_norm_sum;
+        state.comm_wait_s = comm_wait;
+        state.epoch_elapsed_s = seconds_since(epoch_start);
+        write_checkpoint(state);
+        throw Interrupted("stopped by " + std::string(strsignal(sig)) + " after step " +
+                              std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) + ")",
+                          sig);
       }
       if (tty && seconds_since(last_progress) > 0.5) {
         last_progress = Clock::now();
@@ -277,6 +335,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     result.epochs_done = epoch + 1;
     result.final_test_acc = rec.test_acc;
     result.final_train_loss = rec.train_loss;
+    const int every = spec.checkpoint.every_epochs;
+    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == spec.epochs) {
+      CheckpointState state;
+      state.epochs_done = epoch + 1;
+      state.global_step = global_step;
+      state.records = epoch + 1;
+      state.wall_s = seconds_since(train_start);
+      write_checkpoint(state);
+    }
   }
   if (lead) {
     auto tmp = options.run_dir / "model.pt.tmp";

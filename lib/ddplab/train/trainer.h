@@ -34,6 +34,9 @@ struct ReplicaOptions {
   // The process group (else made here when world.size > 1). A caller that owns it keeps the
   // connections open while it reports a failure, so peers see this rank's error first.
   std::shared_ptr<dist::Comm> comm;
+  // Continue from <run_dir>/checkpoint.pt (see checkpoint.h); debug faults crash/throw do not
+  // fire in a resumed attempt.
+  bool resume = false;
 };
 
 struct ReplicaResult {

@@ -1,0 +1,344 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "ddplab/error.h"
+#include "ddplab/log/run_log.h"
+#include "ddplab/report/report.h"
+#include "ddplab/report/svg.h"
+
+namespace fs = std::filesystem;
+
+namespace ddplab::report {
+
+namespace {
+const char* const kDash = "\xE2\x80\x94";  // em dash: no value
+
+std::string fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return kDash;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+std::string pct(double v) { return std::isfinite(v) ? fixed(100 * v, 2) + "%" : kDash; }
+// "mean +- std"; a single run has no spread to show.
+std::string pm(const MeanStd& m, int n, int decimals, double scale = 1, const char* unit = "") {
+  if (!std::isfinite(m.mean)) return kDash;
+  if (n < 2) return fixed(scale * m.mean, decimals) + unit;
+  return fixed(scale * m.mean, decimals) + " \xC2\xB1 " + fixed(scale * m.std, decimals) + unit;
+}
+std::string pct_pm(const MeanStd& m, int n) { return pm(m, n, 2, 100, "%"); }
+std::string csv_num(double v) {
+  if (!std::isfinite(v)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : escape_html(s)) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string target_cell(const GroupStats& g) {
+  if (!g.target_acc) return kDash;
+  if (g.target_reached == 0) return "not reached (0/" + std::to_string(g.n) + ")";
+  return "epoch " + fixed(g.target_epochs, 1) + ", " + fixed(g.target_wall_s, 1) + " s (" +
+         std::to_string(g.target_reached) + "/" + std::to_string(g.n) + ")";
+}
+std::string efficiency_cell(const ReportData& d, const GroupStats& g) {
+  if (!g.scaling_efficiency) return kDash;
+  if (&d.groups[*g.baseline] == &g) return fixed(*g.scaling_efficiency, 2) + " (baseline)";
+  return fixed(*g.scaling_efficiency, 2) + " (vs " + d.groups[*g.baseline].label + ")";
+}
+std::string n_cell(const GroupStats& g) {
+  std::string s = std::to_string(g.n);
+  if (g.in_progress > 0) s += " (+" + std::to_string(g.in_progress) + " in progress)";
+  return s;
+}
+std::string p_cell(const Comparison& c) {
+  if (!c.welch.valid) return kDash;
+  return c.welch.p < 1e-4 ? std::string("< 0.0001") : fixed(c.welch.p, 4);
+}
+std::string diff_cell(const ReportData& d, const Comparison& c) {
+  const double diff = d.groups[c.b].final_test_acc.mean - d.groups[c.a].final_test_acc.mean;
+  if (!std::isfinite(diff)) return kDash;
+  return (diff >= 0 ? "+" : "") + fixed(100 * diff, 2) + " pts";
+}
+
+// Rows of the tables shared by HTML and Markdown.
+using Table = std::vector<std::vector<std::string>>;
+
+Table groups_table(const ReportData& d) {
+  Table t = {{"group", "n", "final test acc", "best test acc", "final train loss", "final test loss",
+              "time to " + (d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
+                                                                         : pct(*d.groups[0].target_acc)),
+              "images/s", "scaling efficiency"}};
+  for (const auto& g : d.groups)
+    t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), pct_pm(g.best_test_acc, g.n),
+                 pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g),
+                 fixed(g.images_per_s, 1), efficiency_cell(d, g)});
+  return t;
+}
+
+Table comparisons_table(const ReportData& d) {
+  Table t = {{"differs in", "group A", "group B", "A final acc", "B final acc", "B - A", "t", "df", "p", "verdict"}};
+  for (const auto& c : d.comparisons) {
+    const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+    t.push_back({c.key + ": " + c.value_a + " vs " + c.value_b, a.label, b.label, pct_pm(a.final_test_acc, a.n),
+                 pct_pm(b.final_test_acc, b.n), diff_cell(d, c), c.welch.valid ? fixed(c.welch.t, 3) : kDash,
+                 c.welch.valid ? fixed(c.welch.df, 2) : kDash, p_cell(c), c.verdict});
+  }
+  return t;
+}
+
+Table runs_table(const ReportData& d) {
+  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc", "final train loss", "images/s"}};
+  for (const auto& r : d.runs) {
+    std::string status = r.status_text();
+    if (!r.message.empty()) status += ": " + r.message;
+    t.push_back({r.run_id, d.groups[r.group].label, status, std::to_string(r.epochs.size()), pct(r.final_test_acc()),
+                 pct(r.best_test_acc()), fixed(r.final_train_loss(), 4), fixed(r.mean_images_per_s(), 1)});
+  }
+  return t;
+}
+
+std::string html_table(const Table& t, const std::string& cls) {
+  std::ostringstream o;
+  o << "<table class=\"" << cls << "\">\n<thead><tr>";
+  for (const auto& h : t[0]) o << "<th>" << escape_html(h) << "</th>";
+  o << "</tr></thead>\n<tbody>\n";
+  for (size_t i = 1; i < t.size(); ++i) {
+    o << "<tr>";
+    for (const auto& c : t[i]) o << "<td>" << escape_html(c) << "</td>";
+    o << "</tr>\n";
+  }
+  o << "</tbody></table>\n";
+  return o.str();
+}
+
+std::string md_table(const Table& t) {
+  std::ostringstream o;
+  auto row = [&](const std::vector<std::string>& cells) {
+    o << "|";
+    for (const auto& c : cells) o << ' ' << md_cell(c) << " |";
+    o << '\n';
+  };
+  row(t[0]);
+  o << "|";
+  for (size_t i = 0; i < t[0].size(); ++i) o << " --- |";
+  o << '\n';
+  for (size_t i = 1; i < t.size(); ++i) row(t[i]);
+  return o.str();
+}
+
+struct ChartDef {
+  const char* id;
+  const char* title;
+  const char* x_label;
+  const char* y_label;
+  double EpochPoint::*y;
+  bool wall_x;
+};
+const ChartDef kCharts[] = {
+    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy", &EpochPoint::test_acc, false},
+    {"train_loss", "Training loss vs epoch", "epoch", "training loss", &EpochPoint::train_loss, false},
+    {"test_loss", "Test loss vs epoch", "epoch", "test loss", &EpochPoint::test_loss, false},
+    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)", &EpochPoint::lr, false},
+    {"test_acc_wall", "Test accuracy vs wall-clock time", "wall-clock seconds (mean over seeds)", "test accuracy",
+     &EpochPoint::test_acc, true},
+};
+
+const char* kCss = R"(body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}
+tr:nth-child(even) td{background:#fafafa}
+.warnings li{color:#a33}
+figure{display:inline-block;margin:0 1em 1em 0}
+.note{color:#555;font-size:14px;max-width:60em})";
+}  // namespace
+
+std::vector<NamedChart> render_charts(const ReportData& d) {
+  std::vector<NamedChart> out;
+  for (const auto& def : kCharts) {
+    LineChart chart;
+    chart.id = def.id;
+    chart.title = def.title;
+    chart.x_label = def.x_label;
+    chart.y_label = def.y_label;
+    for (const auto& g : d.groups) {
+      std::map<int, std::vector<double>> ys, xs;
+      for (size_t ri : g.runs) {
+        for (const auto& e : d.runs[ri].epochs) {
+          const double y = e.*(def.y);
+          if (!std::isfinite(y)) continue;
+          ys[e.epoch].push_back(y);
+          xs[e.epoch].push_back(def.wall_x ? e.wall_s : e.epoch);
+        }
+      }
+      ChartSeries s;
+      s.label = g.label + (g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
+      for (const auto& [epoch, v] : ys) {
+        const double x = mean(xs[epoch]);
+        if (!std::isfinite(x)) continue;
+        s.x.push_back(x);
+        s.y.push_back(mean(v));
+        s.lo.push_back(*std::min_element(v.begin(), v.end()));
+        s.hi.push_back(*std::max_element(v.begin(), v.end()));
+      }
+      chart.series.push_back(std::move(s));
+    }
+    out.push_back({std::string(def.id) + ".svg", render_svg(chart)});
+  }
+  return out;
+}
+
+std::string render_html(const ReportData& d) {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ddplab report: "
+    << escape_html(d.title) << "</title>\n<style>\n" << kCss << "\n</style>\n</head>\n<body>\n";
+  o << "<h1>ddplab report: " << escape_html(d.title) << "</h1>\n";
+  o << "<p>" << d.runs.size() << " runs in " << d.groups.size()
+    << " groups. A group is the runs whose resolved specs differ only in the seed; mean \xC2\xB1 "
+       "standard deviation are over its finished runs (n).";
+  if (!d.differing_keys.empty()) {
+    o << " Groups differ in: ";
+    for (size_t i = 0; i < d.differing_keys.size(); ++i)
+      o << (i ? ", " : "") << "<code>" << escape_html(d.differing_keys[i]) << "</code>";
+    o << '.';
+  }
+  o << "</p>\n";
+  if (!d.warnings.empty()) {
+    o << "<h2>Warnings</h2>\n<ul class=\"warnings\">\n";
+    for (const auto& w : d.warnings) o << "<li>" << escape_html(w) << "</li>\n";
+    o << "</ul>\n";
+  }
+  o << "<h2>Groups</h2>\n" << html_table(groups_table(d), "groups");
+  o << "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
+       "same per-replica batch. Time to target is the first epoch whose test accuracy reaches the target (mean over "
+       "the runs that reached it).</p>\n";
+  o << "<h2>Which differences are real?</h2>\n";
+  if (d.comparisons.empty()) {
+    o << "<p>No two groups differ in exactly one setting.</p>\n";
+  } else {
+    o << html_table(comparisons_table(d), "significance");
+    o << "<p class=\"note\">Welch's t-test on final test accuracy between groups that differ in one setting "
+         "(two-sided, unequal variances). Significant means p &lt; 0.05 with at least 2 runs in each group; with "
+         "one run per group the noise between seeds is unknown, so the report cannot tell.</p>\n";
+  }
+  o << "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
+       "minimum to maximum over seeds.</p>\n";
+  for (const auto& c : render_charts(d)) o << "<figure>\n" << c.svg << "</figure>\n";
+  o << "<h2>Runs</h2>\n" << html_table(runs_table(d), "runs");
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+std::string render_markdown(const ReportData& d) {
+  std::ostringstream o;
+  o << "# ddplab report: " << md_cell(d.title) << "\n\n";
+  o << d.runs.size() << " runs in " << d.groups.size()
+    << " groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.\n\n";
+  if (!d.warnings.empty()) {
+    o << "## Warnings\n\n";
+    for (const auto& w : d.warnings) o << "- " << md_cell(w) << "\n";
+    o << "\n";
+  }
+  o << "## Groups\n\n" << md_table(groups_table(d)) << "\n";
+  o << "## Which differences are real?\n\n";
+  if (d.comparisons.empty())
+    o << "No two groups differ in exactly one setting.\n\n";
+  else
+    o << md_table(comparisons_table(d))
+      << "\nWelch's t-test on final test accuracy; significant means p < 0.05 with n >= 2 in each group.\n\n";
+  o << "## Charts\n\n";
+  for (const auto& def : kCharts) o << "![" << def.title << "](" << def.id << ".svg)\n\n";
+  o << "## Runs\n\n" << md_table(runs_table(d));
+  return o.str();
+}
+
+std::string render_summary_csv(const ReportData& d) {
+  std::ostringstream o;
+  o << "experiment,run_id,group,status,message,seed,replicas,per_replica_batch,epochs,final_test_acc,best_test_acc,"
+       "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,dir\n";
+  for (const auto& r : d.runs) {
+    const GroupStats& g = d.groups[r.group];
+    std::string seed;
+    if (r.spec.is_object() && r.spec.contains("seed")) seed = r.spec["seed"].dump();
+    const EpochPoint* t = g.target_acc ? r.first_reaching(*g.target_acc) : nullptr;
+    o << csv_field(r.experiment) << ',' << csv_field(r.run_id) << ',' << csv_field(g.label) << ','
+      << csv_field(r.status) << ',' << csv_field(r.message) << ',' << seed << ',' << r.replicas() << ','
+      << r.per_replica_batch() << ',' << r.epochs.size() << ',' << csv_num(r.final_test_acc()) << ','
+      << csv_num(r.best_test_acc()) << ',' << csv_num(r.final_train_loss()) << ',' << csv_num(r.final_test_loss())
+      << ',' << csv_num(r.mean_images_per_s()) << ',' << (t ? std::to_string(t->epoch) : "") << ','
+      << (t ? csv_num(t->wall_s) : "") << ',' << csv_field(r.dir.string()) << '\n';
+  }
+  return o.str();
+}
+
+std::string render_groups_csv(const ReportData& d) {
+  std::ostringstream o;
+  o << "group";
+  for (const auto& k : d.differing_keys) o << ',' << csv_field(k);
+  o << ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
+       "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
+       "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,"
+       "scaling_efficiency\n";
+  for (const auto& g : d.groups) {
+    o << csv_field(g.label);
+    for (const auto& k : d.differing_keys) {
+      const auto& v = g.values.contains(k) ? g.values[k] : nlohmann::json();
+      o << ',' << csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
+    }
+    o << ',' << g.n << ',' << g.in_progress << ',' << csv_num(g.final_test_acc.mean) << ','
+      << csv_num(g.final_test_acc.std) << ',' << csv_num(g.best_test_acc.mean) << ',' << csv_num(g.best_test_acc.std)
+      << ',' << csv_num(g.final_train_loss.mean) << ',' << csv_num(g.final_train_loss.std) << ','
+      << csv_num(g.final_test_loss.mean) << ',' << csv_num(g.final_test_loss.std) << ','
+      << (g.target_acc ? csv_num(*g.target_acc) : "") << ',' << (g.target_acc ? std::to_string(g.target_reached) : "")
+      << ',' << csv_num(g.target_epochs) << ',' << csv_num(g.target_wall_s) << ',' << csv_num(g.images_per_s) << ','
+      << g.replicas << ',' << g.per_replica_batch << ','
+      << (g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "") << '\n';
+  }
+  return o.str();
+}
+
+ReportSummary write_report(const ReportOptions& options) {
+  ReportSummary summary;
+  summary.data = analyze(options);
+  const ReportData& d = summary.data;
+  for (const auto& w : d.warnings) std::cerr << "warning: " << w << "\n";
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (!fs::is_directory(options.out_dir))
+    throw Error(options.out_dir.string() + ": cannot create the report directory" + (ec ? ": " + ec.message() : ""));
+  auto put = [&](const std::string& name, const std::string& text) {
+    const fs::path file = options.out_dir / name;
+    log::write_file_atomic(file, text);
+    summary.files.push_back(file);
+  };
+  put("report.html", render_html(d));
+  put("report.md", render_markdown(d));
+  put("summary.csv", render_summary_csv(d));
+  put("groups.csv", render_groups_csv(d));
+  for (const auto& c : render_charts(d)) put(c.file, c.svg);
+  summary.runs = d.runs.size();
+  summary.groups = d.groups.size();
+  summary.warnings = d.warnings;
+  return summary;
+}
+
+}  // namespace ddplab::report

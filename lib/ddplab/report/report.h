@@ -1,0 +1,145 @@
+// The comparison report over run directories (`ddplab report DIR...`, also written at the end
+// of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/log/run_log.h),
+// never links the trainer.
+//
+// Runs are found below every input (a directory holding manifest.json is a run; otherwise its
+// subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
+// "output", "run_id" and "report" are removed form a group. A group's label names the dotted keys
+// whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"); with one
+// group it is the experiment name. Statistics use the runs whose manifest says "done" (n); runs
+// still "running" are listed as "in progress", failed/interrupted ones with their message, and
+// all runs with records are drawn in the charts.
+//
+// write_report writes into out_dir (created): report.html (self-contained: inline CSS and SVG,
+// no scripts, no external fetches), report.md (the same tables; charts linked as files),
+// summary.csv (a row per run), groups.csv (a row per group) and one SVG per chart:
+// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg. Accuracies are
+// fractions in [0, 1] (shown as percentages in HTML/Markdown).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddplab/report/stats.h"
+
+namespace ddplab::report {
+
+struct ReportOptions {
+  std::vector<std::filesystem::path> inputs;  // run directories or directories above them
+  std::filesystem::path out_dir;              // where the files go; created if missing
+  std::optional<double> target_acc;           // fraction; default: the specs' report.target_acc, else none
+};
+
+// One epoch of one run (a line of epochs.jsonl; missing numeric fields read as NaN).
+struct EpochPoint {
+  int epoch = 0;
+  double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
+  double wall_s = 0, images_per_s = 0;
+  int replicas = 1;
+  int64_t global_batch = 0;
+};
+
+struct RunData {
+  std::filesystem::path dir;
+  std::string run_id;       // manifest run_id, else the directory name
+  std::string experiment;   // spec name, else manifest experiment
+  std::string status;       // manifest status: running | done | failed | interrupted | ...
+  std::string message;      // manifest message (why a run failed), may be empty
+  nlohmann::json spec;      // spec.json (null when missing or unreadable)
+  std::vector<EpochPoint> epochs;  // by epoch, a repeated epoch keeps its last record
+  size_t group = 0;         // index into ReportData::groups
+
+  bool finished() const { return status == "done"; }
+  // "in progress" for running, else the status.
+  std::string status_text() const;
+  int replicas() const;               // from the last record, else spec replicas.count, else 1
+  int64_t per_replica_batch() const;  // global_batch / replicas of the last record (0 if unknown)
+  double final_test_acc() const;      // NaN without records
+  double best_test_acc() const;
+  double final_train_loss() const;
+  double final_test_loss() const;
+  double mean_images_per_s() const;   // mean over epochs
+  // The first epoch whose test_acc >= target, or nullptr.
+  const EpochPoint* first_reaching(double target) const;
+};
+
+struct MeanStd {
+  double mean = 0, std = 0;  // NaN when n == 0; std 0 when n == 1
+};
+
+struct GroupStats {
+  std::string label;          // e.g. "replicas.count=2, schedule.scale_rule=linear"
+  nlohmann::json values;      // the differing keys -> this group's values (object; dotted keys)
+  nlohmann::json key_spec;    // the flattened spec that defines the group
+  std::vector<size_t> runs;   // indices into ReportData::runs, by seed
+  int n = 0;                  // finished runs with at least one record
+  int in_progress = 0;        // runs with status running
+  MeanStd final_test_acc, best_test_acc, final_train_loss, final_test_loss;
+  std::optional<double> target_acc;
+  int target_reached = 0;     // finished runs that reached the target
+  double target_epochs = 0;   // mean over those runs (NaN when none)
+  double target_wall_s = 0;
+  double images_per_s = 0;    // mean over finished runs of their mean throughput
+  int replicas = 1;
+  int64_t per_replica_batch = 0;
+  std::optional<double> scaling_efficiency;  // thr(N) / (N * thr(1)) against `baseline`
+  std::optional<size_t> baseline;            // the 1-replica group of the same per-replica batch
+  std::vector<double> final_accs;            // final test accuracy of each finished run
+};
+
+// A pair of groups that differ in exactly one key, compared on final test accuracy.
+struct Comparison {
+  size_t a = 0, b = 0;        // group indices
+  std::string key;            // the differing dotted key
+  std::string value_a, value_b;
+  WelchResult welch;
+  bool significant = false;   // p < 0.05 with n >= 2 in both
+  std::string verdict;        // "significant (p < 0.05)" | "not significant" | "cannot tell (n=1)"
+};
+
+struct ReportData {
+  std::vector<RunData> runs;
+  std::vector<GroupStats> groups;
+  std::vector<Comparison> comparisons;
+  std::vector<std::string> differing_keys;  // dotted keys that differ across groups, sorted
+  std::vector<std::string> warnings;        // "file:line: ..." for skipped records etc.
+  std::string title;                        // the experiment name(s)
+};
+
+struct ReportSummary {
+  size_t runs = 0, groups = 0;
+  std::vector<std::string> warnings;           // also printed to stderr
+  std::vector<std::filesystem::path> files;    // every file written
+  ReportData data;
+};
+
+// The run directories at or below `inputs`, sorted. Throws Error "<dir>: no runs found (no
+// manifest.json below it)" for an input without any, or "<dir>: not a directory" when missing.
+std::vector<std::filesystem::path> find_run_dirs(const std::vector<std::filesystem::path>& inputs);
+
+// Reads one run directory; a torn or corrupt epochs.jsonl line is skipped and reported in
+// `warnings` as "<file>:<line>: skipped corrupt record (...)". Throws Error on an unreadable manifest.
+RunData load_run(const std::filesystem::path& dir, std::vector<std::string>& warnings);
+
+// Loads every run below options.inputs, groups them and computes the statistics.
+ReportData analyze(const ReportOptions& options);
+
+// analyze + writes the files listed above. Warnings go to stderr as "warning: ...".
+ReportSummary write_report(const ReportOptions& options);
+
+// The pieces, for tests and other front ends.
+std::string render_html(const ReportData& data);
+std::string render_markdown(const ReportData& data);
+std::string render_summary_csv(const ReportData& data);
+std::string render_groups_csv(const ReportData& data);
+struct NamedChart {
+  std::string file;  // "test_acc.svg"
+  std::string svg;
+};
+std::vector<NamedChart> render_charts(const ReportData& data);
+
+}  // namespace ddplab::report

@@ -1,0 +1,42 @@
+// Hand-written SVG line charts for the comparison report: one mean line per series with a
+// shaded min..max band, axes with "nice" ticks (1/2/5 x 10^k), axis labels, a title and a
+// legend below the plot. Colours follow the Okabe-Ito colour-blind-safe palette (8 colours;
+// beyond 8 series the colours repeat with a dashed line). Every user string is escaped.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ddplab::report {
+
+// Escapes & < > " ' for HTML and XML text and attribute values.
+std::string escape_html(const std::string& text);
+
+struct ChartSeries {
+  std::string label;       // the legend text (a group label)
+  std::vector<double> x;   // ascending
+  std::vector<double> y;   // the mean line, same length as x
+  std::vector<double> lo;  // band lower edge (min over seeds); empty: no band
+  std::vector<double> hi;  // band upper edge (max over seeds); same length as lo
+};
+
+struct LineChart {
+  std::string id;       // file stem and element id, e.g. "test_acc" (not user text)
+  std::string title;    // "Test accuracy vs epoch"
+  std::string x_label;  // "epoch"
+  std::string y_label;  // "test accuracy"
+  std::vector<ChartSeries> series;
+  int width = 760;      // pixels; the height grows with the legend
+  int plot_height = 360;
+};
+
+// The Okabe-Ito colour of series `i` (cycling), as "#RRGGBB".
+std::string palette_colour(size_t i);
+
+// A standalone <svg> element with xmlns (valid both as a .svg file and inline in HTML).
+// Series with no points are listed in the legend only; non-finite values are skipped.
+std::string render_svg(const LineChart& chart);
+
+// Tick positions covering [lo, hi] with about `target` ticks at 1/2/5 x 10^k steps.
+std::vector<double> nice_ticks(double lo, double hi, int target = 6);
+
+}  // namespace ddplab::report

@@ -1,0 +1,89 @@
+#include "ddplab/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include "ddplab/error.h"
+
+namespace ddplab::train {
+namespace {
+
+void write_scalar(torch::serialize::OutputArchive& a, const std::string& key, double v) {
+  a.write(key, torch::tensor(v, torch::kFloat64));
+}
+
+double read_scalar(torch::serialize::InputArchive& a, const std::string& key) {
+  at::Tensor t;
+  a.read(key, t);
+  return t.item<double>();
+}
+
+}  // namespace
+
+void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const CheckpointState& s) {
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive, rng_archive;
+  model.save(model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  write_scalar(archive, "epochs_done", static_cast<double>(s.epochs_done));
+  write_scalar(archive, "step_in_epoch", static_cast<double>(s.step_in_epoch));
+  write_scalar(archive, "global_step", static_cast<double>(s.global_step));
+  write_scalar(archive, "records", static_cast<double>(s.records));
+  write_scalar(archive, "wall_s", s.wall_s);
+  write_scalar(archive, "loss_sum", s.loss_sum);
+  write_scalar(archive, "correct", s.correct);
+  write_scalar(archive, "grad_norm_sum", s.grad_norm_sum);
+  write_scalar(archive, "comm_wait_s", s.comm_wait_s);
+  write_scalar(archive, "epoch_elapsed_s", s.epoch_elapsed_s);
+  write_scalar(archive, "ranks", static_cast<double>(s.rng_states.size()));
+  for (size_t r = 0; r < s.rng_states.size(); ++r) rng_archive.write(std::to_string(r), s.rng_states[r]);
+  archive.write("rng", rng_archive);
+
+  auto tmp = file;
+  tmp += ".tmp";
+  archive.save_to(tmp.string());
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!synced) throw std::runtime_error(tmp.string() + ": fsync failed");
+  std::filesystem::rename(tmp, file);
+}
+
+CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer) {
+  CheckpointState s;
+  try {
+    torch::serialize::InputArchive archive, model_archive, optimizer_archive, rng_archive;
+    archive.load_from(file.string());
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    archive.read("optimizer", optimizer_archive);
+    optimizer.load(optimizer_archive);
+    s.epochs_done = static_cast<int64_t>(read_scalar(archive, "epochs_done"));
+    s.step_in_epoch = static_cast<int64_t>(read_scalar(archive, "step_in_epoch"));
+    s.global_step = static_cast<int64_t>(read_scalar(archive, "global_step"));
+    s.records = static_cast<int64_t>(read_scalar(archive, "records"));
+    s.wall_s = read_scalar(archive, "wall_s");
+    s.loss_sum = read_scalar(archive, "loss_sum");
+    s.correct = read_scalar(archive, "correct");
+    s.grad_norm_sum = read_scalar(archive, "grad_norm_sum");
+    s.comm_wait_s = read_scalar(archive, "comm_wait_s");
+    s.epoch_elapsed_s = read_scalar(archive, "epoch_elapsed_s");
+    auto ranks = static_cast<int64_t>(read_scalar(archive, "ranks"));
+    archive.read("rng", rng_archive);
+    for (int64_t r = 0; r < ranks; ++r) {
+      at::Tensor t;
+      rng_archive.read(std::to_string(r), t);
+      s.rng_states.push_back(t);
+    }
+  } catch (const c10::Error& e) {
+    throw Error(file.string() + ": cannot resume from this checkpoint: " + e.what_without_backtrace());
+  }
+  return s;
+}
+
+}  // namespace ddplab::train

@@ -1,0 +1,40 @@
+// checkpoint.pt: everything needed to continue a run as if it had never stopped.
+//
+// Written by rank 0 every `checkpoint.every_epochs` epochs, at the end, and when a clean stop
+// (SIGINT/SIGTERM) interrupts an epoch: model parameters and buffers, optimizer state (momentum,
+// Adam moments), the position (epochs done, step within the epoch, global step), the partial
+// metrics of an interrupted epoch, the number of records in epochs.jsonl, and the CPU RNG state
+// of every rank (dropout masks). The data order needs no state: it is a function of
+// (seed, epoch, step). The file is written to checkpoint.pt.tmp, fsynced, then renamed over
+// checkpoint.pt, so the previous checkpoint stays whole until the new one is.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace ddplab::train {
+
+struct CheckpointState {
+  int64_t epochs_done = 0;     // completed epochs
+  int64_t step_in_epoch = 0;   // steps done of epoch `epochs_done` (0 at an epoch boundary)
+  int64_t global_step = 0;
+  int64_t records = 0;         // lines of epochs.jsonl this checkpoint goes with
+  double wall_s = 0;           // training wall time so far
+  // Partial metrics of the interrupted epoch (zero at a boundary).
+  double loss_sum = 0, correct = 0, grad_norm_sum = 0, comm_wait_s = 0, epoch_elapsed_s = 0;
+  std::vector<at::Tensor> rng_states;  // uint8 CPU generator state per rank
+};
+
+void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                     torch::optim::Optimizer& optimizer, const CheckpointState& state);
+
+// Loads into `model` and `optimizer` (which must have the spec's architecture) and returns the
+// state. Throws ddplab::Error naming the file if it is unreadable or does not match the model.
+CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer);
+
+}  // namespace ddplab::train

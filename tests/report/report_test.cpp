@@ -1,0 +1,404 @@
+#include "ddplab/report/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "ddplab/error.h"
+#include "ddplab/report/stats.h"
+#include "ddplab/report/svg.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace ddplab;
+using namespace ddplab::report;
+using ddplab::testing::read_file;
+using ddplab::testing::run_command;
+using ddplab::testing::TempDir;
+using ddplab::testing::write_file;
+
+namespace {
+
+struct FakeRun {
+  std::string name = "exp";
+  int replicas = 1;
+  std::string scale_rule = "none";
+  int per_replica = 64;
+  int seed = 1;
+  std::string status = "done";
+  std::vector<double> test_acc = {0.5, 0.7, 0.8};
+  double images_per_s = 100;
+  std::string run_id;  // default: the sweep-style id
+};
+
+// Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way log/run_log.h lays them out.
+fs::path write_run(const fs::path& root, const FakeRun& r) {
+  std::string id = r.run_id;
+  if (id.empty())
+    id = "replicas.count=" + std::to_string(r.replicas) + ",schedule.scale_rule=" + r.scale_rule +
+         ",seed=" + std::to_string(r.seed);
+  const fs::path dir = root / r.name / id;
+  fs::create_directories(dir);
+  json spec = {{"name", r.name},
+               {"seed", r.seed},
+               {"output", root.string()},
+               {"epochs", 10},
+               {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
+               {"schedule", {{"scale_rule", r.scale_rule}, {"base_batch", 64}}},
+               {"batch", {{"per_replica", r.per_replica}}},
+               {"replicas", {{"count", r.replicas}, {"device", "cpu"}}}};
+  write_file(dir / "spec.json", spec.dump(2));
+  write_file(dir / "manifest.json",
+             json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}
+                 .dump(2));
+  std::string lines;
+  for (size_t i = 0; i < r.test_acc.size(); ++i) {
+    const int epoch = static_cast<int>(i) + 1;
+    json rec = {{"epoch", epoch},
+                {"step", epoch * 100},
+                {"lr", 0.01 / epoch},
+                {"train_loss", 1.0 / epoch},
+                {"train_acc", r.test_acc[i]},
+                {"test_loss", 1.2 / epoch},
+                {"test_acc", r.test_acc[i]},
+                {"epoch_s", 10.0},
+                {"wall_s", 12.0 * epoch},
+                {"images_per_s", r.images_per_s},
+                {"comm_wait_s", 0.1},
+                {"grad_norm", 1.0},
+                {"replicas", r.replicas},
+                {"global_batch", r.per_replica * r.replicas}};
+    lines += rec.dump() + "\n";
+  }
+  write_file(dir / "epochs.jsonl", lines);
+  return dir;
+}
+
+ReportOptions options_for(const TempDir& tmp) {
+  ReportOptions o;
+  o.inputs = {tmp.path() / "runs"};
+  o.out_dir = tmp.path() / "report";
+  return o;
+}
+
+const GroupStats& group_labelled(const ReportData& d, const std::string& label) {
+  for (const auto& g : d.groups)
+    if (g.label == label) return g;
+  throw std::runtime_error("no group " + label);
+}
+
+}  // namespace
+
+TEST(ReportStats, MeanAndSampleStd) {
+  EXPECT_DOUBLE_EQ(mean({1, 2, 3, 4}), 2.5);
+  EXPECT_NEAR(sample_std({1, 2, 3, 4}), std::sqrt(5.0 / 3.0), 1e-12);
+  EXPECT_EQ(sample_std({7}), 0);
+  EXPECT_TRUE(std::isnan(mean({})));
+}
+
+TEST(ReportStats, StudentTCdfMatchesScipy) {
+  // scipy.stats.t.cdf
+  EXPECT_NEAR(student_t_cdf(-2.0, 3.3), 0.0654794322197247, 1e-9);
+  EXPECT_NEAR(student_t_cdf(1.5, 50), 0.9300485875707865, 1e-9);
+  EXPECT_NEAR(student_t_cdf(0, 4), 0.5, 1e-12);
+  // df = 1 is Cauchy: 0.5 + atan(t) / pi.
+  EXPECT_NEAR(student_t_cdf(2.0, 1), 0.5 + std::atan(2.0) / M_PI, 1e-10);
+  EXPECT_NEAR(regularized_incomplete_beta(2, 3, 0.4), 0.5248, 1e-10);  // 1 - sum_{j<2} C(4,j) .4^j .6^(4-j)
+}
+
+TEST(ReportStats, WelchMatchesScipy) {
+  // scipy.stats.ttest_ind(a, b, equal_var=False)
+  WelchResult r = welch_t_test({0.86, 0.87, 0.85}, {0.84, 0.83, 0.845});
+  ASSERT_TRUE(r.valid);
+  EXPECT_NEAR(r.t, 2.9824045403173076, 1e-9);
+  // By hand: s_a^2 = 1e-4, s_b^2 = 1.75e-4 / 3; df = (va + vb)^2 / (va^2 / 2 + vb^2 / 2), v = s^2 / 3.
+  const double va = 1e-4 / 3, vb = 1.75e-4 / 3 / 3;
+  EXPECT_NEAR(r.df, (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 2), 1e-9);
+  EXPECT_NEAR(r.df, 3.7409326424870475, 1e-9);  // scipy's df
+  EXPECT_NEAR(r.p, 0.04423613448708553, 1e-6);
+
+  r = welch_t_test({1, 2, 3, 4, 5.5}, {2, 4, 6, 8.5});
+  EXPECT_NEAR(r.t, -1.2700252065371362, 1e-9);
+  EXPECT_NEAR(r.p, 0.2617957138615186, 1e-6);
+
+  EXPECT_FALSE(welch_t_test({0.9}, {0.8, 0.81}).valid);
+  EXPECT_EQ(welch_t_test({0.5, 0.5}, {0.5, 0.5}).p, 1);
+  EXPECT_EQ(welch_t_test({0.5, 0.5}, {0.6, 0.6}).p, 0);
+}
+
+TEST(ReportSvg, NiceTicksCoverRange) {
+  const auto t = nice_ticks(0.13, 0.87, 6);
+  ASSERT_GE(t.size(), 3u);
+  EXPECT_LE(t.front(), 0.13);
+  EXPECT_GE(t.back(), 0.87);
+  EXPECT_NEAR(t[1] - t[0], 0.2, 1e-12);  // 0.74 / 6 rounds up to a step of 2 x 10^-1
+  EXPECT_FALSE(nice_ticks(5, 5).empty());
+}
+
+TEST(Report, GroupsRunsThatDifferOnlyInSeed) {
+  TempDir tmp;
+  const std::vector<std::vector<double>> accs = {{0.5, 0.86}, {0.5, 0.87}, {0.5, 0.85}};
+  for (int seed = 1; seed <= 3; ++seed) {
+    for (int replicas : {1, 2}) {
+      FakeRun r;
+      r.seed = seed;
+      r.replicas = replicas;
+      r.test_acc = accs[seed - 1];
+      if (replicas == 2) r.test_acc.back() -= 0.02;
+      write_run(tmp.path() / "runs", r);
+    }
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.runs.size(), 6u);
+  ASSERT_EQ(d.groups.size(), 2u);
+  EXPECT_EQ(d.differing_keys, std::vector<std::string>{"replicas.count"});
+  EXPECT_EQ(d.groups[0].label, "replicas.count=1");
+  EXPECT_EQ(d.groups[1].label, "replicas.count=2");
+  for (const auto& g : d.groups) EXPECT_EQ(g.n, 3);
+  EXPECT_NEAR(d.groups[0].final_test_acc.mean, 0.86, 1e-12);
+  EXPECT_NEAR(d.groups[0].final_test_acc.std, 0.01, 1e-12);
+  EXPECT_NEAR(d.groups[1].final_test_acc.mean, 0.84, 1e-12);
+  EXPECT_NEAR(d.groups[0].best_test_acc.mean, 0.86, 1e-12);
+  EXPECT_NEAR(d.groups[0].final_train_loss.mean, 0.5, 1e-12);
+  EXPECT_NEAR(d.groups[0].final_test_loss.mean, 0.6, 1e-12);
+}
+
+TEST(Report, LabelsNameEveryDifferingKey) {
+  TempDir tmp;
+  for (int replicas : {1, 2})
+    for (const char* rule : {"none", "linear"}) {
+      FakeRun r;
+      r.replicas = replicas;
+      r.scale_rule = rule;
+      write_run(tmp.path() / "runs", r);
+    }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 4u);
+  EXPECT_NO_THROW(group_labelled(d, "replicas.count=2, schedule.scale_rule=linear"));
+  // 4 groups in a 2x2 grid: 4 pairs differ in exactly one key, 2 diagonals are not compared.
+  EXPECT_EQ(d.comparisons.size(), 4u);
+}
+
+TEST(Report, WelchSignificanceMarksRealDifference) {
+  TempDir tmp;
+  const std::vector<double> a = {0.86, 0.87, 0.85}, b = {0.84, 0.83, 0.845};
+  for (int seed = 1; seed <= 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.test_acc = {0.5, a[seed - 1]};
+    write_run(tmp.path() / "runs", r);
+    r.scale_rule = "linear";
+    r.test_acc = {0.5, b[seed - 1]};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  const Comparison& c = d.comparisons[0];
+  EXPECT_EQ(c.key, "schedule.scale_rule");
+  EXPECT_NEAR(std::fabs(c.welch.t), 2.9824045403173076, 1e-9);
+  EXPECT_NEAR(c.welch.p, 0.04423613448708553, 1e-6);
+  EXPECT_TRUE(c.significant);
+  EXPECT_NE(render_html(d).find("significant (p &lt; 0.05)"), std::string::npos);
+}
+
+TEST(Report, SingleSeedCannotTell) {
+  TempDir tmp;
+  FakeRun r;
+  r.test_acc = {0.86};
+  write_run(tmp.path() / "runs", r);
+  r.replicas = 2;
+  r.test_acc = {0.84};
+  write_run(tmp.path() / "runs", r);
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  EXPECT_FALSE(d.comparisons[0].significant);
+  EXPECT_EQ(d.comparisons[0].verdict, "cannot tell (n=1)");
+  EXPECT_NE(render_markdown(d).find("cannot tell (n=1)"), std::string::npos);
+}
+
+TEST(Report, TornLineIsSkippedWithFileAndLine) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  std::string text = read_file(dir / "epochs.jsonl");
+  const size_t second = text.find('\n') + 1;
+  text.insert(second, "{\"epoch\": 9, \"test_a\n");  // a torn line 2
+  write_file(dir / "epochs.jsonl", text);
+  const ReportSummary s = write_report(options_for(tmp));
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_NE(s.warnings[0].find((dir / "epochs.jsonl").string() + ":2:"), std::string::npos) << s.warnings[0];
+  EXPECT_EQ(s.data.runs[0].epochs.size(), 3u);
+  EXPECT_NE(read_file(tmp.path() / "report" / "report.html").find("epochs.jsonl:2:"), std::string::npos);
+}
+
+TEST(Report, DirectoryWithoutRunsIsAClearError) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "runs" / "empty");
+  try {
+    write_report(options_for(tmp));
+    FAIL() << "expected ddplab::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), (tmp.path() / "runs").string() + ": no runs found (no manifest.json below it)");
+  }
+}
+
+TEST(Report, EscapesUserStringsInHtmlAndSvg) {
+  TempDir tmp;
+  FakeRun r;
+  r.name = "<script>alert('x')</script>";
+  r.run_id = "seed=1";
+  r.scale_rule = "a&\"b\"";
+  write_run(tmp.path() / "runs", r);
+  r.run_id = "seed=2";
+  r.scale_rule = "<b>";
+  write_run(tmp.path() / "runs", r);
+  write_report(options_for(tmp));
+  const std::string html = read_file(tmp.path() / "report" / "report.html");
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("schedule.scale_rule=a&amp;&quot;b&quot;"), std::string::npos);
+  const std::string svg = read_file(tmp.path() / "report" / "test_acc.svg");
+  EXPECT_EQ(svg.find("<b>"), std::string::npos);
+  EXPECT_NE(svg.find("schedule.scale_rule=&lt;b&gt;"), std::string::npos);
+  EXPECT_EQ(read_file(tmp.path() / "report" / "report.md").find("<script"), std::string::npos);
+}
+
+TEST(Report, ScalingEfficiencyAgainstOneReplicaOfSamePerReplicaBatch) {
+  TempDir tmp;
+  for (int per_replica : {32, 128}) {
+    FakeRun r;
+    r.per_replica = per_replica;
+    r.run_id = "b=" + std::to_string(per_replica) + ",r=1";
+    r.images_per_s = per_replica == 32 ? 100 : 400;
+    write_run(tmp.path() / "runs", r);
+    r.replicas = 2;
+    r.run_id = "b=" + std::to_string(per_replica) + ",r=2";
+    r.images_per_s = per_replica == 32 ? 180 : 600;
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 4u);
+  const auto& g32 = group_labelled(d, "batch.per_replica=32, replicas.count=2");
+  const auto& g128 = group_labelled(d, "batch.per_replica=128, replicas.count=2");
+  ASSERT_TRUE(g32.scaling_efficiency && g128.scaling_efficiency);
+  EXPECT_NEAR(*g32.scaling_efficiency, 0.9, 1e-12);   // 180 / (2 * 100)
+  EXPECT_NEAR(*g128.scaling_efficiency, 0.75, 1e-12); // 600 / (2 * 400)
+  EXPECT_EQ(g32.per_replica_batch, 32);
+  EXPECT_NEAR(*group_labelled(d, "batch.per_replica=32, replicas.count=1").scaling_efficiency, 1.0, 1e-12);
+  EXPECT_NE(render_groups_csv(d).find(",0.9\n"), std::string::npos);
+}
+
+TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
+  TempDir tmp;
+  FakeRun r;
+  r.test_acc = {0.5, 0.79, 0.81, 0.78, 0.9};
+  write_run(tmp.path() / "runs", r);
+  r.seed = 2;
+  r.test_acc = {0.6, 0.85, 0.86, 0.87, 0.9};
+  write_run(tmp.path() / "runs", r);
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.8;
+  ReportData d = analyze(o);
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups[0].target_reached, 2);
+  EXPECT_NEAR(d.groups[0].target_epochs, 2.5, 1e-12);  // epochs 3 and 2
+  EXPECT_NEAR(d.groups[0].target_wall_s, 30.0, 1e-12); // 36 s and 24 s
+  o.target_acc = 0.95;
+  d = analyze(o);
+  EXPECT_EQ(d.groups[0].target_reached, 0);
+  EXPECT_NE(render_html(d).find("not reached (0/2)"), std::string::npos);
+  o.target_acc.reset();
+  EXPECT_FALSE(analyze(o).groups[0].target_acc);  // no report.target_acc in the specs
+}
+
+TEST(Report, TargetFromSpecReportSection) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  json spec = json::parse(read_file(dir / "spec.json"));
+  spec["report"] = {{"target_acc", 0.7}};
+  write_file(dir / "spec.json", spec.dump());
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_TRUE(d.groups[0].target_acc);
+  EXPECT_EQ(*d.groups[0].target_acc, 0.7);
+  EXPECT_NEAR(d.groups[0].target_epochs, 2, 1e-12);
+}
+
+TEST(Report, RunningRunIsShownInProgress) {
+  TempDir tmp;
+  FakeRun r;
+  write_run(tmp.path() / "runs", r);
+  r.seed = 2;
+  r.status = "running";
+  r.test_acc = {0.4};
+  write_run(tmp.path() / "runs", r);
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups[0].n, 1);
+  EXPECT_EQ(d.groups[0].in_progress, 1);
+  const std::string html = render_html(d);
+  EXPECT_NE(html.find("<td>in progress</td>"), std::string::npos);
+  EXPECT_NE(html.find("1 (+1 in progress)"), std::string::npos);
+}
+
+TEST(Report, WritesEveryFileAndFindsASingleRunDirectory) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  ReportOptions o;
+  o.inputs = {dir};  // a run directory itself
+  o.out_dir = tmp.path() / "out" / "nested";
+  const ReportSummary s = write_report(o);
+  EXPECT_EQ(s.runs, 1u);
+  for (const char* f : {"report.html", "report.md", "summary.csv", "groups.csv", "test_acc.svg", "train_loss.svg",
+                        "test_loss.svg", "lr.svg", "test_acc_wall.svg"})
+    EXPECT_TRUE(fs::exists(o.out_dir / f)) << f;
+  EXPECT_EQ(s.files.size(), 9u);
+  const std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("](test_acc_wall.svg)"), std::string::npos);
+  const std::string csv = read_file(o.out_dir / "summary.csv");
+  EXPECT_NE(csv.find("\"replicas.count=1,schedule.scale_rule=none,seed=1\""), std::string::npos) << csv;
+  const std::string html = read_file(o.out_dir / "report.html");
+  EXPECT_EQ(html.find("http://", html.find("<body")), html.find("http://www.w3.org/2000/svg", html.find("<body")));
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+}
+
+TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
+  if (run_command("command -v chromium").exit_code != 0) GTEST_SKIP() << "chromium not installed";
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed)
+    for (int replicas : {1, 2}) {
+      FakeRun r;
+      r.seed = seed;
+      r.replicas = replicas;
+      r.test_acc = {0.5 + 0.01 * seed, 0.7, 0.8 - 0.01 * replicas};
+      write_run(tmp.path() / "runs", r);
+    }
+  write_report(options_for(tmp));
+  const std::string html = (tmp.path() / "report" / "report.html").string();
+  const std::string flags = "chromium --headless --no-sandbox --disable-gpu --no-first-run "
+                            "--disable-background-networking --disable-component-update --disable-sync ";
+  const auto dom = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile1") +
+                               " --dump-dom file://" + html + " 2>/dev/null");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  for (const char* id : {"test_acc", "train_loss", "test_loss", "lr", "test_acc_wall"}) {
+    const std::string open = std::string("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-") + id + "\"";
+    const size_t start = dom.output.find(open);
+    ASSERT_NE(start, std::string::npos) << id;
+    const std::string svg = dom.output.substr(start, dom.output.find("</svg>", start) - start);
+    std::regex drawn("<path[^>]*class=\"line\"[^>]* d=\"M[0-9.]+,[0-9.]+ L");
+    EXPECT_TRUE(std::regex_search(svg, drawn)) << id;
+  }
+  const auto shot = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile2") +
+                                " --enable-logging=stderr --v=0 --window-size=1200,2000 --screenshot=" +
+                                tmp.str("shot.png") + " file://" + html);
+  EXPECT_EQ(shot.exit_code, 0) << shot.output;
+  EXPECT_TRUE(fs::exists(tmp.path() / "shot.png")) << shot.output;
+  EXPECT_EQ(shot.output.find("Uncaught"), std::string::npos) << shot.output;
+  EXPECT_EQ(shot.output.find("CONSOLE"), std::string::npos) << shot.output;
+}
