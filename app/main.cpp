@@ -17,6 +17,7 @@
 #include "ddplab/dist/world.h"
 #include "ddplab/error.h"
 #include "ddplab/log/run_log.h"
+#include "ddplab/report/report.h"
 #include "ddplab/spec/spec.h"
 #include "ddplab/spec/sweep.h"
 #include "ddplab/train/trainer.h"
@@ -237,7 +238,32 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
   std::cout << std::endl;
   for (const auto& [id, why] : failures) std::cout << "ddplab:   failed " << id << ": " << why << std::endl;
   if (stop_code != 0) return stop_code;
+  const fs::path experiment_dir = fs::path(runs.front().spec.output) / runs.front().spec.name;
+  try {
+    report::ReportOptions options;
+    options.inputs = {experiment_dir};
+    options.out_dir = experiment_dir;
+    auto summary = report::write_report(options);
+    std::cout << "ddplab: report of " << summary.runs << " runs in " << summary.groups << " groups: "
+              << (experiment_dir / "report.html").string() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "ddplab: the report could not be written: " << e.what() << std::endl;
+  }
   return failures.empty() ? 0 : 1;
+}
+
+int run_report(const std::vector<std::string>& dirs, const std::string& out, double target) {
+  report::ReportOptions options;
+  for (const auto& d : dirs) options.inputs.emplace_back(d);
+  options.out_dir = out.empty() ? fs::path(dirs.front()) : fs::path(out);
+  if (target > 0) options.target_acc = target;
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  auto summary = report::write_report(options);
+  std::cout << "ddplab: report of " << summary.runs << " runs in " << summary.groups << " groups:";
+  for (const auto& f : summary.files) std::cout << "\n  " << f.string();
+  std::cout << std::endl;
+  return 0;
 }
 
 int run_worker(const spec::ExperimentSpec& spec) {
@@ -330,6 +356,13 @@ int main(int argc, char** argv) {
 
   auto* schema = app.add_subcommand("schema", "Print the JSON Schema of experiment specs");
 
+  std::vector<std::string> report_dirs;
+  std::string report_out;
+  double report_target = 0;
+  auto* report_cmd = app.add_subcommand("report", "Compare runs: report.html, report.md, summary.csv, groups.csv, charts");
+  report_cmd->add_option("dirs", report_dirs, "Run or experiment directories (searched recursively)")->required();
+  report_cmd->add_option("--out", report_out, "Where to write the report (default: the first directory)");
+  report_cmd->add_option("--target", report_target, "Target test accuracy (0..1) for time-to-accuracy");
   auto* worker = app.add_subcommand("worker", "Run one replica (started by ddplab run, torchrun --no-python or srun)");
   worker->add_option("spec", spec_path, "Experiment spec (JSON)")->required();
   worker->add_option("overrides", overrides, "Overrides key.path=value");
@@ -347,6 +380,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (run->parsed()) return run_experiment(spec_path, overrides, force, dry_run);
+    if (report_cmd->parsed()) return run_report(report_dirs, report_out, report_target);
     auto spec = spec::load(spec_path, overrides);
     if (validate->parsed()) {
       std::cout << spec.resolved.dump(2) << std::endl;
