@@ -1,0 +1,47 @@
+// The limit for ddplab's single-replica training speed: forward, backward and SGD step of a model
+// on batches already in memory as normalized float tensors; no data loading, no communication,
+// no metrics. Same model code and thread count as ddplab.
+//
+//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores]
+// Prints one line: "bare_loop model=... batch=... threads=... images_per_s=...".
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "ddplab/models/models.h"
+
+int main(int argc, char** argv) {
+  std::string model_name = argc > 1 ? argv[1] : "mnist_cnn";
+  int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
+  int steps = argc > 3 ? std::stoi(argv[3]) : 300;
+  int threads = argc > 4 ? std::stoi(argv[4]) : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(threads);
+  torch::manual_seed(1);
+  ddplab::spec::ModelSpec spec;
+  spec.name = model_name;
+  auto model = ddplab::models::make_model(spec, {});
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const int pool = 16;
+  std::vector<at::Tensor> xs, ys;
+  for (int i = 0; i < pool; ++i) {
+    xs.push_back(torch::randn({batch, 1, 28, 28}));
+    ys.push_back(torch::randint(0, 10, {batch}, torch::kLong));
+  }
+  model->train();
+  auto step = [&](int i) {
+    sgd.zero_grad();
+    auto loss = torch::cross_entropy_loss(model->forward(xs[i % pool]), ys[i % pool]);
+    loss.backward();
+    sgd.step();
+  };
+  for (int i = 0; i < 20; ++i) step(i);  // warm-up
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step(i);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("bare_loop model=%s batch=%ld threads=%d images_per_s=%.1f\n", model_name.c_str(),
+              static_cast<long>(batch), threads, steps * batch / s);
+  return 0;
+}

@@ -1,0 +1,125 @@
+"""The peer: PyTorch's own DistributedDataParallel (Python, gloo) on the same work as ddplab.
+
+Same model (mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc10, "same" padding), same
+data (the IDX files, normalized with the training set's mean/std), same order (randperm with
+seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
+thread budget (cores / world). Prints training images/s of the last epoch, measured like ddplab's
+epoch_s (training steps only, no evaluation).
+
+  .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
+"""
+import argparse
+import gzip
+import os
+import socket
+import struct
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+
+
+def find(root, name):
+    for candidate in (name, name + ".gz"):
+        if os.path.exists(os.path.join(root, candidate)):
+            return os.path.join(root, candidate)
+    raise FileNotFoundError(os.path.join(root, name))
+
+
+class MnistCnn(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(64 * 7 * 7, 1024)
+        self.fc2 = nn.Linear(1024, 10)
+        self.dropout = dropout
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.dropout(x, self.dropout, self.training)
+        return self.fc2(x)
+
+
+def worker(rank, args, port, result):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(max(1, os.cpu_count() // args.world))
+    if args.world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=args.world)
+    images = read_idx(find(args.root, "train-images-idx3-ubyte"))
+    labels = read_idx(find(args.root, "train-labels-idx1-ubyte")).long()
+    if args.train_limit:
+        images, labels = images[: args.train_limit], labels[: args.train_limit]
+    images = images.unsqueeze(1)
+    mean = images.double().div(255).mean().item()
+    std = images.double().div(255).std(unbiased=False).item()
+    torch.manual_seed(args.seed)
+    model = MnistCnn(args.dropout)
+    if args.world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    global_batch = args.per_replica * args.world
+    steps = images.shape[0] // global_batch
+    rate = 0.0
+    for epoch in range(args.epochs):
+        perm = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(args.seed + epoch))
+        model.train()
+        start = time.perf_counter()
+        for t in range(steps):
+            idx = perm[t * global_batch + rank * args.per_replica: t * global_batch + (rank + 1) * args.per_replica]
+            x = (images[idx].float().div(255) - mean) / std
+            y = labels[idx]
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        elapsed = time.perf_counter() - start
+        rate = steps * global_batch / elapsed
+    if rank == 0:
+        result.put(rate)
+    if args.world > 1:
+        dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--per-replica", type=int, default=64)
+    p.add_argument("--train-limit", type=int, default=20000)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    result = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, args, port, result)) for r in range(args.world)]
+    for pr in procs:
+        pr.start()
+    rate = result.get()
+    for pr in procs:
+        pr.join()
+    print(f"peer_ddp world={args.world} per_replica={args.per_replica} images_per_s={rate:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds ddplab, CUDA code paths included, against the CUDA build of LibTorch (torch==2.14.1 in
+# .venv-cuda) and the CUDA toolkit here. It must compile and link; nothing built runs without a GPU.
+# Run it whenever you touch CUDA code. Not part of CI (the wheel is 5.5 GB; the build is long).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv-cuda/bin/python ] || ! .venv-cuda/bin/python -c 'import torch' >/dev/null 2>&1; then
+  python3 -m venv .venv-cuda
+  .venv-cuda/bin/pip install -q torch==2.14.1
+fi
+prefix=$(.venv-cuda/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+cuda_root=${CUDA_HOME:-/usr/local/cuda}
+export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -DDDPLAB_WERROR=ON \
+  -DDDPLAB_BUILD_TESTS=ON
+cmake --build build-cuda -j "${DDPLAB_JOBS:-2}"
+grep -q "DDPLAB_WITH_CUDA" build-cuda/build.ninja && echo "check-cuda-build: CUDA build of ddplab compiled and linked (DDPLAB_WITH_CUDA)"

@@ -1,0 +1,130 @@
+// Checkpoints, resume, restarts, clean stops and divergence, with real processes: a run that is
+// killed, restarted or stopped and then continued gives the same records as one that never stopped.
+#include <gtest/gtest.h>
+
+#include "integration/integration_util.h"
+
+namespace ddplab::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 4096 samples / global batch 64 = 64 steps per epoch; dropout on, so RNG state must be restored.
+nlohmann::json reliability_spec(const Workspace& ws, const std::string& name, int replicas) {
+  auto spec = ws.base_spec(name);
+  spec["model"]["dropout"] = 0.3;
+  spec["replicas"]["count"] = replicas;
+  spec["epochs"] = 3;
+  return spec;
+}
+
+void expect_same_metrics(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t e = 0; e < a.size(); ++e)
+    for (const char* k : {"step", "lr", "train_loss", "train_acc", "test_loss", "test_acc", "grad_norm"})
+      EXPECT_EQ(a[e][k], b[e][k]) << k << " in epoch " << e + 1;
+}
+
+fs::path run_dir(const Workspace& ws, const std::string& name) { return ws.out() / name / "seed=3"; }
+
+nlohmann::json manifest(const Workspace& ws, const std::string& name) {
+  return nlohmann::json::parse(read_file(run_dir(ws, name) / "manifest.json"));
+}
+
+TEST(Reliability, AKilledRunResumesFromItsCheckpointWithIdenticalRecords) {
+  Workspace ws(4096, 200);
+  auto full = run_ddplab("run " + ws.write_spec(reliability_spec(ws, "full", 2), "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+
+  auto spec = reliability_spec(ws, "killed", 2);
+  spec["debug"] = {{"fault", "crash"}, {"rank", 1}, {"step", 100}};  // SIGKILL in epoch 2
+  auto path = ws.write_spec(spec, "killed.json");
+  auto first = run_ddplab("run " + path);
+  ASSERT_EQ(first.exit_code, 1) << first.output;
+  EXPECT_EQ(manifest(ws, "killed")["status"], "failed");
+  EXPECT_EQ(read_records(run_dir(ws, "killed")).size(), 1u);
+  EXPECT_TRUE(fs::exists(run_dir(ws, "killed") / "checkpoint.pt"));
+
+  auto again = run_ddplab("run " + path);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resuming"), std::string::npos) << again.output;
+  auto m = manifest(ws, "killed");
+  EXPECT_EQ(m["status"], "done");
+  ASSERT_EQ(m["restarts"].size(), 1u);
+  EXPECT_EQ(m["restarts"][0]["from_epochs_done"], 1);
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "killed")));
+}
+
+TEST(Reliability, MaxRestartsRestartsAllRanksFromTheCheckpoint) {
+  Workspace ws(4096, 200);
+  auto full = run_ddplab("run " + ws.write_spec(reliability_spec(ws, "full", 2), "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto spec = reliability_spec(ws, "restarted", 2);
+  spec["replicas"]["max_restarts"] = 1;
+  spec["debug"] = {{"fault", "crash"}, {"rank", 1}, {"step", 100}};
+  auto r = run_ddplab("run " + ws.write_spec(spec, "restarted.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("restart 1 of 1"), std::string::npos) << r.output;
+  auto m = manifest(ws, "restarted");
+  EXPECT_EQ(m["status"], "done");
+  EXPECT_EQ(m["restarts"].size(), 1u);
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "restarted")));
+}
+
+// SIGTERM once epoch 2 is under way; the run stops cleanly mid-epoch and a second `run` continues it.
+void stop_and_resume(int replicas) {
+  Workspace ws(4096, 200);
+  auto spec = reliability_spec(ws, "full", replicas);
+  spec["epochs"] = 12;
+  auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  spec["name"] = "stopped";
+  auto path = ws.write_spec(spec, "stopped.json");
+  auto records = (run_dir(ws, "stopped") / "epochs.jsonl").string();
+  std::string script = std::string(DDPLAB_BIN) + " run " + path +
+                       " & P=$!\nn=0\nwhile [ \"$(cat '" + records +
+                       "' 2>/dev/null | wc -l)\" -lt 1 ] && [ $n -lt 600 ]; do sleep 0.02; n=$((n+1)); done\n"
+                       "sleep 0.05\nkill -TERM $P\nwait $P\necho exit=$?\n";
+  write_file(ws.dir().path() / "stop.sh", script);
+  auto stopped = run_command("sh " + ws.dir().str("stop.sh"));
+  ASSERT_NE(stopped.output.find("exit=143"), std::string::npos) << stopped.output;
+  auto m = manifest(ws, "stopped");
+  EXPECT_EQ(m["status"], "interrupted");
+  EXPECT_GT(m["checkpoint"]["global_step"].get<int>(), 64) << "stopped after epoch 1";
+  auto again = run_ddplab("run " + path);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+}
+
+TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyOneReplica) { stop_and_resume(1); }
+
+TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyTwoReplicas) { stop_and_resume(2); }
+
+TEST(Reliability, NanFromAHugeLearningRateIsRecordedAsDiverged) {
+  Workspace ws(1024, 100);
+  for (int replicas : {1, 2}) {
+    auto spec = ws.base_spec("nan" + std::to_string(replicas));
+    spec["optimizer"]["lr"] = 1e6;
+    spec["replicas"]["count"] = replicas;
+    auto r = run_ddplab("run " + ws.write_spec(spec, "nan.json"));
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_NE(r.output.find("diverged at epoch 1, step"), std::string::npos) << r.output;
+    auto m = manifest(ws, "nan" + std::to_string(replicas));
+    EXPECT_EQ(m["status"], "diverged");
+    EXPECT_NE(m["message"].get<std::string>().find("NaN"), std::string::npos);
+  }
+}
+
+TEST(Reliability, ADifferentSpecDoesNotResumeAnotherRunsCheckpoint) {
+  Workspace ws(1024, 100);
+  auto spec = ws.base_spec("changed");
+  spec["debug"] = {{"fault", "throw"}, {"rank", 0}, {"step", 20}};
+  auto path = ws.write_spec(spec, "changed.json");
+  ASSERT_EQ(run_ddplab("run " + path).exit_code, 1);
+  auto r = run_ddplab("run " + path + " optimizer.lr=0.01");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("different spec (it differs at /optimizer/lr)"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddplab::testing
