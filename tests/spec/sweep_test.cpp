@@ -140,6 +140,13 @@ TEST(SweepSpec, HugeRepeatsAreAUserErrorNotAnAllocation) {
             "/repeats: must be <= 100000 (the most runs a sweep may have), got 18446744073709551615");
   EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 50000}, {"sweep", {{"seed", {1, 2, 3}}}}}),
             "/sweep: expands to more than 100000 runs");
+  try {
+    expand_sweep({{"name", "x"}, {"repeats", 3}}, "spec", {}, /*max_runs=*/2);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/repeats: expands to more than 2 runs");
+  }
+  EXPECT_EQ(expand_sweep({{"name", "x"}, {"repeats", 2}}, "spec", {}, 2).size(), 2u);
 }
 
 // seed + repeat overflowed int64 (undefined behaviour) for a seed near 2^63.

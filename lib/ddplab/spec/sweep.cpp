@@ -14,7 +14,6 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 const char* const kSweepKeys[] = {"sweep", "sweep_zip", "repeats"};
-constexpr size_t kMaxRuns = 100000;
 
 std::string escape_token(const std::string& key) {
   std::string out;
@@ -127,8 +126,8 @@ int64_t repeats_of(const json& doc) {
   // Compared as doubles: an unsigned value above INT64_MAX must not wrap to a negative count.
   if (!r.is_number_integer() || r.get<double>() < 1)
     throw Error("/repeats: must be an integer >= 1, got " + r.dump());
-  if (r.get<double>() > static_cast<double>(kMaxRuns))
-    throw Error("/repeats: must be <= " + std::to_string(kMaxRuns) + " (the most runs a sweep may have), got " +
+  if (r.get<double>() > static_cast<double>(kMaxSweepRuns))
+    throw Error("/repeats: must be <= " + std::to_string(kMaxSweepRuns) + " (the most runs a sweep may have), got " +
                 r.dump());
   return r.get<int64_t>();
 }
@@ -167,18 +166,21 @@ bool has_sweep(const nlohmann::json& doc) {
 }
 
 std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string& source,
-                                   const std::vector<std::string>& key_order) {
+                                   const std::vector<std::string>& key_order, size_t max_runs) {
   if (!doc.is_object()) resolve(doc, source);  // throws: a spec must be an object
   const std::vector<Axis> axes = make_axes(doc, key_order);
   const int64_t repeats = repeats_of(doc);
   json base = doc;
   for (const char* k : kSweepKeys) base.erase(k);
 
-  size_t total = static_cast<size_t>(repeats);
+  size_t total = static_cast<size_t>(repeats);  // <= kMaxSweepRuns, so the products cannot overflow
   for (const auto& axis : axes) {
     total *= axis.size;
-    if (total > kMaxRuns) throw Error("/sweep: expands to more than " + std::to_string(kMaxRuns) + " runs");
+    if (total > max_runs) break;
   }
+  if (total > max_runs)
+    throw Error(std::string(axes.empty() ? "/repeats" : "/sweep") + ": expands to more than " +
+                std::to_string(max_runs) + " runs");
 
   std::vector<SweepRun> runs;
   runs.reserve(total);

@@ -38,12 +38,18 @@ struct SweepRun {
   ExperimentSpec spec;                 // resolved; spec.run_id == run_id
 };
 
+// The most runs one spec may expand to (also the schema's maximum of `repeats`).
+constexpr size_t kMaxSweepRuns = 100000;
+
 // Expands `doc` (a whole spec, overrides already applied) into its runs, in order.
 // `source` names the file in messages that are not about one field; `key_order` lists sweep and
 // sweep_zip keys in the order they should become axes (see sweep_key_order); keys it does not
-// list follow, sorted by name.
+// list follow, sorted by name. More than `max_runs` runs is an Error ("/sweep: expands to more
+// than 100000 runs") raised before any run is resolved; every run costs about a millisecond and
+// a few KB, so the fuzz targets pass a smaller limit to keep each input fast.
 std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string& source,
-                                   const std::vector<std::string>& key_order = {});
+                                   const std::vector<std::string>& key_order = {},
+                                   size_t max_runs = kMaxSweepRuns);
 
 // The keys of "sweep", then of "sweep_zip", in the order the file at `path` writes them
 // (nlohmann::json sorts object keys, so the order is read again here). Empty when the file
