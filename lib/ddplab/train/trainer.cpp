@@ -98,14 +98,17 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
   auto model = models::make_model(spec.model, shape);
-  // CUDA: rank -> GPU local_rank. Without a CUDA build the spec rejects device "cuda".
-  const torch::Device device = spec.replicas.device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank)
-                                                              : torch::Device(torch::kCPU);
-  if (device.is_cuda()) {
-    if (!torch::cuda::is_available() || static_cast<int>(torch::cuda::device_count()) <= world.local_rank)
+  // CUDA: rank -> GPU local_rank. NCCL needs a GPU per rank; gloo may put several ranks on one GPU
+  // (local_rank modulo the GPU count), which lets one GPU test N > 1. Without a CUDA build the
+  // spec rejects device "cuda".
+  torch::Device device(torch::kCPU);
+  if (spec.replicas.device == "cuda") {
+    const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+    if (gpus == 0 || (spec.replicas.backend == "nccl" && gpus <= world.local_rank))
       throw Error("/replicas/device: cuda: local rank " + std::to_string(world.local_rank) + " needs GPU " +
-                  std::to_string(world.local_rank) + ", but " + std::to_string(torch::cuda::device_count()) +
-                  " GPU(s) are visible");
+                  std::to_string(world.local_rank) + ", but " + std::to_string(gpus) +
+                  " GPU(s) are visible (NCCL needs one GPU per rank; backend gloo can share one)");
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank % gpus));
     model->to(device);
   }
 
