@@ -171,7 +171,11 @@ void GradSync::maybe_rebuild() {
 
 at::Tensor GradSync::grad_norm_squared() const {
   at::Tensor total = torch::zeros({}, buckets_.empty() ? torch::TensorOptions() : buckets_[0].flat.options());
-  for (const auto& b : buckets_) total += b.flat.narrow(0, 0, b.grad_numel).pow(2).sum();
+  // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
+  for (const auto& b : buckets_) {
+    auto g = b.flat.narrow(0, 0, b.grad_numel);
+    total += g.dot(g);
+  }
   return total;
 }
 
