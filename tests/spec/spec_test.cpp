@@ -259,5 +259,73 @@ TEST(Spec, NonObjectSpecRejected) {
   EXPECT_EQ(resolve_error(json::array()), "spec: the spec must be a JSON object, got []");
 }
 
+
+TEST(Spec, ReplicasModeAndSyncDefaults) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.replicas.mode, "processes");
+  EXPECT_EQ(s.replicas.sync.method, "allreduce");
+  EXPECT_EQ(s.resolved["replicas"]["mode"], "processes");
+  EXPECT_EQ(s.resolved["replicas"]["sync"], "allreduce");
+}
+
+TEST(Spec, LocalSgdAndEasgdParseWithDefaults) {
+  ExperimentSpec s = resolve(with(R"(replicas.sync={"local_sgd":{"period":8}})"));
+  EXPECT_EQ(s.replicas.sync.method, "local_sgd");
+  EXPECT_EQ(s.replicas.sync.period, 8);
+  EXPECT_EQ(s.replicas.sync.start_epoch, 0);
+  EXPECT_EQ(s.resolved["replicas"]["sync"], json::parse(R"({"local_sgd":{"period":8,"start_epoch":0}})"));
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":2,"alpha":0.2}})");
+  s = resolve(doc);
+  EXPECT_EQ(s.replicas.sync.method, "easgd");
+  EXPECT_EQ(s.replicas.sync.period, 2);
+  EXPECT_DOUBLE_EQ(s.replicas.sync.alpha, 0.2);
+}
+
+TEST(Spec, BadSyncValuesNameThePointer) {
+  EXPECT_EQ(resolve_error(with("replicas.sync=allreduc")),
+            R"(/replicas/sync: must be one of "allreduce", {"local_sgd": {...}}, {"easgd": {...}}, got "allreduc")");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":0}})")),
+            "/replicas/sync/local_sgd/period: must be >= 1, got 0");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":4,"start_epoch":-1}})")),
+            "/replicas/sync/local_sgd/start_epoch: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":2.5}})")),
+            "/replicas/sync/local_sgd/period: must be an integer, got 2.5");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{}})")), "/replicas/sync/local_sgd/period: is required");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"perod":4}})")),
+            "/replicas/sync/local_sgd/perod: unknown key; did you mean \"period\"?");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"localsgd":{"period":4}})")),
+            "/replicas/sync/localsgd: unknown key; did you mean \"local_sgd\"?");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4}})")), "/replicas/sync/easgd/alpha: is required");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":1.5}})")),
+            "/replicas/sync/easgd/alpha: must be <= 1, got 1.5");
+  std::string both = resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":0.1},"local_sgd":{"period":2}})"));
+  EXPECT_EQ(both.rfind("/replicas/sync: must be one of ", 0), 0u) << both;
+  EXPECT_EQ(resolve_error(with("replicas.mode=threads")),
+            "/replicas/mode: must be one of \"processes\", \"simulated\", got \"threads\"");
+}
+
+TEST(Spec, EasgdAlphaMustNotOvershootTheCenter) {
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":1,"alpha":0.3}})");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (4)", 0), 0u) << msg;
+  EXPECT_NE(msg.find("got 0.3"), std::string::npos) << msg;
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":1,"alpha":0.25}})");
+  EXPECT_EQ(resolve_error(doc), "");
+}
+
+TEST(Spec, SimulatedReplicasSyncByAllReduceAndUseAllCores) {
+  json doc = with("replicas.mode=simulated");
+  apply_override(doc, "replicas.count=4");
+  ExperimentSpec s = resolve(doc);
+  EXPECT_EQ(s.replicas.mode, "simulated");
+  EXPECT_EQ(s.replicas.threads, std::max(1, static_cast<int>(std::thread::hardware_concurrency())))
+      << "one process does the work of all replicas";
+  apply_override(doc, R"(replicas.sync={"local_sgd":{"period":2}})");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/sync: simulated replicas", 0), 0u) << msg;
+}
+
 }  // namespace
 }  // namespace ddplab::spec

@@ -63,11 +63,58 @@ size_t levenshtein(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// For a node with "oneOf" alternatives (replicas.sync): the alternative that `value` is meant
+// for (an enum listing it, or an object alternative whose required keys it has), else nullptr.
+// A node without alternatives is its own branch.
+const json* branch_for(const json& value, const json& schema) {
+  if (!schema.contains("oneOf")) return &schema;
+  const json* found = nullptr;
+  for (const auto& alt : schema["oneOf"]) {
+    bool fits = false;
+    if (alt.contains("enum")) {
+      fits = std::find(alt["enum"].begin(), alt["enum"].end(), value) != alt["enum"].end();
+    } else if (value.is_object() && alt.value("type", "") == "object" && alt.contains("required")) {
+      fits = std::all_of(alt["required"].begin(), alt["required"].end(),
+                         [&](const json& k) { return value.contains(k.get<std::string>()); });
+    }
+    if (!fits) continue;
+    if (found != nullptr) return nullptr;  // ambiguous: let validation phrase it
+    found = &alt;
+  }
+  return found;
+}
+
+// "\"allreduce\", {\"local_sgd\": {...}}, {\"easgd\": {...}}": what a oneOf node accepts.
+std::string alternatives_text(const json& schema) {
+  std::string out;
+  for (const auto& alt : schema["oneOf"]) {
+    if (alt.contains("enum")) {
+      for (const auto& v : alt["enum"]) out += (out.empty() ? "" : ", ") + v.dump();
+    } else if (alt.contains("required") && !alt["required"].empty()) {
+      out += (out.empty() ? "" : ", ") + std::string("{\"") + alt["required"][0].get<std::string>() + "\": {...}}";
+    }
+  }
+  return out;
+}
+
+// The properties a node may hold: its own, or (oneOf) those of every object alternative.
+json known_properties(const json& schema) {
+  if (schema.contains("properties")) return schema["properties"];
+  json props = json::object();
+  if (schema.contains("oneOf"))
+    for (const auto& alt : schema["oneOf"])
+      if (alt.contains("properties")) props.update(alt["properties"]);
+  return props;
+}
+
 // Rejects the first key the schema does not know, before defaults hide typos.
-void check_unknown_keys(const json& doc, const json& schema, const std::string& pointer) {
-  if (!doc.is_object() || !schema.contains("properties")) return;
-  const json& props = schema["properties"];
-  bool closed = schema.value("additionalProperties", true) == false;
+void check_unknown_keys(const json& doc, const json& node_schema, const std::string& pointer) {
+  if (!doc.is_object()) return;
+  const json* branch = branch_for(doc, node_schema);
+  const json& schema = branch != nullptr ? *branch : node_schema;
+  const json props = known_properties(schema);
+  if (props.empty()) return;
+  bool closed = schema.value("additionalProperties", true) == false || schema.contains("oneOf");
   for (const auto& [key, value] : doc.items()) {
     std::string child = pointer + "/" + escape_token(key);
     if (props.contains(key)) {
@@ -88,9 +135,11 @@ void check_unknown_keys(const json& doc, const json& schema, const std::string& 
   }
 }
 
-void fill_defaults(json& doc, const json& schema) {
-  if (!doc.is_object() || !schema.contains("properties")) return;
-  for (const auto& [key, sub] : schema["properties"].items()) {
+void fill_defaults(json& doc, const json& node_schema) {
+  if (!doc.is_object()) return;
+  const json* schema = branch_for(doc, node_schema);
+  if (schema == nullptr || !schema->contains("properties")) return;
+  for (const auto& [key, sub] : (*schema)["properties"].items()) {
     if (!doc.contains(key) && sub.contains("default")) doc[key] = sub["default"];
     if (doc.contains(key)) fill_defaults(doc[key], sub);
   }
@@ -160,6 +209,7 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
   const json* schema = &schema_doc();
   // context is {"<root>", "[key]", "[index]", ...}
   for (size_t i = 1; i < error.context.size(); ++i) {
+    if (value != nullptr && schema != nullptr) schema = branch_for(*value, *schema);
     std::string token = error.context[i];
     if (token.size() >= 2 && token.front() == '[' && token.back() == ']') token = token.substr(1, token.size() - 2);
     pointer += "/" + escape_token(token);
@@ -176,6 +226,12 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
       value = nullptr;
       schema = nullptr;
     }
+  }
+  if (value != nullptr && schema != nullptr && schema->contains("oneOf")) {
+    const json* branch = branch_for(*value, *schema);
+    if (branch == nullptr)
+      return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
+    schema = branch;
   }
   if (value != nullptr && schema != nullptr) {
     if (value->is_object() && schema->contains("required")) {
@@ -225,9 +281,20 @@ void check_cross_fields(json& doc) {
     if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
     dataset["root"] = name == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
   }
+  const bool simulated = replicas["mode"] == "simulated";
+  const json& sync = replicas["sync"];
+  if (simulated && sync.is_object())
+    throw Error("/replicas/sync: simulated replicas (replicas.mode \"simulated\") support \"allreduce\" only, got " +
+                sync.dump());
+  if (sync.is_object() && sync.contains("easgd")) {
+    const double alpha = sync["easgd"]["alpha"].get<double>();
+    if (alpha * static_cast<double>(count) > 1.0)
+      throw Error("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (" + std::to_string(count) +
+                  ") so that the center variable does not overshoot, got " + sync["easgd"]["alpha"].dump());
+  }
   if (replicas["threads"].get<int64_t>() == 0) {
     int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
-    replicas["threads"] = std::max<int64_t>(1, cores / count);
+    replicas["threads"] = std::max<int64_t>(1, simulated ? cores : cores / count);
   }
 }
 
@@ -272,6 +339,17 @@ ExperimentSpec to_typed(const json& doc) {
   s.replicas.threads = r["threads"].get<int>();
   s.replicas.timeout_s = r["timeout_s"].get<double>();
   s.replicas.max_restarts = r["max_restarts"].get<int>();
+  s.replicas.mode = r["mode"].get<std::string>();
+  const json& sync = r["sync"];
+  if (sync.is_object() && sync.contains("local_sgd")) {
+    s.replicas.sync.method = "local_sgd";
+    s.replicas.sync.period = sync["local_sgd"]["period"].get<int64_t>();
+    s.replicas.sync.start_epoch = sync["local_sgd"]["start_epoch"].get<int64_t>();
+  } else if (sync.is_object() && sync.contains("easgd")) {
+    s.replicas.sync.method = "easgd";
+    s.replicas.sync.period = sync["easgd"]["period"].get<int64_t>();
+    s.replicas.sync.alpha = sync["easgd"]["alpha"].get<double>();
+  }
   const json& b = doc["batch"];
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;

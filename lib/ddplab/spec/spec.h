@@ -53,6 +53,14 @@ struct ScheduleSpec {
   double min_factor = 0.0;
 };
 
+// replicas.sync: how the replicas stay together.
+struct SyncSpec {
+  std::string method = "allreduce";  // allreduce | local_sgd | easgd
+  int64_t period = 1;       // local_sgd: average every `period` local steps; easgd: tau
+  int64_t start_epoch = 0;  // local_sgd: epochs of all-reduce before local steps begin
+  double alpha = 0.0;       // easgd: moving rate (<= 1 / replicas.count)
+};
+
 struct ReplicasSpec {
   int count = 1;
   std::string device = "cpu";   // cpu | cuda
@@ -62,6 +70,8 @@ struct ReplicasSpec {
   int threads = 0;  // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
   int max_restarts = 0;
+  std::string mode = "processes";  // processes | simulated (count replicas in one process)
+  SyncSpec sync;
 };
 
 struct DebugSpec {
@@ -104,7 +114,8 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
 // batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
-// CUDA build; dataset idx needs a root) and returns the typed spec. `source` (a file name)
+// CUDA build; dataset idx needs a root; simulated replicas sync by all-reduce only; easgd alpha at
+// most 1 / replicas.count) and returns the typed spec. `source` (a file name)
 // prefixes nothing; it is only used in messages that are not about one field. The sweep keys
 // (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
 // expanding them is expand_sweep's job (ddplab/spec/sweep.h).
