@@ -39,10 +39,11 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   auto run = resumed ? *resumed : log::RunLog::create(spec, force);
   if (resumed)
     std::cout << "ddplab: resuming " << run.dir().string() << " from its checkpoint (--force starts over)" << std::endl;
-  std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count << " replica"
-            << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
+  std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count
+            << (spec.replicas.mode == "simulated" ? " simulated" : "") << " replica" << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
             << spec.global_batch << "), " << spec.epochs << " epochs; logs in " << run.dir().string() << std::endl;
-  if (spec.replicas.count == 1) {
+  // One replica, or N simulated in this process (replicas.mode "simulated"): no workers.
+  if (spec.replicas.count == 1 || spec.replicas.mode == "simulated") {
     try {
       train::ReplicaOptions options;
       options.run_dir = run.dir();
@@ -267,6 +268,8 @@ int run_report(const std::vector<std::string>& dirs, const std::string& out, dou
 }
 
 int run_worker(const spec::ExperimentSpec& spec) {
+  if (spec.replicas.mode == "simulated")
+    throw Error("/replicas/mode: \"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
   auto world = dist::discover_world_from_environment();
   if (world.size != spec.replicas.count)
     std::cerr << "ddplab worker: note: WORLD_SIZE " << world.size << " overrides replicas.count "

@@ -42,6 +42,16 @@ std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir) {
   return records;
 }
 
+RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name) {
+  spec["name"] = name;
+  RunOutput out;
+  out.command = run_ddplab("run " + ws.write_spec(spec, name + ".json"));
+  std::filesystem::path dir = ws.out() / name / ("seed=" + std::to_string(spec["seed"].get<int>()));
+  out.records = read_records(dir);
+  if (std::filesystem::exists(dir / "model.pt")) out.params = read_final_params(dir, spec["model"]);
+  return out;
+}
+
 std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec) {
   nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
   auto spec = spec::resolve(doc);

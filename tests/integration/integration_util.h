@@ -29,6 +29,15 @@ class Workspace {
 
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
 
+// What `ddplab run` of one spec left: its output, records and final parameters (if model.pt).
+struct RunOutput {
+  CommandResult command;
+  std::vector<nlohmann::json> records;
+  std::vector<float> params;
+};
+// Runs `spec` named `name` (written to <name>.json in the workspace).
+RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name);
+
 // Final parameters from <run_dir>/model.pt, flattened in registration order.
 std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
 
