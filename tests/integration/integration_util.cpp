@@ -1,5 +1,6 @@
 #include "integration/integration_util.h"
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -63,6 +64,13 @@ std::vector<float> read_final_params(const std::filesystem::path& run_dir, const
     flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return flat;
+}
+
+double relative_difference(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(a), 1e-12); }
+
+void expect_close_metrics(const nlohmann::json& a, const nlohmann::json& b, double tol, const std::string& where) {
+  for (const char* k : {"train_loss", "test_loss", "test_acc"})
+    EXPECT_LE(relative_difference(a.at(k), b.at(k)), tol) << k << " in " << where << ": " << a.at(k) << " vs " << b.at(k);
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -41,6 +41,12 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
 // Final parameters from <run_dir>/model.pt, flattened in registration order.
 std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
 
+// |a - b| / |a| (a = 0: / 1e-12).
+double relative_difference(double a, double b);
+
+// Expects train_loss, test_loss and test_acc of two epoch records within `tol` (relative).
+void expect_close_metrics(const nlohmann::json& a, const nlohmann::json& b, double tol, const std::string& where);
+
 // max_i |a_i - b_i| / max_i |a_i|: the largest difference relative to the parameters' scale.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);
 

@@ -9,8 +9,6 @@
 namespace ddplab::testing {
 namespace {
 
-double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(a), 1e-12); }
-
 nlohmann::json two_replicas(const Workspace& ws, const std::string& name) {
   auto spec = ws.base_spec(name);
   spec["replicas"]["count"] = 2;
@@ -30,9 +28,7 @@ TEST(LocalSgd, PeriodOneEqualsAllReduceSgd) {
   ASSERT_EQ(local.records.size(), allreduce.records.size());
   for (size_t e = 0; e < local.records.size(); ++e) {
     const auto &a = allreduce.records[e], &l = local.records[e];
-    EXPECT_LE(relative(a["train_loss"], l["train_loss"]), 1e-5) << "epoch " << e + 1;
-    EXPECT_LE(relative(a["test_acc"], l["test_acc"]), 1e-5) << "epoch " << e + 1;
-    EXPECT_LE(relative(a["test_loss"], l["test_loss"]), 1e-5) << "epoch " << e + 1;
+    expect_close_metrics(a, l, 1e-5, "epoch " + std::to_string(e + 1));
     EXPECT_EQ(l["replica_drift"], 0.0) << "averaged after every step";
     EXPECT_TRUE(a["replica_drift"].is_null());
     EXPECT_TRUE(l["grad_noise_scale"].is_null()) << "no gradient all-reduce, no noise scale";

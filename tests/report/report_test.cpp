@@ -405,6 +405,29 @@ TEST(ReportSvg, LogAxisAndReferenceLine) {
   EXPECT_EQ(std::count(path.begin(), path.end(), 'L'), 1) << path;
 }
 
+TEST(Report, LabelsLeaveOutKeysAGroupDoesNotSet) {
+  TempDir tmp;
+  const std::vector<json> syncs = {"allreduce", json::parse(R"({"local_sgd": {"period": 4, "start_epoch": 1}})"),
+                                   json::parse(R"({"local_sgd": {"period": 16, "start_epoch": 1}})")};
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    FakeRun r;
+    r.replicas = 4;
+    r.run_id = "sync" + std::to_string(i);
+    const fs::path dir = write_run(tmp.path() / "runs", r);
+    json spec = json::parse(read_file(dir / "spec.json"));
+    spec["replicas"]["sync"] = syncs[i];
+    write_file(dir / "spec.json", spec.dump());
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 3u);
+  group_labelled(d, "replicas.sync=allreduce");
+  group_labelled(d, "replicas.sync.local_sgd.period=4, replicas.sync.local_sgd.start_epoch=1");
+  group_labelled(d, "replicas.sync.local_sgd.period=16, replicas.sync.local_sgd.start_epoch=1");
+  // The two local SGD groups differ in one key and are compared.
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  EXPECT_EQ(d.comparisons[0].key, "replicas.sync.local_sgd.period");
+}
+
 TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
   // steps ~ 1 + B_noise / B: at B = B_noise doubling saves 1 - 1.5 / 2 = 25% of the steps for 50%
   // more samples; far below it saves almost half; far above almost nothing.

@@ -240,11 +240,16 @@ ReportData analyze(const ReportOptions& options) {
               [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
     g.values = json::object();
     std::string label;
+    // Keys this group does not set are left out of its label ("replicas.sync=allreduce" rather than
+    // also "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
+    std::string unset_label;
     for (const auto& k : data.differing_keys) {
       const json v = g.key_spec.value(k, json());
       g.values[k] = v;
-      label += (label.empty() ? "" : ", ") + k + "=" + value_text(v);
+      std::string& into = v.is_null() ? unset_label : label;
+      into += (into.empty() ? "" : ", ") + k + "=" + value_text(v);
     }
+    if (label.empty()) label = unset_label;
     if (label.empty()) label = data.title;
     if (g.key_spec.contains("run")) label = data.runs[g.runs.front()].run_id + " (no spec.json)";
     g.label = label;

@@ -221,6 +221,16 @@ ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn
   return s;
 }
 
+LineChart titled_chart(const std::string& id, const std::string& title, const std::string& x_label,
+                       const std::string& y_label) {
+  LineChart chart;
+  chart.id = id;
+  chart.title = title;
+  chart.x_label = x_label;
+  chart.y_label = y_label;
+  return chart;
+}
+
 double epoch_of(const RunData& r, size_t i) { return r.epochs[i].epoch; }
 
 // Bytes communicated up to and including record i (NaN when a record lacks the field).
@@ -242,22 +252,15 @@ bool any_comm_bytes(const ReportData& d) {
 std::vector<NamedChart> render_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   for (const auto& def : kCharts) {
-    LineChart chart;
-    chart.id = def.id;
-    chart.title = def.title;
-    chart.x_label = def.x_label;
-    chart.y_label = def.y_label;
+    LineChart chart = titled_chart(def.id, def.title, def.x_label, def.y_label);
     const PointFn x_of = [&](const RunData& r, size_t i) { return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch; };
     const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
     out.push_back({std::string(def.id) + ".svg", def.title, render_svg(chart)});
   }
   if (any_noise_scale(d)) {
-    LineChart chart;
-    chart.id = "noise_scale";
-    chart.title = "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)";
-    chart.x_label = "epoch";
-    chart.y_label = "B_simple (samples, log scale)";
+    LineChart chart = titled_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
+                                   "epoch", "B_simple (samples, log scale)");
     chart.log_y = true;
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last)) continue;
@@ -269,11 +272,8 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     out.push_back({"noise_scale.svg", chart.title, render_svg(chart)});
   }
   if (any_comm_bytes(d)) {
-    LineChart chart;
-    chart.id = "test_acc_comm";
-    chart.title = "Test accuracy vs bytes communicated per rank";
-    chart.x_label = "MB sent by rank 0 so far (gradient and parameter collectives)";
-    chart.y_label = "test accuracy";
+    LineChart chart = titled_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
+                                   "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
     for (const auto& g : d.groups)
       chart.series.push_back(group_series(
           d, g, [](const RunData& r, size_t i) { return cumulative_comm_bytes(r, i) / 1e6; },
@@ -369,7 +369,7 @@ std::string render_markdown(const ReportData& d) {
     o << "## Gradient noise scale: how many replicas pay off?\n\n" << md_table(noise_scale_table(d)) << "\n"
       << kNoiseScaleNote << "\n\n";
   o << "## Charts\n\n";
-  for (const auto& c : render_charts(d)) o << "![" << md_cell(c.title) << "](" << c.file << ")\n\n";
+  for (const auto& c : render_charts(d)) o << "![" << c.title << "](" << c.file << ")\n\n";
   o << "## Runs\n\n" << md_table(runs_table(d));
   return o.str();
 }
