@@ -7,6 +7,8 @@
 #   CMAKE_PREFIX_PATH=... or Torch_DIR=...          likewise
 #   DDPLAB_WERROR=ON                     warnings are errors (CI)
 #   DDPLAB_BUILD_DIR=build-x             another build directory
+#   DDPLAB_CMAKE_ARGS="-DX=Y ..."        more CMake arguments (scripts/asan.sh, scripts/fuzz.sh)
+#   DDPLAB_TARGETS="a b"                 build only these targets (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -54,12 +56,14 @@ fi
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+read -r -a extra_args <<< "${DDPLAB_CMAKE_ARGS:-}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$prefix" -DDDPLAB_WERROR="${DDPLAB_WERROR:-OFF}" >/dev/null
+    -DCMAKE_PREFIX_PATH="$prefix" -DDDPLAB_WERROR="${DDPLAB_WERROR:-OFF}" "${extra_args[@]}" >/dev/null
 else
-  cmake "$build_dir" -DDDPLAB_WERROR="${DDPLAB_WERROR:-OFF}" >/dev/null
+  cmake "$build_dir" -DDDPLAB_WERROR="${DDPLAB_WERROR:-OFF}" "${extra_args[@]}" >/dev/null
 fi
+read -r -a targets <<< "${DDPLAB_TARGETS:-}"
 start=$(date +%s)
-cmake --build "$build_dir" -j "${DDPLAB_JOBS:-2}"
-echo "bootstrap: built $build_dir/bin/ddplab in $(( $(date +%s) - start )) s"
+cmake --build "$build_dir" -j "${DDPLAB_JOBS:-2}" ${targets[@]+--target "${targets[@]}"}
+echo "bootstrap: built ${DDPLAB_TARGETS:-$build_dir/bin/ddplab} in $(( $(date +%s) - start )) s"

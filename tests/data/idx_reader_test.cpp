@@ -141,6 +141,63 @@ TEST(IdxReader, CorruptGzip) {
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
 }
 
+// Writes `body` gzip-compressed to `path` (one member).
+void write_gzip(const std::string& path, const std::string& body) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, body.data(), static_cast<unsigned>(body.size())), static_cast<int>(body.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+TEST(IdxReader, DecodesBytesInMemoryLikeTheFile) {
+  TempDir dir;
+  auto bytes = iota_bytes(2 * 3);
+  for (bool gz : {false, true}) {
+    std::string path = dir.str(gz ? "m.gz" : "m");
+    write_idx(path, {2, 3}, bytes, gz);
+    auto stored = bytes_of(read_file(path));
+    IdxArray arr = decode_idx(stored.data(), stored.size(), gz, "memory");
+    EXPECT_EQ(arr.dims, (std::vector<int64_t>{2, 3}));
+    EXPECT_EQ(arr.bytes, bytes);
+  }
+  std::string msg = error_of([&] { decode_idx(nullptr, 0, true, "nothing.gz"); });
+  EXPECT_EQ(msg, "nothing.gz: truncated: expected at least 4 bytes of header, found 0");
+}
+
+// zlib's gzread, which read .gz files before decode_idx, reads concatenated members as one
+// stream and a .gz file that is not gzip data as it is; decode_idx keeps both.
+TEST(IdxReader, ConcatenatedGzipMembersAreOneStream) {
+  TempDir dir;
+  std::string body = std::string("\0\0\x08\x01\0\0\0\x06", 8) + "abcdef";
+  write_gzip(dir.str("a.gz"), body.substr(0, 5));
+  write_gzip(dir.str("b.gz"), body.substr(5));
+  std::string path = dir.str("ab.gz");
+  write_file(path, read_file(dir.str("a.gz")) + read_file(dir.str("b.gz")));
+  IdxArray arr = read_idx(path);
+  EXPECT_EQ(arr.dims, (std::vector<int64_t>{6}));
+  EXPECT_EQ(std::string(arr.bytes.begin(), arr.bytes.end()), "abcdef");
+}
+
+TEST(IdxReader, GzFileThatIsNotGzipIsReadAsItIs) {
+  TempDir dir;
+  std::string path = dir.str("unpacked-by-a-browser.gz");
+  write_idx(path, {3}, iota_bytes(3), false);
+  EXPECT_EQ(read_idx(path).bytes, iota_bytes(3));
+}
+
+// A small .gz file may inflate to gigabytes; decompression stops once the data outgrows the
+// size its IDX header declares instead of holding all of it.
+TEST(IdxReader, GzipThatOutgrowsItsHeaderStopsEarly) {
+  TempDir dir;
+  std::string path = dir.str("bomb.gz");
+  write_gzip(path, std::string("\0\0\x08\x01\0\0\0\x04", 8) + std::string(size_t{64} << 20, 'z'));
+  EXPECT_LT(read_file(path).size(), size_t{1} << 20);
+  std::string msg = error_of([&] { read_idx(path); });
+  EXPECT_EQ(msg, path + ": unexpected trailing bytes: expected 12 bytes, found more");
+}
+
 TEST(IdxWriter, RejectsSizeMismatch) {
   TempDir dir;
   std::string msg = error_of([&] { write_idx(dir.str("w"), {2, 3}, iota_bytes(5), false); });

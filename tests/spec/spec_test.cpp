@@ -259,7 +259,6 @@ TEST(Spec, NonObjectSpecRejected) {
   EXPECT_EQ(resolve_error(json::array()), "spec: the spec must be a JSON object, got []");
 }
 
-
 TEST(Spec, ReplicasModeAndSyncDefaults) {
   ExperimentSpec s = resolve(minimal());
   EXPECT_EQ(s.replicas.mode, "processes");
@@ -325,6 +324,94 @@ TEST(Spec, SimulatedReplicasSyncByAllReduceAndUseAllCores) {
   apply_override(doc, R"(replicas.sync={"local_sgd":{"period":2}})");
   std::string msg = resolve_error(doc);
   EXPECT_EQ(msg.rfind("/replicas/sync: simulated replicas", 0), 0u) << msg;
+}
+
+// The Error message `fn` throws; "" (and a failure) when it throws none. Any other exception
+// escapes and fails the test: those were the bugs.
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ddplab::Error thrown";
+  return "";
+}
+
+// Issue 8, bad input never crashes (tests/fuzz): nlohmann throws out_of_range, not
+// parse_error, for a number beyond double's range, and it escaped load_json_file and
+// apply_override (exit 1, not 2).
+TEST(Spec, NumberOverflowInASpecFileIsAUserError) {
+  testing::TempDir dir;
+  std::string path = dir.str("big.json");
+  testing::write_file(path, R"({"name": "x", "epochs": 1e999})");
+  EXPECT_EQ(error_of([&] { load_json_file(path); }), path + ": malformed JSON: number overflow parsing '1e999'");
+}
+
+TEST(Spec, OverrideWithANumberOverflowIsAUserError) {
+  json doc = minimal();
+  EXPECT_EQ(error_of([&] { apply_override(doc, "optimizer.lr=-1e400"); }),
+            "override \"optimizer.lr=-1e400\": number overflow parsing '-1e400'");
+}
+
+// An override value that is not UTF-8 became a JSON string that every later dump() (error
+// messages, spec.json) threw nlohmann::type_error on.
+TEST(Spec, OverrideThatIsNotUtf8IsAUserError) {
+  json doc = minimal();
+  EXPECT_EQ(error_of([&] { apply_override(doc, "name=\xff"); }), "override \"name=\xff\": not valid UTF-8");
+  EXPECT_EQ(error_of([&] { apply_override(doc, "out\xc3put=x"); }), "override \"out\xc3put=x\": not valid UTF-8");
+  apply_override(doc, "output=r\xc3\xa9sultats");  // UTF-8 is fine
+  EXPECT_EQ(doc["output"], "r\xc3\xa9sultats");
+}
+
+// nlohmann parses any depth, but dump, copy and compare recurse per level: a spec (or an
+// override value) of 20000 nested brackets overflowed the stack.
+TEST(Spec, DeeplyNestedJsonIsAUserErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(error_of([&] { parse_json_text(deep, "deep.json"); }), "deep.json: JSON nested deeper than 64 levels");
+  json doc = minimal();
+  EXPECT_EQ(error_of([&] { apply_override(doc, "sweep.seed=" + deep); }),
+            "override \"sweep.seed=" + deep + "\": JSON nested deeper than 64 levels");
+  // Ordinary nesting still parses.
+  EXPECT_EQ(parse_json_text(std::string(10, '[') + std::string(10, ']'), "ok.json").dump(), "[[[[[[[[[[]]]]]]]]]]");
+}
+
+// valijson matches `pattern` with std::regex, which recurses once per character: a 300000
+// character name overflowed the stack. maxLength is now checked first.
+TEST(Spec, OverlongNameIsRejectedBeforeItsPatternIsTried) {
+  EXPECT_EQ(resolve_error({{"name", std::string(1000000, 'a')}}), "/name: must be at most 128 characters, got 1000000");
+  EXPECT_EQ(resolve_error({{"name", std::string(129, 'a')}}), "/name: must be at most 128 characters, got 129");
+  EXPECT_EQ(resolve_error({{"name", std::string(128, 'a')}}), "");
+}
+
+// per_replica * replicas.count overflowed int64 (undefined behaviour) for per_replica near 2^63.
+TEST(Spec, HugeBatchIsRejectedInsteadOfOverflowing) {
+  json doc = with("replicas.count=2");
+  apply_override(doc, "batch.per_replica=9223372036854775807");
+  EXPECT_EQ(resolve_error(doc), "/batch/per_replica: must be <= 2147483647, got 9223372036854775807");
+  doc = with(R"(batch={"global":4294967296})");
+  EXPECT_EQ(resolve_error(doc), "/batch/global: must be <= 2147483647, got 4294967296");
+}
+
+// Integers the typed spec could not hold were narrowed silently (threads 4294967297 ran with 1
+// thread while spec.json said 4294967297) or wrapped (seed 2^64-1 got valijson's bare
+// "Expected number greater than or equal to 0.000000").
+TEST(Spec, IntegersTooLargeForTheirFieldAreRejected) {
+  EXPECT_EQ(resolve_error(with("replicas.threads=4294967297")), "/replicas/threads: must be <= 1024, got 4294967297");
+  EXPECT_EQ(resolve_error(with("replicas.max_restarts=4294967296")),
+            "/replicas/max_restarts: must be <= 1000, got 4294967296");
+  EXPECT_EQ(resolve_error(with("debug.rank=2147483648")), "/debug/rank: must be <= 1023, got 2147483648");
+  EXPECT_EQ(resolve_error(with("checkpoint.every_epochs=2147483648")),
+            "/checkpoint/every_epochs: must be <= 100000, got 2147483648");
+  EXPECT_EQ(resolve_error(with("seed=18446744073709551615")),
+            "/seed: must be <= 9007199254740991, got 18446744073709551615");
+  for (const char* key : {"dataset.train_limit", "dataset.test_limit", "model.hidden", "schedule.base_batch", "debug.step"}) {
+    std::string message = resolve_error(with(std::string(key) + "=9223372036854775808"));
+    EXPECT_NE(message.find(": must be <= 9007199254740991, got 9223372036854775808"), std::string::npos) << message;
+  }
+  ExperimentSpec s = resolve(with("seed=9007199254740991"));
+  EXPECT_EQ(s.seed, 9007199254740991);
 }
 
 }  // namespace

@@ -130,6 +130,28 @@ TEST(SweepSpec, MalformedSweepsAreRejected) {
             "/sweep_zip/seed: is also in sweep; a key can be on one axis only");
 }
 
+// Issue 8, bad input never crashes (tests/fuzz): the run limit was only checked against the
+// sweep axes, so "repeats": 1e12 without a sweep reserved a vector of 10^12 runs (an allocation
+// failure, not a user error); an unsigned repeats above INT64_MAX wrapped negative.
+TEST(SweepSpec, HugeRepeatsAreAUserErrorNotAnAllocation) {
+  EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 1000000000000}}),
+            "/repeats: must be <= 100000 (the most runs a sweep may have), got 1000000000000");
+  EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 18446744073709551615ULL}}),
+            "/repeats: must be <= 100000 (the most runs a sweep may have), got 18446744073709551615");
+  EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 50000}, {"sweep", {{"seed", {1, 2, 3}}}}}),
+            "/sweep: expands to more than 100000 runs");
+}
+
+// seed + repeat overflowed int64 (undefined behaviour) for a seed near 2^63.
+TEST(SweepSpec, RepeatsPastTheLargestSeedDoNotOverflow) {
+  EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 2}, {"seed", 9223372036854775807LL}}),
+            "/seed: must be <= 9007199254740991, got 9223372036854775807");
+  EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 2}, {"seed", 9007199254740991LL}}),
+            "/seed: must be <= 9007199254740991, got 9007199254740992");
+  auto runs = expand_sweep({{"name", "x"}, {"repeats", 2}, {"seed", 9007199254740990LL}}, "spec");
+  EXPECT_EQ(ids(runs), (std::vector<std::string>{"seed=9007199254740990", "seed=9007199254740991"}));
+}
+
 TEST(SweepSpec, UnsafeValuesAreSanitizedInRunIds) {
   json doc = {{"name", "x"},
               {"sweep", {{"dataset.root", {"/tmp/a b/../x", "ok-1.5+e=2,3"}}, {"schedule.milestones", json::array({json::array({30, 60})})}}}};

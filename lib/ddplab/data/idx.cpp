@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <new>
 
 #include "ddplab/error.h"
 
@@ -18,30 +20,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The whole (decompressed) file: MNIST files are at most 47 MB, so one buffer is simplest.
-std::vector<uint8_t> read_all(const std::string& path) {
-  std::vector<uint8_t> out;
-  if (ends_with(path, ".gz")) {
-    gzFile f = gzopen(path.c_str(), "rb");
-    if (f == nullptr) throw Error(path + ": cannot open: " + std::strerror(errno));
-    std::vector<uint8_t> buf(1 << 20);
-    while (true) {
-      int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
-      if (n < 0) {
-        int code = 0;
-        std::string msg = gzerror(f, &code);
-        gzclose(f);
-        throw Error(path + ": gzip read error: " + msg);
-      }
-      if (n == 0) break;
-      out.insert(out.end(), buf.begin(), buf.begin() + n);
-    }
-    gzclose(f);
-    return out;
-  }
+// The whole file as stored: MNIST files are at most 47 MB, so one buffer is simplest.
+std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw Error(path + ": read error");
   return out;
 }
@@ -52,55 +35,146 @@ int64_t product(const std::vector<int64_t>& dims) {
   return p;
 }
 
-}  // namespace
+struct Header {
+  std::vector<int64_t> dims;
+  size_t header_bytes = 0;
+  size_t total_bytes = 0;  // header_bytes + product(dims): the size of a valid file
+};
 
-IdxArray read_idx(const std::string& path) {
-  std::vector<uint8_t> raw = read_all(path);
-  if (raw.size() < 4) {
-    throw Error(path + ": truncated: expected at least 4 bytes of header, found " +
-                std::to_string(raw.size()));
-  }
-  if (raw[0] != 0 || raw[1] != 0) throw Error(path + ": bad magic: not an IDX file");
-  if (raw[2] != 0x08) {
+// Checks the header at the start of data[0, size). Returns false while `size` bytes are too
+// few to hold it; the caller reports the truncation once it knows no more bytes will come.
+bool parse_header(const uint8_t* data, size_t size, const std::string& name, Header* out) {
+  if (size < 4) return false;
+  if (data[0] != 0 || data[1] != 0) throw Error(name + ": bad magic: not an IDX file");
+  if (data[2] != 0x08) {
     char type[8];
-    std::snprintf(type, sizeof type, "0x%02x", raw[2]);
-    throw Error(path + ": unsupported IDX element type " + type +
-                " (only 0x08, unsigned byte, is supported)");
+    std::snprintf(type, sizeof type, "0x%02x", data[2]);
+    throw Error(name + ": unsupported IDX element type " + type + " (only 0x08, unsigned byte, is supported)");
   }
-  int ndims = raw[3];
+  int ndims = data[3];
   if (ndims < 1 || ndims > 4) {
-    throw Error(path + ": unsupported number of dimensions " + std::to_string(ndims) + " (1..4)");
+    throw Error(name + ": unsupported number of dimensions " + std::to_string(ndims) + " (1..4)");
   }
   size_t header = 4 + 4 * static_cast<size_t>(ndims);
-  if (raw.size() < header) {
-    throw Error(path + ": truncated: expected at least " + std::to_string(header) +
-                " bytes of header, found " + std::to_string(raw.size()));
-  }
-  IdxArray arr;
+  if (size < header) return false;
+  std::vector<int64_t> dims;
   for (int i = 0; i < ndims; ++i) {
-    const uint8_t* p = raw.data() + 4 + 4 * i;
+    const uint8_t* p = data + 4 + 4 * i;
     uint32_t d = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-    if (d == 0) throw Error(path + ": dimension " + std::to_string(i) + " is 0");
-    arr.dims.push_back(d);
+    if (d == 0) throw Error(name + ": dimension " + std::to_string(i) + " is 0");
+    dims.push_back(d);
   }
   // Product of up to four uint32 can overflow int64 only for absurd headers; cap it.
   int64_t count = 1;
-  for (int64_t d : arr.dims) {
-    if (count > (int64_t{1} << 40) / d) throw Error(path + ": implausible dimensions");
+  for (int64_t d : dims) {
+    if (count > (int64_t{1} << 40) / d) throw Error(name + ": implausible dimensions");
     count *= d;
   }
-  size_t expected = header + static_cast<size_t>(count);
-  if (raw.size() < expected) {
-    throw Error(path + ": truncated: expected " + std::to_string(expected) + " bytes, found " +
-                std::to_string(raw.size()));
+  out->dims = std::move(dims);
+  out->header_bytes = header;
+  out->total_bytes = header + static_cast<size_t>(count);
+  return true;
+}
+
+// The array in data[0, size), the decompressed file. `cut`: the decompression stopped
+// early because the data already ran past what the header declares.
+IdxArray decode_image(const uint8_t* data, size_t size, const std::string& name, bool cut) {
+  Header h;
+  if (!parse_header(data, size, name, &h)) {
+    size_t needed = size < 4 ? 4 : 4 + 4 * static_cast<size_t>(data[3]);
+    throw Error(name + ": truncated: expected at least " + std::to_string(needed) + " bytes of header, found " +
+                std::to_string(size));
   }
-  if (raw.size() > expected) {
-    throw Error(path + ": " + std::to_string(raw.size() - expected) +
-                " unexpected trailing bytes: expected " + std::to_string(expected) +
-                " bytes, found " + std::to_string(raw.size()));
+  if (cut) {
+    throw Error(name + ": unexpected trailing bytes: expected " + std::to_string(h.total_bytes) +
+                " bytes, found more");
   }
-  arr.bytes.assign(raw.begin() + static_cast<std::ptrdiff_t>(header), raw.end());
+  if (size < h.total_bytes) {
+    throw Error(name + ": truncated: expected " + std::to_string(h.total_bytes) + " bytes, found " +
+                std::to_string(size));
+  }
+  if (size > h.total_bytes) {
+    throw Error(name + ": " + std::to_string(size - h.total_bytes) + " unexpected trailing bytes: expected " +
+                std::to_string(h.total_bytes) + " bytes, found " + std::to_string(size));
+  }
+  IdxArray arr;
+  arr.dims = std::move(h.dims);
+  arr.bytes.assign(data + h.header_bytes, data + size);
   return arr;
+}
+
+bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
+
+// inflateEnd on every way out of gunzip.
+struct InflateStream {
+  z_stream s{};
+  InflateStream() {
+    if (inflateInit2(&s, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
+  }
+  ~InflateStream() { inflateEnd(&s); }
+  InflateStream(const InflateStream&) = delete;
+  InflateStream& operator=(const InflateStream&) = delete;
+};
+
+// Inflates gzip data[0, size), concatenated members as one stream; bytes after the last
+// member that do not start another are ignored (as zlib's gzread does). Stops, setting *cut,
+// once the output holds more than the IDX header at its start declares.
+std::vector<uint8_t> gunzip(const uint8_t* data, size_t size, const std::string& name, bool* cut) {
+  constexpr size_t kChunk = size_t{1} << 16;
+  InflateStream z;
+  std::vector<uint8_t> out;
+  size_t fed = 0;  // bytes of data handed to zlib so far
+  size_t limit = SIZE_MAX;
+  bool have_header = false;
+  *cut = false;
+  while (true) {
+    if (z.s.avail_in == 0 && fed < size) {
+      size_t n = std::min<size_t>(size - fed, UINT_MAX);
+      z.s.next_in = const_cast<Bytef*>(data + fed);
+      z.s.avail_in = static_cast<uInt>(n);
+      fed += n;
+    }
+    size_t old = out.size();
+    out.resize(old + kChunk);
+    z.s.next_out = out.data() + old;
+    z.s.avail_out = static_cast<uInt>(kChunk);
+    int rc = inflate(&z.s, Z_NO_FLUSH);
+    out.resize(old + kChunk - z.s.avail_out);
+    if (!have_header) {
+      Header h;
+      have_header = parse_header(out.data(), out.size(), name, &h);
+      if (have_header) limit = h.total_bytes;
+    }
+    if (out.size() > limit) {
+      *cut = true;
+      return out;
+    }
+    if (rc == Z_STREAM_END) {
+      size_t left = z.s.avail_in + (size - fed);
+      const uint8_t* next = data + (size - left);
+      if (!is_gzip(next, left)) return out;
+      if (inflateReset(&z.s) != Z_OK) throw Error(name + ": gzip read error");
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && z.s.avail_in == 0 && fed == size)
+      throw Error(name + ": gzip read error: unexpected end of file");
+    if (rc != Z_OK && rc != Z_BUF_ERROR)
+      throw Error(name + ": gzip read error: " + (z.s.msg != nullptr ? z.s.msg : zError(rc)));
+  }
+}
+
+}  // namespace
+
+IdxArray decode_idx(const uint8_t* data, size_t size, bool gzip, const std::string& name) {
+  if (!gzip || !is_gzip(data, size)) return decode_image(data, size, name, false);
+  bool cut = false;
+  std::vector<uint8_t> image = gunzip(data, size, name, &cut);
+  return decode_image(image.data(), image.size(), name, cut);
+}
+
+IdxArray read_idx(const std::string& path) {
+  std::vector<uint8_t> stored = read_file(path);
+  return decode_idx(stored.data(), stored.size(), ends_with(path, ".gz"), path);
 }
 
 void write_idx(const std::string& path, const std::vector<int64_t>& dims,

@@ -38,6 +38,8 @@ const valijson::Schema& compiled_schema() {
   return *schema;
 }
 
+std::string number_text(const json& n) { return n.dump(); }
+
 // RFC 6901 escaping, so a key with '/' or '~' still yields a valid pointer.
 std::string escape_token(const std::string& key) {
   std::string out;
@@ -107,8 +109,14 @@ json known_properties(const json& schema) {
   return props;
 }
 
-// Rejects the first key the schema does not know, before defaults hide typos.
-void check_unknown_keys(const json& doc, const json& node_schema, const std::string& pointer) {
+// Rejects, before valijson sees the document: the first key the schema does not know (before
+// defaults hide typos), and strings longer than their maxLength (valijson would also try their
+// pattern with std::regex, which recurses once per character: a long name overflowed the stack).
+void precheck(const json& doc, const json& node_schema, const std::string& pointer) {
+  if (doc.is_string() && node_schema.contains("maxLength") &&
+      doc.get_ref<const std::string&>().size() > node_schema["maxLength"].get<size_t>())
+    throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(node_schema["maxLength"]) +
+                " characters, got " + std::to_string(doc.get_ref<const std::string&>().size()));
   if (!doc.is_object()) return;
   const json* branch = branch_for(doc, node_schema);
   const json& schema = branch != nullptr ? *branch : node_schema;
@@ -118,7 +126,7 @@ void check_unknown_keys(const json& doc, const json& node_schema, const std::str
   for (const auto& [key, value] : doc.items()) {
     std::string child = pointer + "/" + escape_token(key);
     if (props.contains(key)) {
-      check_unknown_keys(value, props[key], child);
+      precheck(value, props[key], child);
       continue;
     }
     if (!closed) continue;
@@ -144,8 +152,6 @@ void fill_defaults(json& doc, const json& node_schema) {
     if (doc.contains(key)) fill_defaults(doc[key], sub);
   }
 }
-
-std::string number_text(const json& n) { return n.dump(); }
 
 bool is_integer(const json& v) {
   return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
@@ -366,6 +372,32 @@ ExperimentSpec to_typed(const json& doc) {
   return s;
 }
 
+// json::parse with a nesting limit (see kMaxJsonDepth in spec.h).
+json parse_bounded(const std::string& text, const std::string& source) {
+  return json::parse(text, [&source](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth)
+      throw Error(source + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return true;
+  });
+}
+
+// "[json.exception.out_of_range.406] number overflow ..." without the bracketed prefix.
+std::string json_message(const json::exception& e) {
+  std::string what = e.what();
+  size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
+
+// Whether nlohmann can write `text` as a JSON string (it throws on invalid UTF-8).
+bool is_utf8(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 nlohmann::json load_json_file(const std::string& path) {
@@ -374,9 +406,12 @@ nlohmann::json load_json_file(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw Error(path + ": cannot read spec file");
-  const std::string text = buffer.str();
+  return parse_json_text(buffer.str(), path);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   try {
-    return json::parse(text);
+    return parse_bounded(text, source);
   } catch (const json::parse_error& e) {
     // e.byte counts characters read, 1-based; the culprit is the last one read.
     size_t at = e.byte == 0 ? 0 : std::min(e.byte - 1, text.size());
@@ -387,11 +422,17 @@ nlohmann::json load_json_file(const std::string& path) {
     size_t column_pos = what.find("column ");
     size_t colon = column_pos == std::string::npos ? std::string::npos : what.find(": ", column_pos);
     if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw Error(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + what);
+    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + what);
+  } catch (const json::exception& e) {
+    // out_of_range 406 "number overflow parsing '1e999'": no position is known.
+    throw Error(source + ": malformed JSON: " + json_message(e));
   }
 }
 
 void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  // A value or key that is not UTF-8 would make every later dump() (error messages, spec.json)
+  // throw; nothing on a command line needs it.
+  if (!is_utf8(assignment)) throw Error("override \"" + assignment + "\": not valid UTF-8");
   size_t eq = assignment.find('=');
   if (eq == std::string::npos)
     throw Error("override \"" + assignment + "\": expected key.path=value");
@@ -405,9 +446,11 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
     throw Error("override \"" + assignment + "\": empty key");
   json value;
   try {
-    value = json::parse(text);
+    value = parse_bounded(text, "override \"" + assignment + "\"");
   } catch (const json::parse_error&) {
     value = text;  // bare words are strings: name=foo
+  } catch (const json::exception& e) {
+    throw Error("override \"" + assignment + "\": " + json_message(e));
   }
   if (doc.is_null()) doc = json::object();
   json* node = &doc;
@@ -427,7 +470,7 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
 
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   if (!doc.is_object()) throw Error(source + ": the spec must be a JSON object, got " + doc.dump());
-  check_unknown_keys(doc, schema_doc(), "");
+  precheck(doc, schema_doc(), "");
   fill_defaults(doc, schema_doc());
   validate(doc);
   check_cross_fields(doc);

@@ -106,19 +106,30 @@ struct ExperimentSpec {
 // "file:line:col: malformed JSON: ..." on a syntax error.
 nlohmann::json load_json_file(const std::string& path);
 
+// Parses JSON text the way load_json_file parses a file's contents; `source` (the file name)
+// prefixes every message. Besides syntax errors, a number out of double's range
+// ("source: malformed JSON: number overflow parsing '1e999'") and nesting deeper than
+// kMaxJsonDepth are Errors: a spec is 4 levels deep at most, and nlohmann's dump, copy and
+// comparison recurse once per level, so a deeper document would only overflow the stack.
+constexpr int kMaxJsonDepth = 64;
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
 // Applies one command-line override "a.b.c=value" to `doc`. The value is parsed as JSON
 // (number, bool, null, list, object; an object replaces the whole section), else taken as a
 // string. Missing intermediate objects are created. Throws Error on a malformed assignment
-// (no '=', empty key, a key path through a non-object).
+// (no '=', empty key, a key path through a non-object, text that is not UTF-8, a number out of
+// double's range, a value nested deeper than kMaxJsonDepth).
 void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
 // batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
 // CUDA build; dataset idx needs a root; simulated replicas sync by all-reduce only; easgd alpha at
-// most 1 / replicas.count) and returns the typed spec. `source` (a file name)
-// prefixes nothing; it is only used in messages that are not about one field. The sweep keys
-// (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
-// expanding them is expand_sweep's job (ddplab/spec/sweep.h).
+// most 1 / replicas.count) and returns the typed spec. Every integer in the schema has a maximum
+// (at most 2^53 - 1) that its typed field and the arithmetic on it can hold, so nothing is
+// narrowed or overflows; strings longer than their maxLength are rejected before their pattern
+// is tried. `source` (a file name) prefixes nothing; it is only used in messages that are not
+// about one field. The sweep keys (sweep, sweep_zip, repeats) are validated and then dropped:
+// `resolved` never holds them, and expanding them is expand_sweep's job (ddplab/spec/sweep.h).
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
 
 // load_json_file + every override in order + resolve.

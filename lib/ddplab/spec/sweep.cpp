@@ -115,11 +115,21 @@ std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& ord
   return axes;
 }
 
+// The schema, parsed once: seed default and maximum.
+const json& schema_doc() {
+  static const json doc = json::parse(schema_text());
+  return doc;
+}
+
 int64_t repeats_of(const json& doc) {
   if (!doc.contains("repeats")) return 1;
   const json& r = doc["repeats"];
-  if (!r.is_number_integer() || r.get<int64_t>() < 1)
+  // Compared as doubles: an unsigned value above INT64_MAX must not wrap to a negative count.
+  if (!r.is_number_integer() || r.get<double>() < 1)
     throw Error("/repeats: must be an integer >= 1, got " + r.dump());
+  if (r.get<double>() > static_cast<double>(kMaxRuns))
+    throw Error("/repeats: must be <= " + std::to_string(kMaxRuns) + " (the most runs a sweep may have), got " +
+                r.dump());
   return r.get<int64_t>();
 }
 
@@ -199,8 +209,14 @@ std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string&
     for (int64_t r = 0; r < repeats; ++r) {
       json run_doc = combo_doc;
       if (repeats > 1) {
-        if (!run_doc.contains("seed")) run_doc["seed"] = json::parse(schema_text())["properties"]["seed"]["default"];
-        if (run_doc["seed"].is_number_integer()) run_doc["seed"] = run_doc["seed"].get<int64_t>() + r;
+        const json& seed_schema = schema_doc()["properties"]["seed"];
+        if (!run_doc.contains("seed")) run_doc["seed"] = seed_schema["default"];
+        // Only a seed resolve() accepts counts up; that also keeps seed + r from overflowing. Any
+        // other is left as it is for resolve() to report on the first repeat.
+        const json& seed = run_doc["seed"];
+        if (seed.is_number_integer() && seed.get<double>() >= 0 &&
+            seed.get<double>() <= seed_schema["maximum"].get<double>())
+          run_doc["seed"] = seed.get<int64_t>() + r;
       }
       const std::string seed_text = run_doc.contains("seed") ? value_text(run_doc["seed"]) : "1";
       const std::string run_id = id + "seed=" + sanitize(seed_text);
@@ -242,7 +258,11 @@ std::vector<std::string> sweep_key_order(const std::string& path) {
   if (!in) return {};
   std::stringstream buffer;
   buffer << in.rdbuf();
-  ordered_json doc = ordered_json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  return sweep_key_order_of_text(buffer.str());
+}
+
+std::vector<std::string> sweep_key_order_of_text(const std::string& json_text) {
+  ordered_json doc = ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   std::vector<std::string> keys;
   if (!doc.is_object()) return keys;
   for (const char* section : {"sweep", "sweep_zip"}) {

@@ -50,6 +50,10 @@ std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string&
 // cannot be read or parsed.
 std::vector<std::string> sweep_key_order(const std::string& path);
 
+// The same for the text of a spec file (what sweep_key_order reads from `path`); used by the
+// spec fuzz target, which has bytes, not a file.
+std::vector<std::string> sweep_key_order_of_text(const std::string& json_text);
+
 // load_json_file + every override in order + expand_sweep in the file's key order.
 std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
 
