@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
+#include "ddplab/data/dataset.h"
 #include "ddplab/error.h"
 #include "ddplab/version.h"
 #include "test_util.h"
@@ -69,6 +71,29 @@ TEST(Spec, MnistRootDefault) {
   ExperimentSpec s = resolve(with("dataset.name=mnist"));
   EXPECT_EQ(s.dataset.root, "data/mnist");
   EXPECT_EQ(s.resolved["dataset"]["root"], "data/mnist");
+}
+
+TEST(Spec, DefaultRootsAreTheDataModulesDefaults) {
+  for (const char* name : {"fashion-mnist", "mnist", "cifar10", "cifar100"}) {
+    ExperimentSpec s = resolve(with(std::string("dataset.name=") + name));
+    EXPECT_EQ(s.dataset.root, data::default_root(name)) << name;
+    EXPECT_EQ(s.resolved["dataset"]["root"], data::default_root(name)) << name;
+  }
+}
+
+TEST(Spec, SchemaFieldsAreDocumented) {
+  const std::string doc = ddplab::testing::read_file(std::string(DDPLAB_SOURCE_DIR) + "/docs/spec.md");
+  ASSERT_FALSE(doc.empty());
+  json schema = json::parse(schema_text());
+  std::function<void(const json&, const std::string&)> walk = [&](const json& node, const std::string& path) {
+    if (node.contains("items") && node["items"].is_object()) walk(node["items"], path + "[]");
+    if (!node.contains("properties")) return;
+    for (const auto& [key, sub] : node["properties"].items()) {
+      EXPECT_NE(doc.find("`" + key + "`"), std::string::npos) << path + "/" + key << " is not in docs/spec.md";
+      walk(sub, path + "/" + key);
+    }
+  };
+  walk(schema, "");
 }
 
 TEST(Spec, OverrideNumberBoolStringListObject) {

@@ -18,11 +18,11 @@
 namespace ddplab::spec {
 
 struct DatasetSpec {
-  std::string name = "fashion-mnist";  // fashion-mnist | mnist | idx
+  std::string name = "fashion-mnist";  // fashion-mnist | mnist | idx | cifar10 | cifar100
   std::string root;                    // resolved: never empty after resolve()
   int64_t train_limit = 0;             // 0: all
   int64_t test_limit = 0;              // 0: all
-  std::string augment = "none";
+  std::string augment = "none";        // none | standard | tf_tutorial (data/transform.h)
 };
 
 struct ModelSpec {

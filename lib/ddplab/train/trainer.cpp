@@ -16,6 +16,7 @@
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
+#include "ddplab/data/transform.h"
 #include "ddplab/dist/comm.h"
 #include "ddplab/dist/grad_sync.h"
 #include "ddplab/error.h"
@@ -75,6 +76,12 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   }
 }
 
+// The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
+models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
+  const data::ImageSize image = transform.output_size();
+  return {image.channels, image.height, image.width, data.num_classes};
+}
+
 }  // namespace
 
 void install_stop_handlers() {
@@ -92,8 +99,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   data::DatasetPair loaded;
   if (options.data == nullptr) loaded = data::load_dataset(spec.dataset);
   const data::DatasetPair& data = options.data != nullptr ? *options.data : loaded;
-  models::InputShape shape{data.train.images.size(1), data.train.images.size(2), data.train.images.size(3),
-                           data.num_classes};
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  const models::InputShape shape = input_shape(*transform, data);
 
   const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
@@ -132,7 +139,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   sync_options.mean = spec.replicas.reduce == "mean";
   dist::GradSync sync(params, comm, sync_options);
 
-  data::TrainLoader loader(data, spec.global_batch, rank, size, spec.seed);
+  data::TrainLoader loader(data, transform, spec.global_batch, rank, size, spec.seed);
   const int64_t steps = loader.steps_per_epoch();
   if (steps == 0)
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
@@ -275,7 +282,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       torch::NoGradGuard no_grad;
       for (int64_t b = test_begin; b < test_end; b += 1000) {
         auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
-        auto batch = data::make_batch(data.test, idx, data.mean, data.std);
+        auto batch = data::make_batch(data.test, idx, *transform, /*train=*/false);
         batch.x = batch.x.to(device);
         batch.y = batch.y.to(device);
         auto logits = model->forward(batch.x);
