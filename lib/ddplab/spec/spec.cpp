@@ -248,6 +248,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.model.name = m["name"].get<std::string>();
   s.model.dropout = m["dropout"].get<double>();
   s.model.hidden = m["hidden"].get<int64_t>();
+  s.model.sync_bn = m["sync_bn"].get<bool>();
   const json& o = doc["optimizer"];
   s.optimizer.name = o["name"].get<std::string>();
   s.optimizer.lr = o["lr"].get<double>();

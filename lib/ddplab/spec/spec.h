@@ -26,9 +26,10 @@ struct DatasetSpec {
 };
 
 struct ModelSpec {
-  std::string name = "mnist_cnn";  // mnist_cnn | mlp
-  double dropout = 0.5;
-  int64_t hidden = 128;  // mlp only
+  std::string name = "mnist_cnn";  // mnist_cnn | mlp | cifar_tf_cnn | resnet20
+  double dropout = 0.5;            // mnist_cnn and mlp
+  int64_t hidden = 128;            // mlp only
+  bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
 };
 
 struct OptimizerSpec {

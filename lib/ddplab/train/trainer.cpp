@@ -124,7 +124,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     for (auto& p : model->parameters()) state.push_back(p);
     for (auto& b : model->buffers()) state.push_back(b);
     if (!skip_broadcast) dist::broadcast_coalesced(*comm, state, 0);
+    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { dist::allreduce_sum(*comm, t); });
   }
+  // BatchNorm running statistics: rank 0's are broadcast before every training forward (DDP's
+  // broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
+  std::vector<at::Tensor> buffers;
+  for (auto& b : model->buffers()) buffers.push_back(b);
+  auto broadcast_buffers = [&] {
+    if (comm && !buffers.empty()) dist::broadcast_coalesced(*comm, buffers, 0);
+  };
   // Each replica draws its own dropout masks, as separate DDP processes do.
   torch::manual_seed(static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + rank);
 
@@ -223,6 +231,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         batch->x = batch->x.to(device, /*non_blocking=*/true);
         batch->y = batch->y.to(device, /*non_blocking=*/true);
       }
+      broadcast_buffers();
       auto logits = model->forward(batch->x);
       auto loss = torch::cross_entropy_loss(logits, batch->y);
       loss.backward();
@@ -277,6 +286,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     double epoch_s = seconds_since(epoch_start);
 
     model->eval();
+    broadcast_buffers();
     auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
     {
       torch::NoGradGuard no_grad;
