@@ -32,9 +32,10 @@ namespace {
 constexpr int kExitDiverged = 3;
 
 int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
-  // Read the data before anything is written: a missing or corrupt file is a user error
-  // and must leave no run directory behind.
+  // Read the data and build the model before anything is written: a missing or corrupt file, or
+  // a spec that does not fit the data or the model, is a user error and leaves no run directory.
   auto data = data::load_dataset(spec.dataset);
+  train::check_setup(spec, data);
   // An unfinished run with a checkpoint continues where it stopped, unless --force.
   std::optional<log::RunLog> resumed = force ? std::nullopt : log::RunLog::resume(spec, "ddplab run again");
   auto run = resumed ? *resumed : log::RunLog::create(spec, force);

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddplab/models/models.h"
+
 #include "test_util.h"
 
 namespace ddplab::testing {
@@ -29,8 +31,10 @@ class Workspace {
 
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
 
-// Final parameters from <run_dir>/model.pt, flattened in registration order.
-std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
+// Final parameters from <run_dir>/model.pt, flattened in registration order; `shape` is the
+// model's input shape (the default: 28x28 MNIST).
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
+                                     const models::InputShape& shape = {});
 
 // max_i |a_i - b_i| / max_i |a_i|: the largest difference relative to the parameters' scale.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);

@@ -81,6 +81,41 @@ TEST(Spec, DefaultRootsAreTheDataModulesDefaults) {
   }
 }
 
+TEST(Spec, CifarFieldsAndDefaults) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.dataset.augment, "none");
+  EXPECT_FALSE(s.model.sync_bn);
+  EXPECT_TRUE(s.optimizer.weight_decay_groups.empty());
+  EXPECT_EQ(s.resolved["optimizer"]["weight_decay_groups"], json::array());
+  json doc = with("dataset.name=cifar10");
+  apply_override(doc, "dataset.augment=tf_tutorial");
+  apply_override(doc, "model.name=resnet20");
+  apply_override(doc, "model.sync_bn=true");
+  apply_override(doc, R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
+  s = resolve(doc);
+  EXPECT_EQ(s.dataset.augment, "tf_tutorial");
+  EXPECT_EQ(s.model.name, "resnet20");
+  EXPECT_TRUE(s.model.sync_bn);
+  ASSERT_EQ(s.optimizer.weight_decay_groups.size(), 2u);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[0].match, "^fc[12]\\.weight$");
+  EXPECT_DOUBLE_EQ(s.optimizer.weight_decay_groups[0].weight_decay, 0.004);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[1].match, "bn");
+  EXPECT_EQ(resolve_error(with("dataset.augment=autoaugment")),
+            "/dataset/augment: must be one of \"none\", \"standard\", \"tf_tutorial\", got \"autoaugment\"");
+}
+
+TEST(Spec, WeightDecayGroupErrorsNameTheEntry) {
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":-1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc"}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: is required");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0,"weight_decy":1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decy: unknown key; did you mean \"weight_decay\"?");
+  std::string msg = resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0},{"match":"fc[12","weight_decay":0}])"));
+  EXPECT_EQ(msg.rfind("/optimizer/weight_decay_groups/1/match: must be a valid regular expression (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("got \"fc[12\""), std::string::npos) << msg;
+}
+
 TEST(Spec, SchemaFieldsAreDocumented) {
   const std::string doc = ddplab::testing::read_file(std::string(DDPLAB_SOURCE_DIR) + "/docs/spec.md");
   ASSERT_FALSE(doc.empty());

@@ -65,6 +65,10 @@ size_t levenshtein(const std::string& a, const std::string& b) {
 
 // Rejects the first key the schema does not know, before defaults hide typos.
 void check_unknown_keys(const json& doc, const json& schema, const std::string& pointer) {
+  if (doc.is_array() && schema.contains("items") && schema["items"].is_object()) {
+    for (size_t i = 0; i < doc.size(); ++i) check_unknown_keys(doc[i], schema["items"], pointer + "/" + std::to_string(i));
+    return;
+  }
   if (!doc.is_object() || !schema.contains("properties")) return;
   const json& props = schema["properties"];
   bool closed = schema.value("additionalProperties", true) == false;
@@ -229,6 +233,16 @@ void check_cross_fields(json& doc) {
                       : name == "cifar100" ? "data/cifar-100-binary"
                                            : "/usr/share/datasets/fashion-mnist";
   }
+  const json& groups = doc["optimizer"]["weight_decay_groups"];
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string& pattern = groups[i]["match"].get_ref<const std::string&>();
+    try {
+      std::regex re(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error("/optimizer/weight_decay_groups/" + std::to_string(i) + "/match: must be a valid regular expression (" +
+                  e.what() + "), got " + groups[i]["match"].dump());
+    }
+  }
   if (replicas["threads"].get<int64_t>() == 0) {
     int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
     replicas["threads"] = std::max<int64_t>(1, cores / count);
@@ -255,6 +269,8 @@ ExperimentSpec to_typed(const json& doc) {
   s.optimizer.momentum = o["momentum"].get<double>();
   s.optimizer.nesterov = o["nesterov"].get<bool>();
   s.optimizer.weight_decay = o["weight_decay"].get<double>();
+  for (const auto& g : o["weight_decay_groups"])
+    s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
   s.optimizer.beta1 = o["betas"][0].get<double>();
   s.optimizer.beta2 = o["betas"][1].get<double>();
   s.optimizer.eps = o["eps"].get<double>();

@@ -32,12 +32,20 @@ struct ModelSpec {
   bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
 };
 
+// optimizer.weight_decay_groups entry: parameters whose name `match` finds (std::regex, ECMAScript,
+// regex_search) take `weight_decay`; the first matching entry wins.
+struct WeightDecayGroup {
+  std::string match;
+  double weight_decay = 0.0;
+};
+
 struct OptimizerSpec {
   std::string name = "sgd";  // sgd | adam | adamw
   double lr = 0.01;
   double momentum = 0.9;
   bool nesterov = false;
-  double weight_decay = 0.0;
+  double weight_decay = 0.0;  // parameters no weight_decay_groups entry matches
+  std::vector<WeightDecayGroup> weight_decay_groups;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
 };
@@ -105,7 +113,8 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
 // batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
-// CUDA build; dataset idx needs a root) and returns the typed spec. `source` (a file name)
+// CUDA build; dataset idx needs a root; weight_decay_groups patterns are valid regular
+// expressions) and returns the typed spec. `source` (a file name)
 // prefixes nothing; it is only used in messages that are not about one field. The sweep keys
 // (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
 // expanding them is expand_sweep's job (ddplab/spec/sweep.h).

@@ -84,6 +84,15 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
 
 }  // namespace
 
+void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+  torch::NoGradGuard no_grad;
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  auto model = models::make_model(spec.model, input_shape(*transform, data));
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  make_optimizer(spec.optimizer, named);
+}
+
 void install_stop_handlers() {
   g_stop_signal = 0;
   std::signal(SIGINT, on_stop_signal);
@@ -141,7 +150,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   std::vector<at::Tensor> params;
   for (const auto& [name, p] : named) params.push_back(p);
 
-  auto optimizer = make_optimizer(spec.optimizer, params);
+  auto optimizer = make_optimizer(spec.optimizer, named);
   dist::GradSyncOptions sync_options;
   sync_options.bucket_mb = spec.replicas.bucket_mb;
   sync_options.mean = spec.replicas.reduce == "mean";
