@@ -4,6 +4,7 @@
 // faster, so that prefetching hides it completely.
 //
 //   build/bin/loader_throughput [dataset_root=/usr/share/datasets/fashion-mnist] [batch=64] [epochs=3] [threads=1]
+//                               [augment=none|standard|tf_tutorial]
 // Prints one line: "loader_throughput batch=... threads=... images_per_s=...".
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
+#include "ddplab/data/transform.h"
 
 int main(int argc, char** argv) {
   ddplab::spec::DatasetSpec spec;
@@ -20,9 +22,11 @@ int main(int argc, char** argv) {
   const int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
   const int epochs = argc > 3 ? std::stoi(argv[3]) : 3;
   const int threads = argc > 4 ? std::stoi(argv[4]) : 1;
+  const std::string augment = argc > 5 ? argv[5] : "none";
   at::set_num_threads(threads);
   auto data = ddplab::data::load_dataset(spec);
-  ddplab::data::TrainLoader loader(data, batch, /*rank=*/0, /*world=*/1, /*seed=*/1);
+  ddplab::data::TrainLoader loader(data, ddplab::data::make_transform(augment, data), batch, /*rank=*/0,
+                                   /*world=*/1, /*seed=*/1);
   int64_t images = 0;
   double checksum = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -34,7 +38,7 @@ int main(int argc, char** argv) {
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loader_throughput batch=%ld threads=%d images_per_s=%.0f (checksum %.3f)\n",
-              static_cast<long>(batch), threads, images / s, checksum);
+  std::printf("loader_throughput batch=%ld threads=%d augment=%s images_per_s=%.0f (checksum %.3f)\n",
+              static_cast<long>(batch), threads, augment.c_str(), images / s, checksum);
   return 0;
 }

@@ -53,10 +53,11 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
   return out;
 }
 
-std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec) {
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
+                                     const models::InputShape& shape) {
   nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
   auto spec = spec::resolve(doc);
-  auto model = models::make_model(spec.model, models::InputShape{});
+  auto model = models::make_model(spec.model, shape);
   torch::load(model, (run_dir / "model.pt").string());
   std::vector<float> flat;
   for (const auto& p : model->parameters()) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddplab/models/models.h"
+
 #include "test_util.h"
 
 namespace ddplab::testing {
@@ -38,8 +40,10 @@ struct RunOutput {
 // Runs `spec` named `name` (written to <name>.json in the workspace).
 RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name);
 
-// Final parameters from <run_dir>/model.pt, flattened in registration order.
-std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
+// Final parameters from <run_dir>/model.pt, flattened in registration order; `shape` is the
+// model's input shape (the default: 28x28 MNIST).
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
+                                     const models::InputShape& shape = {});
 
 // |a - b| / |a| (a = 0: / 1e-12).
 double relative_difference(double a, double b);

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
+#include "ddplab/data/dataset.h"
 #include "ddplab/error.h"
 #include "ddplab/version.h"
 #include "test_util.h"
@@ -69,6 +71,64 @@ TEST(Spec, MnistRootDefault) {
   ExperimentSpec s = resolve(with("dataset.name=mnist"));
   EXPECT_EQ(s.dataset.root, "data/mnist");
   EXPECT_EQ(s.resolved["dataset"]["root"], "data/mnist");
+}
+
+TEST(Spec, DefaultRootsAreTheDataModulesDefaults) {
+  for (const char* name : {"fashion-mnist", "mnist", "cifar10", "cifar100"}) {
+    ExperimentSpec s = resolve(with(std::string("dataset.name=") + name));
+    EXPECT_EQ(s.dataset.root, data::default_root(name)) << name;
+    EXPECT_EQ(s.resolved["dataset"]["root"], data::default_root(name)) << name;
+  }
+}
+
+TEST(Spec, CifarFieldsAndDefaults) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.dataset.augment, "none");
+  EXPECT_FALSE(s.model.sync_bn);
+  EXPECT_TRUE(s.optimizer.weight_decay_groups.empty());
+  EXPECT_EQ(s.resolved["optimizer"]["weight_decay_groups"], json::array());
+  json doc = with("dataset.name=cifar10");
+  apply_override(doc, "dataset.augment=tf_tutorial");
+  apply_override(doc, "model.name=resnet20");
+  apply_override(doc, "model.sync_bn=true");
+  apply_override(doc, R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
+  s = resolve(doc);
+  EXPECT_EQ(s.dataset.augment, "tf_tutorial");
+  EXPECT_EQ(s.model.name, "resnet20");
+  EXPECT_TRUE(s.model.sync_bn);
+  ASSERT_EQ(s.optimizer.weight_decay_groups.size(), 2u);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[0].match, "^fc[12]\\.weight$");
+  EXPECT_DOUBLE_EQ(s.optimizer.weight_decay_groups[0].weight_decay, 0.004);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[1].match, "bn");
+  EXPECT_EQ(resolve_error(with("dataset.augment=autoaugment")),
+            "/dataset/augment: must be one of \"none\", \"standard\", \"tf_tutorial\", got \"autoaugment\"");
+}
+
+TEST(Spec, WeightDecayGroupErrorsNameTheEntry) {
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":-1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc"}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: is required");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0,"weight_decy":1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decy: unknown key; did you mean \"weight_decay\"?");
+  std::string msg = resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0},{"match":"fc[12","weight_decay":0}])"));
+  EXPECT_EQ(msg.rfind("/optimizer/weight_decay_groups/1/match: must be a valid regular expression (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("got \"fc[12\""), std::string::npos) << msg;
+}
+
+TEST(Spec, SchemaFieldsAreDocumented) {
+  const std::string doc = ddplab::testing::read_file(std::string(DDPLAB_SOURCE_DIR) + "/docs/spec.md");
+  ASSERT_FALSE(doc.empty());
+  json schema = json::parse(schema_text());
+  std::function<void(const json&, const std::string&)> walk = [&](const json& node, const std::string& path) {
+    if (node.contains("items") && node["items"].is_object()) walk(node["items"], path + "[]");
+    if (!node.contains("properties")) return;
+    for (const auto& [key, sub] : node["properties"].items()) {
+      EXPECT_NE(doc.find("`" + key + "`"), std::string::npos) << path + "/" + key << " is not in docs/spec.md";
+      walk(sub, path + "/" + key);
+    }
+  };
+  walk(schema, "");
 }
 
 TEST(Spec, OverrideNumberBoolStringListObject) {

@@ -117,6 +117,10 @@ void precheck(const json& doc, const json& node_schema, const std::string& point
       doc.get_ref<const std::string&>().size() > node_schema["maxLength"].get<size_t>())
     throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(node_schema["maxLength"]) +
                 " characters, got " + std::to_string(doc.get_ref<const std::string&>().size()));
+  if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
+    for (size_t i = 0; i < doc.size(); ++i) precheck(doc[i], node_schema["items"], pointer + "/" + std::to_string(i));
+    return;
+  }
   if (!doc.is_object()) return;
   const json* branch = branch_for(doc, node_schema);
   const json& schema = branch != nullptr ? *branch : node_schema;
@@ -285,7 +289,21 @@ void check_cross_fields(json& doc) {
   const std::string name = dataset["name"].get<std::string>();
   if (dataset["root"].get<std::string>().empty()) {
     if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
-    dataset["root"] = name == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+    // The same table as data::default_root() (spec/ does not depend on data/; a test keeps them equal).
+    dataset["root"] = name == "mnist"      ? "data/mnist"
+                      : name == "cifar10"  ? "data/cifar-10-batches-bin"
+                      : name == "cifar100" ? "data/cifar-100-binary"
+                                           : "/usr/share/datasets/fashion-mnist";
+  }
+  const json& groups = doc["optimizer"]["weight_decay_groups"];
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string& pattern = groups[i]["match"].get_ref<const std::string&>();
+    try {
+      std::regex re(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error("/optimizer/weight_decay_groups/" + std::to_string(i) + "/match: must be a valid regular expression (" +
+                  e.what() + "), got " + groups[i]["match"].dump());
+    }
   }
   const bool simulated = replicas["mode"] == "simulated";
   const json& sync = replicas["sync"];
@@ -317,12 +335,15 @@ ExperimentSpec to_typed(const json& doc) {
   s.model.name = m["name"].get<std::string>();
   s.model.dropout = m["dropout"].get<double>();
   s.model.hidden = m["hidden"].get<int64_t>();
+  s.model.sync_bn = m["sync_bn"].get<bool>();
   const json& o = doc["optimizer"];
   s.optimizer.name = o["name"].get<std::string>();
   s.optimizer.lr = o["lr"].get<double>();
   s.optimizer.momentum = o["momentum"].get<double>();
   s.optimizer.nesterov = o["nesterov"].get<bool>();
   s.optimizer.weight_decay = o["weight_decay"].get<double>();
+  for (const auto& g : o["weight_decay_groups"])
+    s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
   s.optimizer.beta1 = o["betas"][0].get<double>();
   s.optimizer.beta2 = o["betas"][1].get<double>();
   s.optimizer.eps = o["eps"].get<double>();

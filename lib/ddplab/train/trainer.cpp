@@ -16,6 +16,7 @@
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
+#include "ddplab/data/transform.h"
 #include "ddplab/dist/comm.h"
 #include "ddplab/dist/grad_sync.h"
 #include "ddplab/dist/noise_scale.h"
@@ -79,7 +80,22 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   }
 }
 
+// The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
+models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
+  const data::ImageSize image = transform.output_size();
+  return {image.channels, image.height, image.width, data.num_classes};
+}
+
 }  // namespace
+
+void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+  torch::NoGradGuard no_grad;
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  auto model = models::make_model(spec.model, input_shape(*transform, data));
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  make_optimizer(spec.optimizer, named);
+}
 
 void install_stop_handlers() {
   g_stop_signal = 0;
@@ -100,8 +116,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   data::DatasetPair loaded;
   if (options.data == nullptr) loaded = data::load_dataset(spec.dataset);
   const data::DatasetPair& data = options.data != nullptr ? *options.data : loaded;
-  models::InputShape shape{data.train.images.size(1), data.train.images.size(2), data.train.images.size(3),
-                           data.num_classes};
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  const models::InputShape shape = input_shape(*transform, data);
 
   const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
@@ -128,7 +144,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     for (auto& p : model->parameters()) state.push_back(p);
     for (auto& b : model->buffers()) state.push_back(b);
     if (!skip_broadcast) dist::broadcast_coalesced(*comm, state, 0);
+    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { dist::allreduce_sum(*comm, t); });
   }
+  // BatchNorm running statistics: rank 0's are broadcast before every training forward (DDP's
+  // broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
+  std::vector<at::Tensor> buffers;
+  for (auto& b : model->buffers()) buffers.push_back(b);
+  auto broadcast_buffers = [&] {
+    if (comm && !buffers.empty()) dist::broadcast_coalesced(*comm, buffers, 0);
+  };
   // Each replica draws its own dropout masks, as separate DDP processes do.
   auto dropout_seed = [&](int r) { return static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + r; };
   torch::manual_seed(dropout_seed(rank));
@@ -138,7 +162,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   std::vector<at::Tensor> params;
   for (const auto& [name, p] : named) params.push_back(p);
 
-  auto optimizer = make_optimizer(spec.optimizer, params);
+  auto optimizer = make_optimizer(spec.optimizer, named);
   dist::GradSyncOptions sync_options;
   sync_options.bucket_mb = spec.replicas.bucket_mb;
   sync_options.mean = spec.replicas.reduce == "mean";
@@ -152,7 +176,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   dist::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
 
   // A simulating process loads the whole global batch and splits it into the replicas' shards.
-  data::TrainLoader loader(data, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed);
+  data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed);
   const int64_t steps = loader.steps_per_epoch();
   if (steps == 0)
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
@@ -256,6 +280,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         batch->x = batch->x.to(device, /*non_blocking=*/true);
         batch->y = batch->y.to(device, /*non_blocking=*/true);
       }
+      broadcast_buffers();
       if (sim) sim->begin_step();
       const int64_t shard = spec.per_replica_batch;
       for (size_t k = 0; k < local_replicas.size(); ++k) {
@@ -342,6 +367,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       }
     }
     model->eval();
+    broadcast_buffers();
     auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
     {
       torch::NoGradGuard no_grad;
@@ -349,7 +375,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         const auto [test_begin, test_end] = data::eval_shard(data.test.size(), r, replicas);
         for (int64_t b = test_begin; b < test_end; b += 1000) {
           auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
-          auto batch = data::make_batch(data.test, idx, data.mean, data.std);
+          auto batch = data::make_batch(data.test, idx, *transform, /*train=*/false);
           batch.x = batch.x.to(device);
           batch.y = batch.y.to(device);
           auto logits = model->forward(batch.x);
