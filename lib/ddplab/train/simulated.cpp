@@ -87,12 +87,4 @@ void SimulatedReplicas::end_step() {
 
 at::Tensor SimulatedReplicas::local_norm_squared_mean() const { return norm_sum_ / count(); }
 
-at::Tensor SimulatedReplicas::mean_grad_norm_squared() const {
-  torch::NoGradGuard no_grad;
-  auto total = norm_sum_.new_zeros({});
-  for (const auto& g : grad_sum_) total += g.pow(2).sum().to(torch::kFloat64);
-  if (!mean_) total /= static_cast<double>(count()) * count();
-  return total;
-}
-
 }  // namespace ddplab::train

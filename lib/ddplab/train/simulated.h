@@ -45,8 +45,6 @@ class SimulatedReplicas {
 
   // After end_step(): mean over the replicas of |g_k|^2 (0-dim float64 tensor, no host sync).
   at::Tensor local_norm_squared_mean() const;
-  // |sum_k g_k / N|^2 whatever the reduction (0-dim float64 tensor, no host sync).
-  at::Tensor mean_grad_norm_squared() const;
 
   // One generator state per replica (checkpoints; the same layout as N processes write).
   const std::vector<at::Tensor>& rng_states() const { return rng_states_; }

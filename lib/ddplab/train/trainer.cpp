@@ -298,12 +298,14 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         correct += (logits.argmax(1) == y).sum();
       }
       if (sim) sim->end_step();
+      const at::Tensor grad_sq = sync.grad_norm_squared();  // of the reduced gradient
       if (reduce && replicas > 1) {
         comm_bytes += dist::ring_allreduce_bytes(sync.payload_bytes(), replicas);
-        if (sim) noise_scale.update(sim->local_norm_squared_mean(), sim->mean_grad_norm_squared());
-        else noise_scale.update(sync.local_norm_squared_mean(), sync.mean_grad_norm_squared());
+        // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
+        const auto mean_sq = sync_options.mean ? grad_sq : grad_sq / (static_cast<double>(replicas) * replicas);
+        noise_scale.update(sim ? sim->local_norm_squared_mean() : sync.local_norm_squared_mean(), mean_sq);
       }
-      const double grad_norm = std::sqrt(sync.grad_norm_squared().item<double>());
+      const double grad_norm = std::sqrt(grad_sq.item<double>());
       if (!std::isfinite(grad_norm)) {
         char msg[160];
         std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
