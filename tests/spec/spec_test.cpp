@@ -386,6 +386,13 @@ TEST(Spec, SimulatedReplicasSyncByAllReduceAndUseAllCores) {
   EXPECT_EQ(msg.rfind("/replicas/sync: simulated replicas", 0), 0u) << msg;
 }
 
+TEST(Spec, SimulatedReplicasRejectSyncBn) {
+  json doc = with("replicas.mode=simulated");
+  apply_override(doc, "model.sync_bn=true");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/model/sync_bn: simulated replicas", 0), 0u) << msg;
+}
+
 // The Error message `fn` throws; "" (and a failure) when it throws none. Any other exception
 // escapes and fails the test: those were the bugs.
 template <typename Fn>

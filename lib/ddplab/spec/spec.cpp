@@ -310,6 +310,9 @@ void check_cross_fields(json& doc) {
   if (simulated && sync.is_object())
     throw Error("/replicas/sync: simulated replicas (replicas.mode \"simulated\") support \"allreduce\" only, got " +
                 sync.dump());
+  if (simulated && doc["model"]["sync_bn"] == true)
+    throw Error("/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
+                "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
   if (sync.is_object() && sync.contains("easgd")) {
     const double alpha = sync["easgd"]["alpha"].get<double>();
     if (alpha * static_cast<double>(count) > 1.0)
