@@ -393,18 +393,8 @@ TEST(Spec, SimulatedReplicasRejectSyncBn) {
   EXPECT_EQ(msg.rfind("/model/sync_bn: simulated replicas", 0), 0u) << msg;
 }
 
-// The Error message `fn` throws; "" (and a failure) when it throws none. Any other exception
-// escapes and fails the test: those were the bugs.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ddplab::Error thrown";
-  return "";
-}
+// testing::error_of: any exception other than ddplab::Error escapes and fails the test (those were the bugs).
+using testing::error_of;
 
 // Issue 8, bad input never crashes (tests/fuzz): nlohmann throws out_of_range, not
 // parse_error, for a number beyond double's range, and it escaped load_json_file and
