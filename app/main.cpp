@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include <CLI/CLI.hpp>
 
@@ -31,18 +32,20 @@ namespace {
 constexpr int kExitDiverged = 3;
 
 int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
-  // Read the data before anything is written: a missing or corrupt file is a user error
-  // and must leave no run directory behind.
+  // Read the data and build the model before anything is written: a missing or corrupt file, or
+  // a spec that does not fit the data or the model, is a user error and leaves no run directory.
   auto data = data::load_dataset(spec.dataset);
+  train::check_setup(spec, data);
   // An unfinished run with a checkpoint continues where it stopped, unless --force.
   std::optional<log::RunLog> resumed = force ? std::nullopt : log::RunLog::resume(spec, "ddplab run again");
   auto run = resumed ? *resumed : log::RunLog::create(spec, force);
   if (resumed)
     std::cout << "ddplab: resuming " << run.dir().string() << " from its checkpoint (--force starts over)" << std::endl;
-  std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count << " replica"
-            << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
+  std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count
+            << (spec.replicas.mode == "simulated" ? " simulated" : "") << " replica" << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
             << spec.global_batch << "), " << spec.epochs << " epochs; logs in " << run.dir().string() << std::endl;
-  if (spec.replicas.count == 1) {
+  // One replica, or N simulated in this process (replicas.mode "simulated"): no workers.
+  if (spec.replicas.count == 1 || spec.replicas.mode == "simulated") {
     try {
       train::ReplicaOptions options;
       options.run_dir = run.dir();
@@ -174,7 +177,20 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
       for (const auto& line : spec::resolved_differences(base, runs[i].spec.resolved)) std::cout << "    " << line << "\n";
     }
     std::cout << std::flush;
-    return 0;
+    // The data are checked too (cheap: files and sizes), so a missing dataset shows up before a
+    // long sweep is started: exit code 2, as the real run would give.
+    std::set<std::pair<std::string, std::string>> checked;
+    int code = 0;
+    for (const auto& r : runs) {
+      if (!checked.insert({r.spec.dataset.name, r.spec.dataset.root}).second) continue;
+      try {
+        data::check_dataset_files(r.spec.dataset);
+      } catch (const Error& e) {
+        std::cerr << "ddplab: " << e.what() << std::endl;
+        code = 2;
+      }
+    }
+    return code;
   }
   if (!sweep) return run_single_or_launch(runs.front().spec, force);
 
@@ -267,6 +283,8 @@ int run_report(const std::vector<std::string>& dirs, const std::string& out, dou
 }
 
 int run_worker(const spec::ExperimentSpec& spec) {
+  if (spec.replicas.mode == "simulated")
+    throw Error("/replicas/mode: \"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
   auto world = dist::discover_world_from_environment();
   if (world.size != spec.replicas.count)
     std::cerr << "ddplab worker: note: WORLD_SIZE " << world.size << " overrides replicas.count "
@@ -348,7 +366,7 @@ int main(int argc, char** argv) {
   run->add_option("spec", spec_path, "Experiment spec (JSON)")->required();
   run->add_option("overrides", overrides, "Overrides key.path=value (value parsed as JSON, else a string)");
   run->add_flag("--force", force, "Replace existing run directories (a sweep reruns its done runs)");
-  run->add_flag("--dry-run", dry_run, "List the runs (ids and what each changes) and exit; nothing is written");
+  run->add_flag("--dry-run", dry_run, "List the runs (ids and what each changes), check their data files and exit; nothing is written");
 
   auto* validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
   validate->add_option("spec", spec_path, "Experiment spec (JSON)")->required();

@@ -2,8 +2,8 @@
 // on batches already in memory as normalized float tensors; no data loading, no communication,
 // no metrics. Same model code and thread count as ddplab.
 //
-//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores]
-// Prints one line: "bare_loop model=... batch=... threads=... images_per_s=...".
+//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda]
+// Prints one line: "bare_loop model=... batch=... threads=... device=... images_per_s=...".
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,17 +18,20 @@ int main(int argc, char** argv) {
   int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
   int steps = argc > 3 ? std::stoi(argv[3]) : 300;
   int threads = argc > 4 ? std::stoi(argv[4]) : static_cast<int>(std::thread::hardware_concurrency());
+  const std::string device_name = argc > 5 ? argv[5] : "cpu";
+  const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
   ddplab::spec::ModelSpec spec;
   spec.name = model_name;
   auto model = ddplab::models::make_model(spec, {});
+  model->to(device);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   const int pool = 16;
   std::vector<at::Tensor> xs, ys;
   for (int i = 0; i < pool; ++i) {
-    xs.push_back(torch::randn({batch, 1, 28, 28}));
-    ys.push_back(torch::randint(0, 10, {batch}, torch::kLong));
+    xs.push_back(torch::randn({batch, 1, 28, 28}, device));
+    ys.push_back(torch::randint(0, 10, {batch}, torch::TensorOptions(torch::kLong).device(device)));
   }
   model->train();
   auto step = [&](int i) {
@@ -37,11 +40,16 @@ int main(int argc, char** argv) {
     loss.backward();
     sgd.step();
   };
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
   for (int i = 0; i < 20; ++i) step(i);  // warm-up
+  sync();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(i);
+  sync();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("bare_loop model=%s batch=%ld threads=%d images_per_s=%.1f\n", model_name.c_str(),
-              static_cast<long>(batch), threads, steps * batch / s);
+  std::printf("bare_loop model=%s batch=%ld threads=%d device=%s images_per_s=%.1f\n", model_name.c_str(),
+              static_cast<long>(batch), threads, device_name.c_str(), steps * batch / s);
   return 0;
 }

@@ -59,8 +59,9 @@ def worker(rank, args, port, result):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(max(1, os.cpu_count() // args.world))
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if args.device == "cuda" else torch.device("cpu")
     if args.world > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=args.world)
+        dist.init_process_group(args.backend, rank=rank, world_size=args.world)
     images = read_idx(find(args.root, "train-images-idx3-ubyte"))
     labels = read_idx(find(args.root, "train-labels-idx1-ubyte")).long()
     if args.train_limit:
@@ -69,9 +70,9 @@ def worker(rank, args, port, result):
     mean = images.double().div(255).mean().item()
     std = images.double().div(255).std(unbiased=False).item()
     torch.manual_seed(args.seed)
-    model = MnistCnn(args.dropout)
+    model = MnistCnn(args.dropout).to(device)
     if args.world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     global_batch = args.per_replica * args.world
     steps = images.shape[0] // global_batch
@@ -82,12 +83,14 @@ def worker(rank, args, port, result):
         start = time.perf_counter()
         for t in range(steps):
             idx = perm[t * global_batch + rank * args.per_replica: t * global_batch + (rank + 1) * args.per_replica]
-            x = (images[idx].float().div(255) - mean) / std
-            y = labels[idx]
+            x = ((images[idx].float().div(255) - mean) / std).to(device, non_blocking=True)
+            y = labels[idx].to(device, non_blocking=True)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
         rate = steps * global_batch / elapsed
     if rank == 0:
@@ -106,6 +109,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     args = p.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,7 +123,7 @@ def main():
     rate = result.get()
     for pr in procs:
         pr.join()
-    print(f"peer_ddp world={args.world} per_replica={args.per_replica} images_per_s={rate:.1f}")
+    print(f"peer_ddp world={args.world} per_replica={args.per_replica} device={args.device} images_per_s={rate:.1f}")
 
 
 if __name__ == "__main__":

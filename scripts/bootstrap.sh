@@ -52,6 +52,8 @@ else
   prefix=$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
 fi
 
+# Paths inside the checkout are hashed relative to it, so a clone elsewhere (CI) reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 read -r -a extra_args <<< "${DDPLAB_CMAKE_ARGS:-}"

@@ -10,9 +10,11 @@ if [ ! -x .venv-cuda/bin/python ] || ! .venv-cuda/bin/python -c 'import torch' >
 fi
 prefix=$(.venv-cuda/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
 cuda_root=${CUDA_HOME:-/usr/local/cuda}
+# The toolkit here has no libnvrtc; the wheel's nvidia packages carry it (LibTorch's CMake wants it).
+nvrtc=$(find .venv-cuda/lib/python3*/site-packages/nvidia -name 'libnvrtc.so*' 2>/dev/null | head -n 1)
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -DDDPLAB_WERROR=ON \
-  -DDDPLAB_BUILD_TESTS=ON
+  -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+  ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$PWD/$nvrtc"} -DDDPLAB_WERROR=ON -DDDPLAB_BUILD_TESTS=ON
 cmake --build build-cuda -j "${DDPLAB_JOBS:-2}"
 grep -q "DDPLAB_WITH_CUDA" build-cuda/build.ninja && echo "check-cuda-build: CUDA build of ddplab compiled and linked (DDPLAB_WITH_CUDA)"

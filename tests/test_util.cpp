@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
 
 namespace ddplab::testing {
@@ -82,6 +83,38 @@ void write_tiny_mnist(const std::filesystem::path& dir, int train, int test, boo
   };
   make(train, "train-images-idx3-ubyte", "train-labels-idx1-ubyte");
   make(test, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte");
+}
+
+void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, bool cifar100, unsigned seed) {
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(0, 80);
+  const int classes = cifar100 ? 100 : 10;
+  const auto kind = cifar100 ? data::CifarKind::kCifar100 : data::CifarKind::kCifar10;
+  auto write = [&](int n, const std::string& name) {
+    std::vector<uint8_t> labels(static_cast<size_t>(n));
+    std::vector<uint8_t> pixels(static_cast<size_t>(n) * data::kCifarPixels);
+    for (int i = 0; i < n; ++i) {
+      const int label = static_cast<int>(rng() % static_cast<unsigned>(classes));
+      labels[static_cast<size_t>(i)] = static_cast<uint8_t>(label);
+      uint8_t* image = pixels.data() + static_cast<size_t>(i) * data::kCifarPixels;
+      for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < 32; ++y)
+          for (int x = 0; x < 32; ++x) {
+            int v = noise(rng);
+            if (c == label % 3 && y >= 2 * (label % 14) && y < 2 * (label % 14) + 4) v += 160;
+            image[(c * 32 + y) * 32 + x] = static_cast<uint8_t>(std::min(v, 255));
+          }
+    }
+    data::write_cifar((dir / name).string(), kind, labels, pixels);
+  };
+  if (cifar100) {
+    write(train, "train.bin");
+    write(test, "test.bin");
+    return;
+  }
+  for (int f = 0; f < 5; ++f) write(train / 5 + (f < train % 5 ? 1 : 0), "data_batch_" + std::to_string(f + 1) + ".bin");
+  write(test, "test_batch.bin");
 }
 
 }  // namespace ddplab::testing

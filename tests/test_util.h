@@ -1,8 +1,12 @@
 // Helpers shared by the tests: temporary directories, running the ddplab binary, files.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "ddplab/error.h"
 
 namespace ddplab::testing {
 
@@ -30,11 +34,30 @@ CommandResult run_command(const std::string& command);
 // Runs build/bin/ddplab with `args` (already shell-quoted as needed).
 CommandResult run_ddplab(const std::string& args);
 
+// The message of the ddplab::Error that `fn` throws; fails the test when it throws none.
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ddplab::Error thrown";
+  return "";
+}
+
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
 
 // Writes a small MNIST-format dataset (4 IDX files, gzip or raw) of `train` and `test`
 // images of 28x28 whose labels are learnable: class c has a bright c-th horizontal band.
 void write_tiny_mnist(const std::filesystem::path& dir, int train, int test, bool gzip, unsigned seed = 7);
+
+// Writes a small dataset in the CIFAR binary format under `dir`: for CIFAR-10 data_batch_1.bin ..
+// data_batch_5.bin (the `train` images split as evenly as possible, the first files taking the
+// remainder) and test_batch.bin; for CIFAR-100 train.bin and test.bin. Images are 3x32x32 noise with
+// a bright band in rows 2c..2c+3 (c = label mod 14) of channel (label mod 3), so labels are learnable.
+void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, bool cifar100 = false,
+                      unsigned seed = 11);
 
 }  // namespace ddplab::testing

@@ -11,6 +11,7 @@
 namespace ddplab::data {
 namespace {
 
+using ddplab::testing::error_of;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_tiny_mnist;
 
@@ -19,17 +20,6 @@ spec::DatasetSpec idx_spec(const std::string& root) {
   s.name = "idx";
   s.root = root;
   return s;
-}
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ddplab::Error thrown";
-  return "";
 }
 
 TEST(Dataset, DefaultRoots) {
@@ -62,11 +52,21 @@ TEST(Dataset, LoadsTinyMnistGzAndRaw) {
   }
 }
 
-TEST(Dataset, AppliesLimitsAsFirstSamples) {
+// Limits keep the first samples, for every file format; statistics are of the limited set.
+class DatasetLimits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DatasetLimits, KeepTheFirstSamples) {
   TempDir dir;
-  write_tiny_mnist(dir.path(), 40, 30, false);
-  DatasetPair full = load_dataset(idx_spec(dir.str()));
+  const std::string name = GetParam();
+  if (name == "idx") {
+    write_tiny_mnist(dir.path(), 40, 30, false);
+  } else {
+    ddplab::testing::write_tiny_cifar(dir.path(), 40, 30, name == "cifar100");
+  }
   auto spec = idx_spec(dir.str());
+  spec.name = name;
+  DatasetPair full = load_dataset(spec);
+  EXPECT_EQ(full.num_classes, name == "cifar100" ? 100 : 10);
   spec.train_limit = 12;
   spec.test_limit = 7;
   DatasetPair d = load_dataset(spec);
@@ -79,6 +79,8 @@ TEST(Dataset, AppliesLimitsAsFirstSamples) {
   spec.train_limit = 1000;  // a limit above N keeps all
   EXPECT_EQ(load_dataset(spec).train.size(), 40);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dataset, DatasetLimits, ::testing::Values("idx", "cifar10", "cifar100"));
 
 TEST(Dataset, PrefersRawOverGz) {
   TempDir dir;

@@ -11,6 +11,7 @@
 namespace ddplab::data {
 namespace {
 
+using ddplab::testing::error_of;
 using ddplab::testing::read_file;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_file;
@@ -19,18 +20,6 @@ std::vector<uint8_t> iota_bytes(size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 7);
   return v;
-}
-
-// The message of the Error that `fn` throws, or fails the test.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ddplab::Error thrown";
-  return "";
 }
 
 TEST(IdxReader, RoundTripsRawAndGzip) {

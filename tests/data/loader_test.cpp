@@ -28,6 +28,9 @@ DatasetPair synthetic(int64_t n_train, int64_t n_test = 10) {
   return d;
 }
 
+// The "none" transform: (v/255 - mean) / std, as before transforms existed.
+std::shared_ptr<const Transform> none(const DatasetPair& d) { return make_transform("none", d); }
+
 std::vector<int64_t> to_vec(const at::Tensor& t) {
   auto c = t.contiguous();
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
@@ -69,7 +72,7 @@ TEST(Loader, EvalShardCoversOnceWithoutDuplicates) {
 TEST(Loader, MakeBatchNormalizes) {
   DatasetPair d = synthetic(20);
   auto idx = torch::tensor({3, 17, 0}, torch::kLong);
-  Batch b = make_batch(d.train, idx, d.mean, d.std);
+  Batch b = make_batch(d.train, idx, *none(d), /*train=*/true);
   EXPECT_EQ(b.x.scalar_type(), torch::kFloat);
   EXPECT_EQ(b.x.sizes(), (std::vector<int64_t>{3, 1, 4, 4}));
   EXPECT_TRUE(b.x.is_contiguous());
@@ -80,7 +83,7 @@ TEST(Loader, MakeBatchNormalizes) {
 
 TEST(Loader, StepsPerEpochDropsPartialBatch) {
   DatasetPair d = synthetic(103);
-  TrainLoader l(d, 10, 0, 2, 1);
+  TrainLoader l(d, none(d), 10, 0, 2, 1);
   EXPECT_EQ(l.steps_per_epoch(), 10);
   EXPECT_EQ(l.local_batch(), 5);
   l.start_epoch(0);
@@ -97,7 +100,7 @@ TEST(Loader, ShardsUnionEqualsSingleReplicaBatch) {
   DatasetPair d = synthetic(250);
   const int64_t g = 8;
   const int64_t seed = 42, epoch = 3;
-  TrainLoader one(d, g, 0, 1, seed);
+  TrainLoader one(d, none(d), g, 0, 1, seed);
   one.start_epoch(epoch);
   std::vector<Batch> single;
   while (auto b = one.next()) single.push_back(*b);
@@ -105,7 +108,7 @@ TEST(Loader, ShardsUnionEqualsSingleReplicaBatch) {
   for (int w : {1, 2, 4}) {
     std::vector<std::unique_ptr<TrainLoader>> loaders;
     for (int r = 0; r < w; ++r) {
-      loaders.push_back(std::make_unique<TrainLoader>(d, g, r, w, seed, 2));
+      loaders.push_back(std::make_unique<TrainLoader>(d, none(d), g, r, w, seed, 2));
       loaders.back()->start_epoch(epoch);
     }
     for (size_t t = 0; t < single.size(); ++t) {
@@ -128,14 +131,14 @@ TEST(Loader, PrefetchedBatchesEqualMakeBatchOnExpectedIndices) {
   DatasetPair d = synthetic(300);
   const int64_t g = 12, seed = 9;
   const int rank = 1, world = 3;
-  TrainLoader l(d, g, rank, world, seed, 3);
+  TrainLoader l(d, none(d), g, rank, world, seed, 3);
   for (int64_t epoch : {0, 1}) {
     l.start_epoch(epoch);
     auto perm = epoch_permutation(300, seed, epoch);
     for (int64_t t = 0; t < l.steps_per_epoch(); ++t) {
       auto b = l.next();
       ASSERT_TRUE(b.has_value());
-      auto want = make_batch(d.train, perm.slice(0, t * g + rank * 4, t * g + rank * 4 + 4), d.mean, d.std);
+      auto want = make_batch(d.train, perm.slice(0, t * g + rank * 4, t * g + rank * 4 + 4), *none(d), true);
       EXPECT_TRUE(torch::equal(b->x, want.x)) << "epoch " << epoch << " step " << t;
       EXPECT_TRUE(torch::equal(b->y, want.y));
     }
@@ -145,11 +148,11 @@ TEST(Loader, PrefetchedBatchesEqualMakeBatchOnExpectedIndices) {
 
 TEST(Loader, FirstStepResumesAtTheRightBatch) {
   DatasetPair d = synthetic(100);
-  TrainLoader full(d, 10, 0, 1, 5);
+  TrainLoader full(d, none(d), 10, 0, 1, 5);
   full.start_epoch(2);
   std::vector<Batch> all;
   while (auto b = full.next()) all.push_back(*b);
-  TrainLoader resumed(d, 10, 0, 1, 5);
+  TrainLoader resumed(d, none(d), 10, 0, 1, 5);
   resumed.start_epoch(2, 6);
   for (size_t t = 6; t < all.size(); ++t) {
     auto b = resumed.next();
@@ -161,7 +164,7 @@ TEST(Loader, FirstStepResumesAtTheRightBatch) {
 
 TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
   DatasetPair d = synthetic(1000);
-  auto l = std::make_unique<TrainLoader>(d, 10, 0, 1, 3, 2);
+  auto l = std::make_unique<TrainLoader>(d, none(d), 10, 0, 1, 3, 2);
   l->start_epoch(0);
   auto first = l->next();
   ASSERT_TRUE(first.has_value());
@@ -170,14 +173,14 @@ TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
   ASSERT_TRUE(again.has_value());
   EXPECT_TRUE(torch::equal(first->y, again->y));
   l.reset();  // the producer is blocked on a full queue: the destructor must not hang
-  TrainLoader idle(d, 10, 0, 1, 3);
+  TrainLoader idle(d, none(d), 10, 0, 1, 3);
   EXPECT_FALSE(idle.next().has_value());  // no epoch started
 }
 
 TEST(Loader, ProducerErrorsAreRethrown) {
   DatasetPair d = synthetic(100);
   d.train.images = d.train.images.slice(0, 0, 50);  // labels say 100: index_select fails
-  TrainLoader l(d, 10, 0, 1, 1);
+  TrainLoader l(d, none(d), 10, 0, 1, 1);
   l.start_epoch(0);
   bool threw = false;
   try {

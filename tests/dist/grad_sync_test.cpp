@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "dist/ranks.h"
+
 namespace ddplab::dist {
 namespace {
 
@@ -174,6 +176,96 @@ TEST(GradSync, WorksWithModuleParametersAcrossSteps) {
     EXPECT_TRUE(torch::allclose(lin->weight.grad(), w.grad(), 1e-5, 1e-6)) << "step " << step;
     EXPECT_TRUE(torch::allclose(lin->bias.grad(), bias.grad(), 1e-5, 1e-6)) << "step " << step;
   }
+}
+
+
+// Two Gloo ranks (threads); rank r's gradients are known constants c_r so every reduced value is
+// computable by hand. Two buckets, so the local norm is summed over buckets before it rides in
+// the last one.
+struct TwoRankStep {
+  std::vector<float> reduced_a, reduced_b;  // per rank: param a's and b's reduced gradient (first element)
+  std::vector<double> local_mean, mean_sq, grad_sq;
+  std::vector<bool> reduced, stop;
+  int64_t payload = 0;
+};
+
+TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank) {
+  TwoRankStep out;
+  out.reduced_a.resize(2);
+  out.reduced_b.resize(2);
+  out.local_mean.resize(2);
+  out.mean_sq.resize(2);
+  out.grad_sq.resize(2);
+  out.reduced.resize(2);
+  out.stop.resize(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    // 300000 floats each: a and b land in different buckets.
+    auto a = torch::zeros({300000}, torch::requires_grad());
+    auto b = torch::zeros({300000}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b};
+    GradSyncOptions options = small_buckets();
+    options.mean = mean;
+    GradSync sync(ps, comm, options);
+    EXPECT_EQ(sync.bucket_count(), 2);
+    sync.set_require_sync(require_sync);
+    sync.request_stop(r == stop_rank);
+    sync.prepare_for_backward();
+    // Rank 0: grad a = 1, grad b = 2; rank 1: grad a = 3, grad b = 6.
+    const double k = r == 0 ? 1.0 : 3.0;
+    ((a * k).sum() + (b * (2 * k)).sum()).backward();
+    sync.finalize();
+    out.reduced_a[r] = a.grad()[0].item<float>();
+    out.reduced_b[r] = b.grad()[0].item<float>();
+    out.reduced[r] = sync.reduced();
+    out.stop[r] = sync.stop_agreed();
+    if (sync.reduced()) out.local_mean[r] = sync.local_norm_squared_mean().item<double>();
+    out.mean_sq[r] = sync.mean_grad_norm_squared().item<double>();
+    out.grad_sq[r] = sync.grad_norm_squared().item<double>();
+    if (r == 0) out.payload = sync.payload_bytes();
+  });
+  return out;
+}
+
+TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/-1);
+  const double n = 300000;
+  // |g_0|^2 = n (1 + 4), |g_1|^2 = n (9 + 36); mean over the ranks.
+  const double local_mean = (n * 5 + n * 45) / 2;
+  // Mean gradient: a 2, b 4.
+  const double mean_sq = n * (4 + 16);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(s.reduced[r]);
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f);
+    EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
+    EXPECT_NEAR(s.local_mean[r], local_mean, local_mean * 1e-6) << "rank " << r;
+    EXPECT_NEAR(s.mean_sq[r], mean_sq, mean_sq * 1e-6) << "rank " << r;
+    EXPECT_FALSE(s.stop[r]);
+  }
+  EXPECT_EQ(s.payload, (2 * 300000 + 2) * 4) << "gradients plus the control and noise slots";
+}
+
+TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {
+  auto s = two_rank_step(/*mean=*/false, /*require_sync=*/true, /*stop_rank=*/1);
+  const double n = 300000;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 4.0f) << "summed";
+    EXPECT_NEAR(s.grad_sq[r], n * (16 + 64), n * 80 * 1e-6);
+    EXPECT_NEAR(s.mean_sq[r], n * (4 + 16), n * 20 * 1e-6) << "|sum / N|^2";
+    EXPECT_NEAR(s.local_mean[r], (n * 5 + n * 45) / 2, n * 25 * 1e-6);
+    EXPECT_TRUE(s.stop[r]) << "rank 1's stop request reaches rank " << r;
+  }
+}
+
+TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/false, /*stop_rank=*/0);
+  EXPECT_FLOAT_EQ(s.reduced_a[0], 1.0f);
+  EXPECT_FLOAT_EQ(s.reduced_a[1], 3.0f);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(s.reduced[r]);
+    EXPECT_FALSE(s.stop[r]) << "a stop is agreed only through a collective";
+  }
+  EXPECT_NEAR(s.mean_sq[1], 300000.0 * 45, 300000.0 * 45 * 1e-6) << "the local gradient";
 }
 
 }  // namespace

@@ -61,6 +61,14 @@ TEST(Cli, TruncatedIdxFileIsAUserError) {
   expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "", "train-images-idx3-ubyte");
 }
 
+TEST(Cli, WeightDecayGroupThatMatchesNoParameterIsAUserError) {
+  Workspace ws(64, 32);
+  auto spec = ws.base_spec("bad");
+  spec["optimizer"]["weight_decay_groups"] = {{{"match", "^conv"}, {"weight_decay", 0.1}}};
+  // mlp has fc1.* and fc2.* only; found when the model is built, still before a run directory.
+  expect_user_error(ws, ws.write_spec(spec), "", "/optimizer/weight_decay_groups/0/match: matches no parameter");
+}
+
 TEST(Cli, BadOverrideIsAUserError) {
   Workspace ws(64, 32);
   expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "replicas.count=0", "/replicas/count");

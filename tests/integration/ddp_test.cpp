@@ -13,22 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunOutput {
-  CommandResult command;
-  std::vector<nlohmann::json> records;
-  std::vector<float> params;
-};
-
-RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name) {
-  spec["name"] = name;
-  RunOutput out;
-  out.command = run_ddplab("run " + ws.write_spec(spec, name + ".json"));
-  fs::path dir = ws.out() / name / ("seed=" + std::to_string(spec["seed"].get<int>()));
-  out.records = read_records(dir);
-  if (fs::exists(dir / "model.pt")) out.params = read_final_params(dir, spec["model"]);
-  return out;
-}
-
 void expect_same_training(const RunOutput& a, const RunOutput& b, double tol) {
   ASSERT_EQ(a.records.size(), b.records.size());
   for (size_t e = 0; e < a.records.size(); ++e) {

@@ -1,5 +1,6 @@
 #include "integration/integration_util.h"
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -42,10 +43,21 @@ std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir) {
   return records;
 }
 
-std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec) {
+RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name) {
+  spec["name"] = name;
+  RunOutput out;
+  out.command = run_ddplab("run " + ws.write_spec(spec, name + ".json"));
+  std::filesystem::path dir = ws.out() / name / ("seed=" + std::to_string(spec["seed"].get<int>()));
+  out.records = read_records(dir);
+  if (std::filesystem::exists(dir / "model.pt")) out.params = read_final_params(dir, spec["model"]);
+  return out;
+}
+
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
+                                     const models::InputShape& shape) {
   nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
   auto spec = spec::resolve(doc);
-  auto model = models::make_model(spec.model, models::InputShape{});
+  auto model = models::make_model(spec.model, shape);
   torch::load(model, (run_dir / "model.pt").string());
   std::vector<float> flat;
   for (const auto& p : model->parameters()) {
@@ -53,6 +65,13 @@ std::vector<float> read_final_params(const std::filesystem::path& run_dir, const
     flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return flat;
+}
+
+double relative_difference(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(a), 1e-12); }
+
+void expect_close_metrics(const nlohmann::json& a, const nlohmann::json& b, double tol, const std::string& where) {
+  for (const char* k : {"train_loss", "test_loss", "test_acc"})
+    EXPECT_LE(relative_difference(a.at(k), b.at(k)), tol) << k << " in " << where << ": " << a.at(k) << " vs " << b.at(k);
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddplab/models/models.h"
+
 #include "test_util.h"
 
 namespace ddplab::testing {
@@ -29,8 +31,25 @@ class Workspace {
 
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
 
-// Final parameters from <run_dir>/model.pt, flattened in registration order.
-std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec);
+// What `ddplab run` of one spec left: its output, records and final parameters (if model.pt).
+struct RunOutput {
+  CommandResult command;
+  std::vector<nlohmann::json> records;
+  std::vector<float> params;
+};
+// Runs `spec` named `name` (written to <name>.json in the workspace).
+RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& name);
+
+// Final parameters from <run_dir>/model.pt, flattened in registration order; `shape` is the
+// model's input shape (the default: 28x28 MNIST).
+std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
+                                     const models::InputShape& shape = {});
+
+// |a - b| / |a| (a = 0: / 1e-12).
+double relative_difference(double a, double b);
+
+// Expects train_loss, test_loss and test_acc of two epoch records within `tol` (relative).
+void expect_close_metrics(const nlohmann::json& a, const nlohmann::json& b, double tol, const std::string& where);
 
 // max_i |a_i - b_i| / max_i |a_i|: the largest difference relative to the parameters' scale.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);

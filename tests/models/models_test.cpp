@@ -68,9 +68,14 @@ TEST(Models, UnknownNameIsAnError) {
   }
 }
 
-TEST(Models, ModelNamesListsBoth) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"mnist_cnn", "mlp"}));
+TEST(Models, ModelNamesListsEveryModel) {
+  EXPECT_EQ(model_names(), (std::vector<std::string>{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"}));
   for (const auto& n : model_names()) EXPECT_NO_THROW(make_model(model(n), InputShape{}));
+}
+
+TEST(Models, SchemaEnumIsTheRegistry) {
+  auto schema = nlohmann::json::parse(spec::schema_text());
+  EXPECT_EQ(schema["properties"]["model"]["properties"]["name"]["enum"].get<std::vector<std::string>>(), model_names());
 }
 
 class DropoutModes : public ::testing::TestWithParam<std::string> {};

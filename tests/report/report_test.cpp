@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 
@@ -32,6 +34,8 @@ struct FakeRun {
   std::vector<double> test_acc = {0.5, 0.7, 0.8};
   double images_per_s = 100;
   std::string run_id;  // default: the sweep-style id
+  std::vector<double> noise_scale;  // grad_noise_scale per epoch (NaN: null); empty: field absent
+  double comm_bytes = -1;           // comm_bytes of every epoch; < 0: field absent
 };
 
 // Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way log/run_log.h lays them out.
@@ -71,6 +75,9 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
                 {"grad_norm", 1.0},
                 {"replicas", r.replicas},
                 {"global_batch", r.per_replica * r.replicas}};
+    if (i < r.noise_scale.size())
+      rec["grad_noise_scale"] = std::isfinite(r.noise_scale[i]) ? json(r.noise_scale[i]) : json();
+    if (r.comm_bytes >= 0) rec["comm_bytes"] = r.comm_bytes;
     lines += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", lines);
@@ -368,8 +375,148 @@ TEST(Report, WritesEveryFileAndFindsASingleRunDirectory) {
   EXPECT_EQ(html.find("https://"), std::string::npos);
 }
 
+
+TEST(ReportSvg, LogTicksCoverRangeAtOneTwoFive) {
+  EXPECT_EQ(log_ticks(30, 900), (std::vector<double>{20, 50, 100, 200, 500, 1000}));
+  EXPECT_EQ(log_ticks(100, 100), (std::vector<double>{100, 200}));
+  // More than 3 decades: powers of ten only.
+  EXPECT_EQ(log_ticks(3, 40000), (std::vector<double>{1, 10, 100, 1000, 10000, 100000}));
+  EXPECT_TRUE(log_ticks(0, 10).empty());
+}
+
+TEST(ReportSvg, LogAxisAndReferenceLine) {
+  LineChart chart;
+  chart.id = "ns";
+  chart.log_y = true;
+  ChartSeries s;
+  s.label = "g";
+  s.x = {1, 2, 3};
+  s.y = {100, -5, 1000};  // a non-positive value cannot be drawn on a log axis
+  s.reference_y = 10;
+  chart.series.push_back(s);
+  const std::string svg = render_svg(chart);
+  EXPECT_NE(svg.find("class=\"reference\""), std::string::npos);
+  EXPECT_NE(svg.find(">10</text>"), std::string::npos) << "the reference widens the axis down to 10";
+  EXPECT_NE(svg.find(">1000</text>"), std::string::npos);
+  // Two drawn points (the negative one is skipped): one L segment.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("class=\"line\" d=\"([^\"]*)\"")));
+  const std::string path = m[1].str();
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'L'), 1) << path;
+}
+
+TEST(Report, LabelsLeaveOutKeysAGroupDoesNotSet) {
+  TempDir tmp;
+  const std::vector<json> syncs = {"allreduce", json::parse(R"({"local_sgd": {"period": 4, "start_epoch": 1}})"),
+                                   json::parse(R"({"local_sgd": {"period": 16, "start_epoch": 1}})")};
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    FakeRun r;
+    r.replicas = 4;
+    r.run_id = "sync" + std::to_string(i);
+    const fs::path dir = write_run(tmp.path() / "runs", r);
+    json spec = json::parse(read_file(dir / "spec.json"));
+    spec["replicas"]["sync"] = syncs[i];
+    write_file(dir / "spec.json", spec.dump());
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 3u);
+  group_labelled(d, "replicas.sync=allreduce");
+  group_labelled(d, "replicas.sync.local_sgd.period=4, replicas.sync.local_sgd.start_epoch=1");
+  group_labelled(d, "replicas.sync.local_sgd.period=16, replicas.sync.local_sgd.start_epoch=1");
+  // The two local SGD groups differ in one key and are compared.
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  EXPECT_EQ(d.comparisons[0].key, "replicas.sync.local_sgd.period");
+}
+
+TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
+  // steps ~ 1 + B_noise / B: at B = B_noise doubling saves 1 - 1.5 / 2 = 25% of the steps for 50%
+  // more samples; far below it saves almost half; far above almost nothing.
+  auto v = noise_scale_verdict(512, 512);
+  EXPECT_NEAR(v.ratio, 1.0, 1e-12);
+  EXPECT_NEAR(v.steps_saved, 0.25, 1e-12);
+  EXPECT_NEAR(v.samples_added, 0.5, 1e-12);
+  EXPECT_NE(v.sentence.find("above B_noise: more replicas cut the steps less and less"), std::string::npos) << v.sentence;
+  v = noise_scale_verdict(64, 6400);
+  EXPECT_NEAR(v.steps_saved, 1 - (1 + 50.0) / (1 + 100.0), 1e-12);
+  EXPECT_GT(v.steps_saved, 0.49);
+  EXPECT_NE(v.sentence.find("far below B_noise: more replicas cut the steps almost linearly"), std::string::npos);
+  EXPECT_NE(v.sentence.find("global batch 64 is 0.01 x B_noise (~6400)"), std::string::npos) << v.sentence;
+  v = noise_scale_verdict(4096, 256);
+  EXPECT_LT(v.steps_saved, 0.04);
+  EXPECT_NE(v.sentence.find("far above B_noise: more replicas buy almost nothing"), std::string::npos);
+  EXPECT_NE(noise_scale_verdict(256, 512).sentence.find(" below B_noise: more replicas still cut"), std::string::npos);
+}
+
+TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
+  TempDir tmp;
+  FakeRun one;  // one replica: no noise scale
+  write_run(tmp.path() / "runs", one);
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun small;
+    small.replicas = 2;
+    small.per_replica = 32;  // global 64
+    small.seed = seed;
+    small.noise_scale = {200, 500, 800 + 100.0 * seed};
+    write_run(tmp.path() / "runs", small);
+    FakeRun big;
+    big.replicas = 4;
+    big.per_replica = 256;  // global 1024
+    big.seed = seed;
+    big.noise_scale = {NAN, 100, 150};
+    write_run(tmp.path() / "runs", big);
+  }
+  ReportOptions o = options_for(tmp);
+  const ReportSummary s = write_report(o);
+  const auto& d = s.data;
+  const auto& small = group_labelled(d, "batch.per_replica=32, replicas.count=2");
+  const auto& big = group_labelled(d, "batch.per_replica=256, replicas.count=4");
+  EXPECT_EQ(small.global_batch, 64);
+  EXPECT_NEAR(small.noise_scale_first, 200, 1e-9);
+  EXPECT_NEAR(small.noise_scale_last, 950, 1e-9);  // mean of 900 and 1000
+  EXPECT_NEAR(big.noise_scale_first, 100, 1e-9) << "the first epoch that has one";
+  EXPECT_TRUE(std::isnan(group_labelled(d, "batch.per_replica=64, replicas.count=1").noise_scale_last));
+
+  const std::string svg = read_file(o.out_dir / "noise_scale.svg");
+  size_t refs = 0;
+  for (size_t at = svg.find("class=\"reference\""); at != std::string::npos; at = svg.find("class=\"reference\"", at + 1))
+    ++refs;
+  EXPECT_EQ(refs, 2u) << "one dashed global-batch line per group with a noise scale";
+  EXPECT_NE(svg.find("(global batch 1024)"), std::string::npos);
+  EXPECT_EQ(svg.find("replicas.count=1"), std::string::npos) << "groups without a noise scale are left out";
+
+  const std::string html = read_file(o.out_dir / "report.html");
+  EXPECT_NE(html.find("how many replicas pay off?"), std::string::npos);
+  EXPECT_NE(html.find("global batch 64 is 0.067 x B_noise (~950): far below B_noise"), std::string::npos);
+  EXPECT_NE(html.find("global batch 1024 is 6.8 x B_noise (~150): far above B_noise"), std::string::npos);
+  EXPECT_NE(read_file(o.out_dir / "report.md").find("](noise_scale.svg)"), std::string::npos);
+  EXPECT_NE(read_file(o.out_dir / "groups.csv").find(",64,200,950,"), std::string::npos) << read_file(o.out_dir / "groups.csv");
+  EXPECT_FALSE(fs::exists(o.out_dir / "test_acc_comm.svg")) << "no comm_bytes in these records";
+}
+
+TEST(Report, TestAccuracyAgainstCumulativeCommunicatedBytes) {
+  TempDir tmp;
+  FakeRun r;
+  r.replicas = 2;
+  r.comm_bytes = 2e6;  // every epoch
+  r.test_acc = {0.5, 0.7, 0.8};
+  write_run(tmp.path() / "runs", r);
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string svg = read_file(o.out_dir / "test_acc_comm.svg");
+  EXPECT_NE(svg.find("MB sent by rank 0 so far"), std::string::npos);
+  // x = 2, 4, 6 MB (cumulative): the axis runs from 2.0 to 6.0.
+  EXPECT_NE(svg.find(">2.0</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">6.0</text>"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find(">6.5</text>"), std::string::npos) << svg;
+  EXPECT_NE(read_file(o.out_dir / "report.md").find("](test_acc_comm.svg)"), std::string::npos);
+  EXPECT_NE(read_file(o.out_dir / "groups.csv").find(",6000000,"), std::string::npos);
+}
+
 TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
-  if (run_command("command -v chromium").exit_code != 0) GTEST_SKIP() << "chromium not installed";
+  if (run_command("command -v chromium").exit_code != 0) {
+    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr) FAIL() << "chromium not installed (scripts/test.sh installs it)";
+    GTEST_SKIP() << "chromium not installed";
+  }
   TempDir tmp;
   for (int seed = 1; seed <= 2; ++seed)
     for (int replicas : {1, 2}) {

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
+#include "ddplab/data/dataset.h"
 #include "ddplab/error.h"
 #include "ddplab/version.h"
 #include "test_util.h"
@@ -69,6 +71,64 @@ TEST(Spec, MnistRootDefault) {
   ExperimentSpec s = resolve(with("dataset.name=mnist"));
   EXPECT_EQ(s.dataset.root, "data/mnist");
   EXPECT_EQ(s.resolved["dataset"]["root"], "data/mnist");
+}
+
+TEST(Spec, DefaultRootsAreTheDataModulesDefaults) {
+  for (const char* name : {"fashion-mnist", "mnist", "cifar10", "cifar100"}) {
+    ExperimentSpec s = resolve(with(std::string("dataset.name=") + name));
+    EXPECT_EQ(s.dataset.root, data::default_root(name)) << name;
+    EXPECT_EQ(s.resolved["dataset"]["root"], data::default_root(name)) << name;
+  }
+}
+
+TEST(Spec, CifarFieldsAndDefaults) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.dataset.augment, "none");
+  EXPECT_FALSE(s.model.sync_bn);
+  EXPECT_TRUE(s.optimizer.weight_decay_groups.empty());
+  EXPECT_EQ(s.resolved["optimizer"]["weight_decay_groups"], json::array());
+  json doc = with("dataset.name=cifar10");
+  apply_override(doc, "dataset.augment=tf_tutorial");
+  apply_override(doc, "model.name=resnet20");
+  apply_override(doc, "model.sync_bn=true");
+  apply_override(doc, R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
+  s = resolve(doc);
+  EXPECT_EQ(s.dataset.augment, "tf_tutorial");
+  EXPECT_EQ(s.model.name, "resnet20");
+  EXPECT_TRUE(s.model.sync_bn);
+  ASSERT_EQ(s.optimizer.weight_decay_groups.size(), 2u);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[0].match, "^fc[12]\\.weight$");
+  EXPECT_DOUBLE_EQ(s.optimizer.weight_decay_groups[0].weight_decay, 0.004);
+  EXPECT_EQ(s.optimizer.weight_decay_groups[1].match, "bn");
+  EXPECT_EQ(resolve_error(with("dataset.augment=autoaugment")),
+            "/dataset/augment: must be one of \"none\", \"standard\", \"tf_tutorial\", got \"autoaugment\"");
+}
+
+TEST(Spec, WeightDecayGroupErrorsNameTheEntry) {
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":-1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc"}])")),
+            "/optimizer/weight_decay_groups/0/weight_decay: is required");
+  EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0,"weight_decy":1}])")),
+            "/optimizer/weight_decay_groups/0/weight_decy: unknown key; did you mean \"weight_decay\"?");
+  std::string msg = resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0},{"match":"fc[12","weight_decay":0}])"));
+  EXPECT_EQ(msg.rfind("/optimizer/weight_decay_groups/1/match: must be a valid regular expression (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("got \"fc[12\""), std::string::npos) << msg;
+}
+
+TEST(Spec, SchemaFieldsAreDocumented) {
+  const std::string doc = ddplab::testing::read_file(std::string(DDPLAB_SOURCE_DIR) + "/docs/spec.md");
+  ASSERT_FALSE(doc.empty());
+  json schema = json::parse(schema_text());
+  std::function<void(const json&, const std::string&)> walk = [&](const json& node, const std::string& path) {
+    if (node.contains("items") && node["items"].is_object()) walk(node["items"], path + "[]");
+    if (!node.contains("properties")) return;
+    for (const auto& [key, sub] : node["properties"].items()) {
+      EXPECT_NE(doc.find("`" + key + "`"), std::string::npos) << path + "/" + key << " is not in docs/spec.md";
+      walk(sub, path + "/" + key);
+    }
+  };
+  walk(schema, "");
 }
 
 TEST(Spec, OverrideNumberBoolStringListObject) {
@@ -259,18 +319,82 @@ TEST(Spec, NonObjectSpecRejected) {
   EXPECT_EQ(resolve_error(json::array()), "spec: the spec must be a JSON object, got []");
 }
 
-// The Error message `fn` throws; "" (and a failure) when it throws none. Any other exception
-// escapes and fails the test: those were the bugs.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ddplab::Error thrown";
-  return "";
+TEST(Spec, ReplicasModeAndSyncDefaults) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.replicas.mode, "processes");
+  EXPECT_EQ(s.replicas.sync.method, "allreduce");
+  EXPECT_EQ(s.resolved["replicas"]["mode"], "processes");
+  EXPECT_EQ(s.resolved["replicas"]["sync"], "allreduce");
 }
+
+TEST(Spec, LocalSgdAndEasgdParseWithDefaults) {
+  ExperimentSpec s = resolve(with(R"(replicas.sync={"local_sgd":{"period":8}})"));
+  EXPECT_EQ(s.replicas.sync.method, "local_sgd");
+  EXPECT_EQ(s.replicas.sync.period, 8);
+  EXPECT_EQ(s.replicas.sync.start_epoch, 0);
+  EXPECT_EQ(s.resolved["replicas"]["sync"], json::parse(R"({"local_sgd":{"period":8,"start_epoch":0}})"));
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":2,"alpha":0.2}})");
+  s = resolve(doc);
+  EXPECT_EQ(s.replicas.sync.method, "easgd");
+  EXPECT_EQ(s.replicas.sync.period, 2);
+  EXPECT_DOUBLE_EQ(s.replicas.sync.alpha, 0.2);
+}
+
+TEST(Spec, BadSyncValuesNameThePointer) {
+  EXPECT_EQ(resolve_error(with("replicas.sync=allreduc")),
+            R"(/replicas/sync: must be one of "allreduce", {"local_sgd": {...}}, {"easgd": {...}}, got "allreduc")");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":0}})")),
+            "/replicas/sync/local_sgd/period: must be >= 1, got 0");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":4,"start_epoch":-1}})")),
+            "/replicas/sync/local_sgd/start_epoch: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":2.5}})")),
+            "/replicas/sync/local_sgd/period: must be an integer, got 2.5");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{}})")), "/replicas/sync/local_sgd/period: is required");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"perod":4}})")),
+            "/replicas/sync/local_sgd/perod: unknown key; did you mean \"period\"?");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"localsgd":{"period":4}})")),
+            "/replicas/sync/localsgd: unknown key; did you mean \"local_sgd\"?");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4}})")), "/replicas/sync/easgd/alpha: is required");
+  EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":1.5}})")),
+            "/replicas/sync/easgd/alpha: must be <= 1, got 1.5");
+  std::string both = resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":0.1},"local_sgd":{"period":2}})"));
+  EXPECT_EQ(both.rfind("/replicas/sync: must be one of ", 0), 0u) << both;
+  EXPECT_EQ(resolve_error(with("replicas.mode=threads")),
+            "/replicas/mode: must be one of \"processes\", \"simulated\", got \"threads\"");
+}
+
+TEST(Spec, EasgdAlphaMustNotOvershootTheCenter) {
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":1,"alpha":0.3}})");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (4)", 0), 0u) << msg;
+  EXPECT_NE(msg.find("got 0.3"), std::string::npos) << msg;
+  apply_override(doc, R"(replicas.sync={"easgd":{"period":1,"alpha":0.25}})");
+  EXPECT_EQ(resolve_error(doc), "");
+}
+
+TEST(Spec, SimulatedReplicasSyncByAllReduceAndUseAllCores) {
+  json doc = with("replicas.mode=simulated");
+  apply_override(doc, "replicas.count=4");
+  ExperimentSpec s = resolve(doc);
+  EXPECT_EQ(s.replicas.mode, "simulated");
+  EXPECT_EQ(s.replicas.threads, std::max(1, static_cast<int>(std::thread::hardware_concurrency())))
+      << "one process does the work of all replicas";
+  apply_override(doc, R"(replicas.sync={"local_sgd":{"period":2}})");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/sync: simulated replicas", 0), 0u) << msg;
+}
+
+TEST(Spec, SimulatedReplicasRejectSyncBn) {
+  json doc = with("replicas.mode=simulated");
+  apply_override(doc, "model.sync_bn=true");
+  std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/model/sync_bn: simulated replicas", 0), 0u) << msg;
+}
+
+// testing::error_of: any exception other than ddplab::Error escapes and fails the test (those were the bugs).
+using testing::error_of;
 
 // Issue 8, bad input never crashes (tests/fuzz): nlohmann throws out_of_range, not
 // parse_error, for a number beyond double's range, and it escaped load_json_file and

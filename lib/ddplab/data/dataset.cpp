@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
 #include "ddplab/error.h"
 
@@ -20,14 +21,80 @@ constexpr const char* kTrainLabels = "train-labels-idx1-ubyte";
 constexpr const char* kTestImages = "t10k-images-idx3-ubyte";
 constexpr const char* kTestLabels = "t10k-labels-idx1-ubyte";
 
+bool is_cifar(const std::string& name) { return name == "cifar10" || name == "cifar100"; }
+
+CifarKind cifar_kind(const std::string& name) {
+  return name == "cifar10" ? CifarKind::kCifar10 : CifarKind::kCifar100;
+}
+
+// The official file names, train files in the order they are concatenated.
+std::vector<std::string> cifar_files(const spec::DatasetSpec& spec, bool train) {
+  std::vector<std::string> names;
+  if (spec.name == "cifar10") {
+    if (train) {
+      for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");
+    } else {
+      names.push_back("test_batch.bin");
+    }
+  } else {
+    names.push_back(train ? "train.bin" : "test.bin");
+  }
+  for (auto& n : names) n = (fs::path(spec.root) / n).string();
+  return names;
+}
+
+// The first `limit` samples (0: all); a view, so the full set is freed once it is dropped.
+Dataset first(Dataset set, int64_t limit) {
+  if (limit <= 0 || limit >= set.size()) return set;
+  return {set.images.slice(0, 0, limit).contiguous(), set.labels.slice(0, 0, limit).contiguous()};
+}
+
+// Exact moments from byte histograms, one per channel: no [N, C, H, W] double tensor needed.
+// The overall moments sum the channel histograms in value order, as a single histogram would.
+void set_statistics(DatasetPair& pair) {
+  const at::Tensor& images = pair.train.images;
+  const int64_t n = images.size(0), channels = images.size(1), plane = images.size(2) * images.size(3);
+  std::vector<std::array<int64_t, 256>> hist(static_cast<size_t>(channels));
+  for (auto& h : hist) h.fill(0);
+  const uint8_t* p = images.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < channels; ++c, p += plane)
+      for (int64_t k = 0; k < plane; ++k) ++hist[static_cast<size_t>(c)][p[k]];
+  auto moments = [](const std::array<int64_t, 256>& h, double* mean, double* std) {
+    double sum = 0, sum_sq = 0, count = 0;
+    for (int v = 0; v < 256; ++v) {
+      double x = v / 255.0;
+      sum += x * static_cast<double>(h[v]);
+      sum_sq += x * x * static_cast<double>(h[v]);
+      count += static_cast<double>(h[v]);
+    }
+    *mean = sum / count;
+    double var = sum_sq / count - *mean * *mean;
+    *std = var > 0 ? std::sqrt(var) : 1.0;  // constant images: avoid dividing by 0
+  };
+  std::array<int64_t, 256> all{};
+  pair.channel_mean.assign(static_cast<size_t>(channels), 0.0);
+  pair.channel_std.assign(static_cast<size_t>(channels), 1.0);
+  for (size_t c = 0; c < hist.size(); ++c) {
+    for (int v = 0; v < 256; ++v) all[v] += hist[c][v];
+    moments(hist[c], &pair.channel_mean[c], &pair.channel_std[c]);
+  }
+  moments(all, &pair.mean, &pair.std);
+}
+
 void check_root(const spec::DatasetSpec& spec) {
   std::error_code ec;
   if (spec.root.empty()) {
     throw Error("dataset '" + spec.name + "': no dataset.root given; see docs/data.md");
   }
   if (!fs::is_directory(spec.root, ec)) {
-    throw Error("dataset '" + spec.name + "': data directory " + spec.root +
-                " does not exist; see docs/data.md");
+    std::string hint;
+    if (spec.name == "cifar10" || spec.name == "cifar100") {
+      hint = " (unpack the official " + std::string(spec.name == "cifar10" ? "cifar-10" : "cifar-100") +
+             "-binary.tar.gz there, or set dataset.root)";
+    }
+    throw Error("dataset '" + spec.name + "': data directory " + spec.root + " does not exist" + hint +
+                "; see docs/data.md");
   }
 }
 
@@ -83,11 +150,24 @@ Dataset load_split(const spec::DatasetSpec& spec, const char* images_name,
 std::string default_root(const std::string& name) {
   if (name == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
   if (name == "mnist") return "data/mnist";
+  if (name == "cifar10") return "data/cifar-10-batches-bin";
+  if (name == "cifar100") return "data/cifar-100-binary";
   return "";
 }
 
 void check_dataset_files(const spec::DatasetSpec& spec) {
   check_root(spec);
+  if (is_cifar(spec.name)) {
+    for (bool train : {true, false})
+      for (const auto& path : cifar_files(spec, train)) {
+        try {
+          check_cifar_file(path, cifar_kind(spec.name));
+        } catch (const Error& e) {
+          throw Error("dataset '" + spec.name + "': " + e.what());
+        }
+      }
+    return;
+  }
   for (const char* base : {kTrainImages, kTrainLabels, kTestImages, kTestLabels}) find_file(spec, base);
 }
 
@@ -95,29 +175,23 @@ DatasetPair load_dataset(const spec::DatasetSpec& spec) {
   check_dataset_files(spec);
   DatasetPair pair;
   pair.name = spec.name;
-  pair.num_classes = 10;
-  pair.train = load_split(spec, kTrainImages, kTrainLabels, spec.train_limit, pair.num_classes);
-  pair.test = load_split(spec, kTestImages, kTestLabels, spec.test_limit, pair.num_classes);
+  if (is_cifar(spec.name)) {
+    const CifarKind kind = cifar_kind(spec.name);
+    pair.num_classes = cifar_classes(kind);
+    pair.train = first(read_cifar(cifar_files(spec, true), kind), spec.train_limit);
+    pair.test = first(read_cifar(cifar_files(spec, false), kind), spec.test_limit);
+  } else {
+    pair.num_classes = 10;
+    pair.train = load_split(spec, kTrainImages, kTrainLabels, spec.train_limit, pair.num_classes);
+    pair.test = load_split(spec, kTestImages, kTestLabels, spec.test_limit, pair.num_classes);
+  }
   if (pair.train.images.size(1) != pair.test.images.size(1) ||
       pair.train.images.size(2) != pair.test.images.size(2) ||
       pair.train.images.size(3) != pair.test.images.size(3)) {
     throw Error("dataset '" + spec.name + "' in " + spec.root +
                 ": train and test images differ in size");
   }
-  // Exact moments from a byte histogram: no 47M-element double tensor needed.
-  std::array<int64_t, 256> hist{};
-  const uint8_t* p = pair.train.images.data_ptr<uint8_t>();
-  int64_t count = pair.train.images.numel();
-  for (int64_t i = 0; i < count; ++i) ++hist[p[i]];
-  double sum = 0, sum_sq = 0;
-  for (int v = 0; v < 256; ++v) {
-    double x = v / 255.0;
-    sum += x * static_cast<double>(hist[v]);
-    sum_sq += x * x * static_cast<double>(hist[v]);
-  }
-  pair.mean = sum / static_cast<double>(count);
-  double var = sum_sq / static_cast<double>(count) - pair.mean * pair.mean;
-  pair.std = var > 0 ? std::sqrt(var) : 1.0;  // constant images: avoid dividing by 0
+  set_statistics(pair);
   return pair;
 }
 

@@ -1,14 +1,20 @@
-// In-memory image classification datasets (the MNIST family in IDX format).
+// In-memory image classification datasets: the MNIST family in IDX format and CIFAR-10/100 in
+// their binary format.
 //
-// load_dataset() finds the four files under spec.root, each as raw or ".gz":
-//   train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
-// and checks that image and label counts match and labels are < num_classes. A missing root or
-// file is a ddplab::Error naming the path and pointing to docs/data.md.
-// Images stay uint8 in memory (60000x28x28 = 47 MB); batches are normalized on the fly with
-// the training set's mean/std.
+// load_dataset() reads, by spec.name:
+//   fashion-mnist, mnist, idx  four IDX files under spec.root, each raw or ".gz":
+//       train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
+//     and checks that image and label counts match and labels are < 10;
+//   cifar10   data_batch_1.bin .. data_batch_5.bin (train, in that order) and test_batch.bin;
+//   cifar100  train.bin and test.bin (fine labels, 100 classes);
+//     see cifar.h for the record layout and its checks.
+// A missing root or file is a ddplab::Error naming the path and pointing to docs/data.md.
+// Images stay uint8 in memory (60000x28x28 = 47 MB, 50000x3x32x32 = 154 MB); batches are
+// normalized on the fly (transform.h) with the training set's statistics.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -27,14 +33,20 @@ struct DatasetPair {
   Dataset train;
   Dataset test;
   int64_t num_classes = 10;
-  double mean = 0.0;  // of the (limited) training images, on the 0..1 scale
+  // Of the (limited) training images on the 0..1 scale, population std: over all pixels, and
+  // per channel (C entries). A constant set gets std 1 (never divides by 0).
+  double mean = 0.0;
   double std = 1.0;
+  std::vector<double> channel_mean{0.0};
+  std::vector<double> channel_std{1.0};
 };
 
-// The default data directory for a dataset name ("" for idx: it has none).
+// The default data directory for a dataset name ("" for idx: it has none). CIFAR's are the
+// directories the official binary tarballs unpack to, under data/.
 std::string default_root(const std::string& name);
 
-// Checks that root and the four files exist (cheap; used before a run directory is made).
+// Checks that root and the dataset's files exist, and for CIFAR that their sizes are whole
+// records (cheap, reads nothing; used before a run directory is made).
 void check_dataset_files(const spec::DatasetSpec& spec);
 
 // Reads the files and applies train_limit / test_limit (the first N samples).

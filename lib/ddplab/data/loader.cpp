@@ -17,17 +17,19 @@ std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world) {
   return {n * rank / world, n * (rank + 1) / world};
 }
 
-Batch make_batch(const Dataset& set, const at::Tensor& indices, double mean, double std) {
+Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform& transform, bool train,
+                 int64_t seed, int64_t epoch) {
   torch::NoGradGuard no_grad;
   Batch b;
-  b.x = set.images.index_select(0, indices).to(torch::kFloat).div_(255.0).sub_(mean).div_(std).contiguous();
+  b.x = transform.apply(set.images, indices, train, seed, epoch);
   b.y = set.labels.index_select(0, indices).contiguous();
   return b;
 }
 
-TrainLoader::TrainLoader(const DatasetPair& data, int64_t global_batch, int rank, int world,
-                         int64_t seed, int prefetch)
+TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform,
+                         int64_t global_batch, int rank, int world, int64_t seed, int prefetch)
     : data_(data),
+      transform_(std::move(transform)),
       global_batch_(global_batch),
       local_batch_(world > 0 ? global_batch / world : 0),
       steps_per_epoch_(global_batch > 0 ? data.train.size() / global_batch : 0),
@@ -36,6 +38,7 @@ TrainLoader::TrainLoader(const DatasetPair& data, int64_t global_batch, int rank
       seed_(seed),
       prefetch_(static_cast<size_t>(std::max(prefetch, 1))) {
   TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
+  TORCH_INTERNAL_ASSERT(transform_ != nullptr, "TrainLoader needs a transform");
   TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ",
                         global_batch, " not divisible by world ", world);
 }
@@ -71,8 +74,8 @@ void TrainLoader::produce(int64_t epoch, int64_t first_step) {
         if (stop_) return;
       }
       int64_t begin = t * global_batch_ + rank_ * local_batch_;
-      Batch b = make_batch(data_.train, perm.slice(0, begin, begin + local_batch_), data_.mean,
-                           data_.std);
+      Batch b = make_batch(data_.train, perm.slice(0, begin, begin + local_batch_), *transform_,
+                           /*train=*/true, seed_, epoch);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stop_) return;

@@ -9,12 +9,14 @@
 // Evaluation takes the test set in order, replica r the slice eval_shard(N, r, W): no
 // padding, no duplicates (unlike DistributedSampler, pytorch/pytorch#25162).
 //
-// TrainLoader gathers and normalizes batches on a background thread, `prefetch` batches
-// ahead, so the trainer never waits on data.
+// TrainLoader gathers and transforms batches (transform.h: augmentation keyed per sample by
+// (seed, epoch, index), then normalization) on a background thread, `prefetch` batches ahead,
+// so the trainer never waits on data.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,11 +25,12 @@
 #include <ATen/core/Tensor.h>
 
 #include "ddplab/data/dataset.h"
+#include "ddplab/data/transform.h"
 
 namespace ddplab::data {
 
 struct Batch {
-  at::Tensor x;  // float32 [b, C, H, W], normalized ((v/255 - mean) / std), contiguous
+  at::Tensor x;  // float32 [b, C, H', W'] (the transform's output size), normalized, contiguous
   at::Tensor y;  // int64 [b]
 };
 
@@ -37,14 +40,17 @@ at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch);
 // [begin, end) of replica `rank`'s evaluation slice of n samples over `world` replicas.
 std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world);
 
-// Gathers samples `indices` (int64 [b]) of `set` into a normalized batch.
-Batch make_batch(const Dataset& set, const at::Tensor& indices, double mean, double std);
+// Gathers samples `indices` (int64 [b]) of `set` into a batch through `transform`: its training
+// draws (keyed by seed, epoch and each sample's index) when `train`, its eval path otherwise.
+Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform& transform, bool train,
+                 int64_t seed = 0, int64_t epoch = 0);
 
 class TrainLoader {
  public:
-  // global_batch must be divisible by world (checked by the spec; asserted here).
-  TrainLoader(const DatasetPair& data, int64_t global_batch, int rank, int world, int64_t seed,
-              int prefetch = 4);
+  // global_batch must be divisible by world (checked by the spec; asserted here). `transform`
+  // (its training path) makes the batches of data.train.
+  TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
+              int rank, int world, int64_t seed, int prefetch = 4);
   ~TrainLoader();
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;
@@ -62,6 +68,7 @@ class TrainLoader {
   void produce(int64_t epoch, int64_t first_step);
 
   const DatasetPair& data_;
+  std::shared_ptr<const Transform> transform_;
   int64_t global_batch_, local_batch_, steps_per_epoch_;
   int rank_, world_;
   int64_t seed_;

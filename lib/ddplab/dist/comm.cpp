@@ -51,6 +51,11 @@ std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend, 
   return comm;
 }
 
+int64_t ring_allreduce_bytes(int64_t payload_bytes, int world) {
+  if (world <= 1) return 0;
+  return 2 * (world - 1) * payload_bytes / world;
+}
+
 void allreduce_sum(Comm& comm, at::Tensor& t) {
   std::vector<at::Tensor> v{t};
   comm.backend->allreduce(v)->wait();

@@ -31,6 +31,10 @@ std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend,
 c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout,
                                            int* port);
 
+// Bytes one rank sends in a bandwidth-optimal (ring) all-reduce of `payload_bytes` over `world`
+// ranks: 2 (world - 1) / world x payload (reduce-scatter, then all-gather). 0 for one rank.
+int64_t ring_allreduce_bytes(int64_t payload_bytes, int world);
+
 void allreduce_sum(Comm& comm, at::Tensor& t);
 void allreduce_max(Comm& comm, at::Tensor& t);
 // Broadcasts every tensor from `root` in place (flattened into one message).

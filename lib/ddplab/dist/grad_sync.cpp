@@ -67,7 +67,7 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     }
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
-    b.flat = torch::zeros({numel + (last ? 1 : 0)}, params_[g.front()].options().requires_grad(false));
+    b.flat = torch::zeros({numel + (last ? kExtraSlots : 0)}, params_[g.front()].options().requires_grad(false));
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
@@ -88,6 +88,7 @@ void GradSync::prepare_for_backward() {
     }
   }
   if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
+  if (!buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
   next_bucket_ = 0;
 }
 
@@ -110,7 +111,10 @@ void GradSync::launch_ready_buckets() {
 }
 
 void GradSync::launch(Bucket& bucket) {
-  if (comm_ == nullptr || comm_->size == 1) return;
+  if (!reducing()) return;
+  auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
+  local_sq_ += grads.dot(grads);
+  if (&bucket == &buckets_.back()) bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
   if (options_.mean) bucket.flat.div_(comm_->size);
   std::vector<at::Tensor> tensors{bucket.flat};
   bucket.work = comm_->backend->allreduce(tensors);
@@ -134,7 +138,18 @@ double GradSync::finalize() {
       auto view = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
       if (p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
     }
-  stop_agreed_ = !buckets_.empty() && buckets_.back().flat[buckets_.back().grad_numel].item<double>() > 0;
+  reduced_ = reducing() && !buckets_.empty();
+  if (reduced_) {
+    const Bucket& last = buckets_.back();
+    // The control slot is > 0 if any rank asked (divided by N under mean, still > 0).
+    stop_agreed_ = last.flat[last.grad_numel].item<double>() > 0;
+    local_sq_mean_ = last.flat[last.grad_numel + 1].clone();
+    if (!options_.mean) local_sq_mean_.div_(comm_->size);
+  } else {
+    // One replica: its own request; no_sync steps agree nothing (the averaging step does).
+    stop_agreed_ = require_sync_ && !buckets_.empty() && buckets_.back().flat[buckets_.back().grad_numel].item<double>() > 0;
+    local_sq_mean_ = at::Tensor();
+  }
   ++steps_;
   maybe_rebuild();
   return waited;
@@ -171,8 +186,24 @@ void GradSync::maybe_rebuild() {
 
 at::Tensor GradSync::grad_norm_squared() const {
   at::Tensor total = torch::zeros({}, buckets_.empty() ? torch::TensorOptions() : buckets_[0].flat.options());
-  for (const auto& b : buckets_) total += b.flat.narrow(0, 0, b.grad_numel).pow(2).sum();
+  // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
+  for (const auto& b : buckets_) {
+    auto g = b.flat.narrow(0, 0, b.grad_numel);
+    total += g.dot(g);
+  }
   return total;
+}
+
+at::Tensor GradSync::mean_grad_norm_squared() const {
+  auto sq = grad_norm_squared();
+  if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_) sq.div_(static_cast<double>(comm_->size) * comm_->size);
+  return sq;
+}
+
+int64_t GradSync::payload_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_) bytes += b.flat.numel() * b.flat.element_size();
+  return bytes;
 }
 
 void GradSync::reset_received() { received_.assign(params_.size(), false); }

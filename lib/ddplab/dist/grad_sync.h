@@ -18,10 +18,17 @@
 // gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
 // `received_grad()` reports them to the audits.
 //
-// The last bucket (the last to be reduced) carries one extra float after the gradients: a
-// control slot. request_stop() sets it before backward; after finalize(), stop_agreed() is true
+// The last bucket (the last to be reduced) carries two extra floats after the gradients. The
+// control slot: request_stop() sets it before backward; after finalize(), stop_agreed() is true
 // on every rank if any rank asked, so all ranks stop after the same step without an extra
-// collective (used for clean stops on SIGINT/SIGTERM).
+// collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
+// its local squared norm (this replica's gradient, before the all-reduce) is added to a running
+// 0-dim tensor; the last bucket writes the total into the slot, so after finalize() it holds the
+// mean over replicas of |local gradient|^2 (local_norm_squared_mean(); the gradient noise scale's
+// |G_small|^2, see noise_scale.h), again without an extra collective.
+//
+// set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
+// EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
 //
 // Without a Comm (one replica) the same buckets and views are used, minus the collectives.
 #pragma once
@@ -60,10 +67,23 @@ class GradSync {
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
-  // Gradient bytes of bucket b (the control slot of the last bucket not counted).
+  // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
   int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
+  // Bytes all-reduced per step: every bucket, extra slots included.
+  int64_t payload_bytes() const;
   // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
   at::Tensor grad_norm_squared() const;
+  // |mean over replicas of the local gradients|^2 whatever the reduction: grad_norm_squared(),
+  // divided by N^2 under `sum` (a 0-dim tensor, no host sync).
+  at::Tensor mean_grad_norm_squared() const;
+  // Whether the last finalize() all-reduced (a Comm of size > 1 and require_sync).
+  bool reduced() const { return reduced_; }
+  // After a reduced finalize(): the mean over replicas of each replica's |local gradient|^2
+  // (0-dim tensor, no host sync). Undefined after a step that was not reduced.
+  const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
+
+  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (no_sync()).
+  void set_require_sync(bool sync) { require_sync_ = sync; }
   // Per parameter: whether its hook fired since the last reset_received().
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();
@@ -76,12 +96,14 @@ class GradSync {
   struct Bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
-    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+1 control slot in the last bucket)
+    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
     at::Tensor flat;
     size_t pending = 0;
     c10::intrusive_ptr<c10d::Work> work;
   };
 
+  static constexpr int64_t kExtraSlots = 2;  // control (stop), local squared norm
+  bool reducing() const { return comm_ != nullptr && comm_->size > 1 && require_sync_; }
   void build_buckets(const std::vector<size_t>& order);
   void mark_ready(size_t param);
   void launch_ready_buckets();
@@ -101,6 +123,10 @@ class GradSync {
   int64_t steps_ = 0;
   bool stop_requested_ = false;
   bool stop_agreed_ = false;
+  bool require_sync_ = true;
+  bool reduced_ = false;
+  at::Tensor local_sq_;       // running sum of this replica's launched buckets' squared norms
+  at::Tensor local_sq_mean_;  // after a reduced finalize(): mean over replicas of local_sq_
 };
 
 }  // namespace ddplab::dist

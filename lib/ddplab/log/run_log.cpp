@@ -16,6 +16,10 @@
 namespace ddplab::log {
 namespace fs = std::filesystem;
 
+namespace {
+nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+}  // namespace
+
 nlohmann::json EpochRecord::to_json() const {
   return {{"epoch", epoch},           {"step", step},
           {"lr", lr},                 {"train_loss", train_loss},
@@ -23,12 +27,18 @@ nlohmann::json EpochRecord::to_json() const {
           {"test_acc", test_acc},     {"epoch_s", epoch_s},
           {"wall_s", wall_s},         {"images_per_s", images_per_s},
           {"comm_wait_s", comm_wait_s}, {"grad_norm", grad_norm},
+          {"grad_noise_scale", optional_json(grad_noise_scale)},
+          {"gns_trace_ema", optional_json(gns_trace_ema)},
+          {"gns_grad_sq_ema", optional_json(gns_grad_sq_ema)},
+          {"comm_bytes", comm_bytes},
+          {"replica_drift", optional_json(replica_drift)},
           {"replicas", replicas},     {"global_batch", global_batch}};
 }
 
 std::vector<std::string> EpochRecord::csv_columns() {
   return {"epoch",   "step",   "lr",           "train_loss",  "train_acc", "test_loss",
           "test_acc", "epoch_s", "wall_s", "images_per_s", "comm_wait_s", "grad_norm",
+          "grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift",
           "replicas", "global_batch"};
 }
 
@@ -41,7 +51,7 @@ std::string EpochRecord::csv_row() const {
     if (!first) out << ',';
     first = false;
     const auto& v = j.at(c);
-    if (v.is_number_float()) out << v.get<double>(); else out << v.dump();
+    if (v.is_number_float()) out << v.get<double>(); else if (!v.is_null()) out << v.dump();
   }
   return out.str();
 }

@@ -33,6 +33,22 @@ struct EpochRecord {
   double images_per_s = 0;  // global training images / epoch_s
   double comm_wait_s = 0;   // rank 0's time blocked on gradient all-reduce this epoch
   double grad_norm = 0;     // mean over steps of |averaged gradient|_2
+  // Gradient noise scale (McCandlish et al. 2018; dist/noise_scale.h), from the all-reduced steps
+  // of runs with 2 or more replicas (processes or simulated); null (JSON) / empty (CSV) otherwise.
+  // Values at the epoch's last step of the bias-corrected EMAs (decay 0.99 per step) of the
+  // unbiased per-step estimates of tr(Sigma) and |G|^2, and their ratio B_simple (null while the
+  // |G|^2 EMA is not positive).
+  std::optional<double> grad_noise_scale;  // B_simple = gns_trace_ema / gns_grad_sq_ema, in samples
+  std::optional<double> gns_trace_ema;     // EMA of the estimate of tr(Sigma), per-sample gradient covariance
+  std::optional<double> gns_grad_sq_ema;   // EMA of the estimate of |G|^2, the true gradient's squared norm
+  // Bytes this rank sent this epoch in the collectives that carry gradients or parameters
+  // (gradient all-reduces, local SGD averaging, EASGD's elastic all-reduce), counted as a ring
+  // all-reduce sends them: 2 (N - 1) / N x payload bytes per all-reduce. 0 with one replica.
+  // Simulated replicas log what each of the N processes would send.
+  int64_t comm_bytes = 0;
+  // local_sgd and easgd only (null otherwise): at the epoch's end, sqrt(mean_r |x_r - x_mean|^2) /
+  // |x_mean| over the replicas' parameter vectors x_r: how far the replicas have drifted apart.
+  std::optional<double> replica_drift;
   int replicas = 1;
   int64_t global_batch = 0;
 

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/error.h"
+#include "ddplab/models/cifar_models.h"
 
 namespace ddplab::models {
 namespace {
@@ -60,10 +61,12 @@ std::shared_ptr<Model> make_model(const spec::ModelSpec& spec, const InputShape&
     return std::make_shared<MnistCnn>(shape, spec.dropout);
   }
   if (spec.name == "mlp") return std::make_shared<Mlp>(shape, spec.hidden, spec.dropout);
+  if (spec.name == "cifar_tf_cnn") return make_cifar_tf_cnn(shape);
+  if (spec.name == "resnet20") return make_resnet20(shape, spec.sync_bn);
   throw Error("/model/name: unknown model \"" + spec.name + "\"");
 }
 
-std::vector<std::string> model_names() { return {"mnist_cnn", "mlp"}; }
+std::vector<std::string> model_names() { return {"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"}; }
 
 int64_t parameter_count(const torch::nn::Module& module) {
   int64_t n = 0;

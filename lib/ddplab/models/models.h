@@ -4,9 +4,13 @@
 //              ReLU -> maxpool2 -> fc 3136->1024 -> ReLU -> dropout(p) -> fc 1024->10
 //              (3,274,634 parameters at 28x28). "same" padding, as the TF original.
 //   mlp        flatten -> fc (C*H*W)->hidden -> ReLU -> dropout(p) -> fc hidden->classes; for fast tests.
+//   cifar_tf_cnn  the TF CIFAR-10 tutorial model (cifar_models.h): 1,068,298 parameters at 24x24.
+//   resnet20   He et al. 2016's CIFAR ResNet-20, option A shortcuts (cifar_models.h): 269,722
+//              parameters; BatchNorm layers (batch_norm.h) follow model.sync_bn.
 //
 // Parameters are registered in forward order; the gradient buckets (dist/grad_sync.h) take
-// them in reverse.
+// them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
+// hands it a ReplicaSum after construction (so models/ and dist/ stay independent).
 #pragma once
 #include <memory>
 #include <string>
@@ -14,6 +18,7 @@
 
 #include <torch/nn/module.h>
 
+#include "ddplab/models/batch_norm.h"
 #include "ddplab/spec/spec.h"
 
 namespace ddplab::models {
@@ -26,6 +31,12 @@ struct InputShape {
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // The all-reduce (ReplicaSum, batch_norm.h) that synchronized BatchNorm layers (model.sync_bn)
+  // use; shared with them. Set it before training; without it they act as one replica.
+  void set_replica_sum(ReplicaSum sum) { *replica_sum_ = std::move(sum); }
+
+ protected:
+  std::shared_ptr<ReplicaSum> replica_sum_ = std::make_shared<ReplicaSum>();
 };
 
 // Throws ddplab::Error for an unknown name (the spec schema lists the known ones).

@@ -178,6 +178,8 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
     p.test_acc = num_field(j, "test_acc");
     p.wall_s = num_field(j, "wall_s");
     p.images_per_s = num_field(j, "images_per_s");
+    p.grad_noise_scale = num_field(j, "grad_noise_scale");
+    p.comm_bytes = num_field(j, "comm_bytes");
     p.replicas = static_cast<int>(int_field(j, "replicas", 1));
     p.global_batch = int_field(j, "global_batch", 0);
     by_epoch[p.epoch] = p;
@@ -238,16 +240,21 @@ ReportData analyze(const ReportOptions& options) {
               [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
     g.values = json::object();
     std::string label;
+    // Keys this group does not set are left out of its label ("replicas.sync=allreduce" rather than
+    // also "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
+    std::string unset_label;
     for (const auto& k : data.differing_keys) {
       const json v = g.key_spec.value(k, json());
       g.values[k] = v;
-      label += (label.empty() ? "" : ", ") + k + "=" + value_text(v);
+      std::string& into = v.is_null() ? unset_label : label;
+      into += (into.empty() ? "" : ", ") + k + "=" + value_text(v);
     }
+    if (label.empty()) label = unset_label;
     if (label.empty()) label = data.title;
     if (g.key_spec.contains("run")) label = data.runs[g.runs.front()].run_id + " (no spec.json)";
     g.label = label;
 
-    std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall;
+    std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
     g.target_acc = target;
     for (size_t ri : g.runs) {
       const RunData& r = data.runs[ri];
@@ -259,6 +266,15 @@ ReportData analyze(const ReportOptions& options) {
       train_loss.push_back(r.final_train_loss());
       test_loss.push_back(r.final_test_loss());
       thr.push_back(r.mean_images_per_s());
+      std::vector<double> ns;
+      double bytes = 0;
+      bool logged = false;
+      for (const auto& e : r.epochs) {
+        if (std::isfinite(e.grad_noise_scale)) ns.push_back(e.grad_noise_scale);
+        if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
+      }
+      if (!ns.empty()) ns_first.push_back(ns.front()), ns_last.push_back(ns.back());
+      if (logged) comm.push_back(bytes);
       if (target) {
         if (const EpochPoint* p = r.first_reaching(*target)) {
           ++g.target_reached;
@@ -274,11 +290,15 @@ ReportData analyze(const ReportOptions& options) {
     g.images_per_s = mean(thr);
     g.target_epochs = mean(t_epochs);
     g.target_wall_s = mean(t_wall);
+    g.noise_scale_first = mean(ns_first);
+    g.noise_scale_last = mean(ns_last);
+    g.comm_bytes = mean(comm);
     // Replica count and per-replica batch from the first run that has records.
     for (size_t ri : g.runs) {
       if (data.runs[ri].epochs.empty()) continue;
       g.replicas = data.runs[ri].replicas();
       g.per_replica_batch = data.runs[ri].per_replica_batch();
+      g.global_batch = data.runs[ri].epochs.back().global_batch;
       break;
     }
   }

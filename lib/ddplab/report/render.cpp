@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -81,6 +82,26 @@ std::string diff_cell(const ReportData& d, const Comparison& c) {
 
 // Rows of the tables shared by HTML and Markdown.
 using Table = std::vector<std::vector<std::string>>;
+
+// B_simple per group with what more replicas buy (groups without a noise scale left out).
+Table noise_scale_table(const ReportData& d) {
+  Table t = {{"group", "replicas", "global batch", "B_simple first epoch", "B_simple last epoch",
+              "global batch / B_simple", "what more replicas buy"}};
+  for (const auto& g : d.groups) {
+    if (!std::isfinite(g.noise_scale_last)) continue;
+    const auto v = noise_scale_verdict(static_cast<double>(g.global_batch), g.noise_scale_last);
+    t.push_back({g.label, std::to_string(g.replicas), std::to_string(g.global_batch), fixed(g.noise_scale_first, 0),
+                 fixed(g.noise_scale_last, 0), fixed(v.ratio, 2), v.sentence});
+  }
+  return t;
+}
+
+const char* const kNoiseScaleNote =
+    "B_simple = tr(\xCE\xA3) / |G|\xC2\xB2 estimates the gradient noise scale B_noise (McCandlish et al. 2018), "
+    "measured from the replicas' local and all-reduced gradients (EMAs over steps); it usually grows as training "
+    "goes on. The steps to a given loss scale as S_min (1 + B_noise / B): far below B_noise more replicas (a larger "
+    "global batch) cut the steps almost linearly; far above it they buy nothing. The verdict uses the last epoch's "
+    "value. See docs/beyond.md.";
 
 Table groups_table(const ReportData& d) {
   Table t = {{"group", "n", "final test acc", "best test acc", "final train loss", "final test loss",
@@ -172,39 +193,114 @@ figure{display:inline-block;margin:0 1em 1em 0}
 .note{color:#555;font-size:14px;max-width:60em})";
 }  // namespace
 
+namespace {
+// One series per group: at each epoch the mean over the group's runs of y (and of x), with the
+// min..max band of y. x_of / y_of read run r's i-th record; non-finite values are left out.
+using PointFn = std::function<double(const RunData&, size_t)>;
+ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn& x_of, const PointFn& y_of) {
+  std::map<int, std::vector<double>> ys, xs;
+  for (size_t ri : g.runs) {
+    const RunData& r = d.runs[ri];
+    for (size_t i = 0; i < r.epochs.size(); ++i) {
+      const double y = y_of(r, i);
+      if (!std::isfinite(y)) continue;
+      ys[r.epochs[i].epoch].push_back(y);
+      xs[r.epochs[i].epoch].push_back(x_of(r, i));
+    }
+  }
+  ChartSeries s;
+  s.label = g.label + (g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
+  for (const auto& [epoch, v] : ys) {
+    const double x = mean(xs[epoch]);
+    if (!std::isfinite(x)) continue;
+    s.x.push_back(x);
+    s.y.push_back(mean(v));
+    s.lo.push_back(*std::min_element(v.begin(), v.end()));
+    s.hi.push_back(*std::max_element(v.begin(), v.end()));
+  }
+  return s;
+}
+
+LineChart titled_chart(const std::string& id, const std::string& title, const std::string& x_label,
+                       const std::string& y_label) {
+  LineChart chart;
+  chart.id = id;
+  chart.title = title;
+  chart.x_label = x_label;
+  chart.y_label = y_label;
+  return chart;
+}
+
+double epoch_of(const RunData& r, size_t i) { return r.epochs[i].epoch; }
+
+// Bytes communicated up to and including record i (NaN when a record lacks the field).
+double cumulative_comm_bytes(const RunData& r, size_t i) {
+  double total = 0;
+  for (size_t k = 0; k <= i; ++k) total += r.epochs[k].comm_bytes;
+  return total;
+}
+
+bool any_noise_scale(const ReportData& d) {
+  return std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return std::isfinite(g.noise_scale_last); });
+}
+
+bool any_comm_bytes(const ReportData& d) {
+  return std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return g.comm_bytes > 0; });
+}
+}  // namespace
+
 std::vector<NamedChart> render_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   for (const auto& def : kCharts) {
-    LineChart chart;
-    chart.id = def.id;
-    chart.title = def.title;
-    chart.x_label = def.x_label;
-    chart.y_label = def.y_label;
+    LineChart chart = titled_chart(def.id, def.title, def.x_label, def.y_label);
+    const PointFn x_of = [&](const RunData& r, size_t i) { return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch; };
+    const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
+    for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
+    out.push_back({std::string(def.id) + ".svg", def.title, render_svg(chart)});
+  }
+  if (any_noise_scale(d)) {
+    LineChart chart = titled_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
+                                   "epoch", "B_simple (samples, log scale)");
+    chart.log_y = true;
     for (const auto& g : d.groups) {
-      std::map<int, std::vector<double>> ys, xs;
-      for (size_t ri : g.runs) {
-        for (const auto& e : d.runs[ri].epochs) {
-          const double y = e.*(def.y);
-          if (!std::isfinite(y)) continue;
-          ys[e.epoch].push_back(y);
-          xs[e.epoch].push_back(def.wall_x ? e.wall_s : e.epoch);
-        }
-      }
-      ChartSeries s;
-      s.label = g.label + (g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
-      for (const auto& [epoch, v] : ys) {
-        const double x = mean(xs[epoch]);
-        if (!std::isfinite(x)) continue;
-        s.x.push_back(x);
-        s.y.push_back(mean(v));
-        s.lo.push_back(*std::min_element(v.begin(), v.end()));
-        s.hi.push_back(*std::max_element(v.begin(), v.end()));
-      }
+      if (!std::isfinite(g.noise_scale_last)) continue;
+      auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
+      s.label += " (global batch " + std::to_string(g.global_batch) + ")";
+      s.reference_y = static_cast<double>(g.global_batch);
       chart.series.push_back(std::move(s));
     }
-    out.push_back({std::string(def.id) + ".svg", render_svg(chart)});
+    out.push_back({"noise_scale.svg", chart.title, render_svg(chart)});
+  }
+  if (any_comm_bytes(d)) {
+    LineChart chart = titled_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
+                                   "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
+    for (const auto& g : d.groups)
+      chart.series.push_back(group_series(
+          d, g, [](const RunData& r, size_t i) { return cumulative_comm_bytes(r, i) / 1e6; },
+          [](const RunData& r, size_t i) { return r.epochs[i].test_acc; }));
+    out.push_back({"test_acc_comm.svg", chart.title, render_svg(chart)});
   }
   return out;
+}
+
+NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
+  NoiseScaleVerdict v;
+  v.ratio = global_batch / b_noise;
+  // steps(B) ~ 1 + B_noise / B, samples(B) ~ 1 + B / B_noise.
+  v.steps_saved = 1 - (1 + 1 / (2 * v.ratio)) / (1 + 1 / v.ratio);
+  v.samples_added = (1 + 2 * v.ratio) / (1 + v.ratio) - 1;
+  const char* where = v.ratio < 0.25 ? "far below B_noise: more replicas cut the steps almost linearly"
+                      : v.ratio < 1  ? "below B_noise: more replicas still cut the steps well, with diminishing returns"
+                      : v.ratio < 4  ? "above B_noise: more replicas cut the steps less and less"
+                                     : "far above B_noise: more replicas buy almost nothing (the steps barely fall "
+                                       "while the samples processed grow)";
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "global batch %.0f is %.2g x B_noise (~%.0f): %s; doubling it would save %.0f%% of the steps "
+                "(ideal 50%%) for %.0f%% more samples.",
+                global_batch, v.ratio, b_noise, where, 100 * v.steps_saved, 100 * v.samples_added);
+  v.sentence = buf;
+  return v;
 }
 
 std::string render_html(const ReportData& d) {
@@ -240,6 +336,10 @@ std::string render_html(const ReportData& d) {
          "(two-sided, unequal variances). Significant means p &lt; 0.05 with at least 2 runs in each group; with "
          "one run per group the noise between seeds is unknown, so the report cannot tell.</p>\n";
   }
+  if (any_noise_scale(d)) {
+    o << "<h2>Gradient noise scale: how many replicas pay off?</h2>\n" << html_table(noise_scale_table(d), "noise-scale");
+    o << "<p class=\"note\">" << escape_html(kNoiseScaleNote) << "</p>\n";
+  }
   o << "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
   for (const auto& c : render_charts(d)) o << "<figure>\n" << c.svg << "</figure>\n";
@@ -265,8 +365,11 @@ std::string render_markdown(const ReportData& d) {
   else
     o << md_table(comparisons_table(d))
       << "\nWelch's t-test on final test accuracy; significant means p < 0.05 with n >= 2 in each group.\n\n";
+  if (any_noise_scale(d))
+    o << "## Gradient noise scale: how many replicas pay off?\n\n" << md_table(noise_scale_table(d)) << "\n"
+      << kNoiseScaleNote << "\n\n";
   o << "## Charts\n\n";
-  for (const auto& def : kCharts) o << "![" << def.title << "](" << def.id << ".svg)\n\n";
+  for (const auto& c : render_charts(d)) o << "![" << c.title << "](" << c.file << ")\n\n";
   o << "## Runs\n\n" << md_table(runs_table(d));
   return o.str();
 }
@@ -296,8 +399,8 @@ std::string render_groups_csv(const ReportData& d) {
   for (const auto& k : d.differing_keys) o << ',' << csv_field(k);
   o << ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
        "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
-       "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,"
-       "scaling_efficiency\n";
+       "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
+       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency\n";
   for (const auto& g : d.groups) {
     o << csv_field(g.label);
     for (const auto& k : d.differing_keys) {
@@ -310,7 +413,8 @@ std::string render_groups_csv(const ReportData& d) {
       << csv_num(g.final_test_loss.mean) << ',' << csv_num(g.final_test_loss.std) << ','
       << (g.target_acc ? csv_num(*g.target_acc) : "") << ',' << (g.target_acc ? std::to_string(g.target_reached) : "")
       << ',' << csv_num(g.target_epochs) << ',' << csv_num(g.target_wall_s) << ',' << csv_num(g.images_per_s) << ','
-      << g.replicas << ',' << g.per_replica_batch << ','
+      << g.replicas << ',' << g.per_replica_batch << ',' << g.global_batch << ',' << csv_num(g.noise_scale_first)
+      << ',' << csv_num(g.noise_scale_last) << ',' << csv_num(g.comm_bytes) << ','
       << (g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "") << '\n';
   }
   return o.str();

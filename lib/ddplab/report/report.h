@@ -13,7 +13,10 @@
 // write_report writes into out_dir (created): report.html (self-contained: inline CSS and SVG,
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
 // summary.csv (a row per run), groups.csv (a row per group) and one SVG per chart:
-// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg. Accuracies are
+// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
+// have them, noise_scale.svg (B_simple per group vs epoch on a log axis, the group's global batch
+// dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
+// test_acc_comm.svg (test accuracy vs the bytes communicated so far). Accuracies are
 // fractions in [0, 1] (shown as percentages in HTML/Markdown).
 #pragma once
 #include <cstdint>
@@ -39,6 +42,8 @@ struct EpochPoint {
   int epoch = 0;
   double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
   double wall_s = 0, images_per_s = 0;
+  double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
+  double comm_bytes = 0;        // bytes rank 0 sent this epoch (NaN in records older than the field)
   int replicas = 1;
   int64_t global_batch = 0;
 };
@@ -89,6 +94,11 @@ struct GroupStats {
   std::optional<double> scaling_efficiency;  // thr(N) / (N * thr(1)) against `baseline`
   std::optional<size_t> baseline;            // the 1-replica group of the same per-replica batch
   std::vector<double> final_accs;            // final test accuracy of each finished run
+  int64_t global_batch = 0;
+  // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first and
+  // the last epoch that has it; NaN when none did.
+  double noise_scale_first = 0, noise_scale_last = 0;
+  double comm_bytes = 0;  // total over the epochs, mean over finished runs (NaN when not logged)
 };
 
 // A pair of groups that differ in exactly one key, compared on final test accuracy.
@@ -109,6 +119,16 @@ struct ReportData {
   std::vector<std::string> warnings;        // "file:line: ..." for skipped records etc.
   std::string title;                        // the experiment name(s)
 };
+
+// What more replicas buy at this global batch, given the noise scale (McCandlish et al. 2018:
+// steps to a given loss ~ S_min (1 + B_noise / B), samples ~ E_min (1 + B / B_noise)).
+struct NoiseScaleVerdict {
+  double ratio = 0;          // B / B_noise
+  double steps_saved = 0;    // fraction of the steps that doubling the global batch saves (ideal 0.5)
+  double samples_added = 0;  // fraction more samples (epochs) that doubling it costs
+  std::string sentence;      // e.g. "global batch 256 is 0.31 x B_noise (~830): far below ..."
+};
+NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise);
 
 struct ReportSummary {
   size_t runs = 0, groups = 0;
@@ -137,7 +157,8 @@ std::string render_markdown(const ReportData& data);
 std::string render_summary_csv(const ReportData& data);
 std::string render_groups_csv(const ReportData& data);
 struct NamedChart {
-  std::string file;  // "test_acc.svg"
+  std::string file;   // "test_acc.svg"
+  std::string title;  // "Test accuracy vs epoch"
   std::string svg;
 };
 std::vector<NamedChart> render_charts(const ReportData& data);

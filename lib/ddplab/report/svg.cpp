@@ -71,32 +71,60 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   return ticks;
 }
 
+std::vector<double> log_ticks(double lo, double hi) {
+  if (!(lo > 0) || !(hi > 0) || !std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  const int k_lo = static_cast<int>(std::floor(std::log10(lo) + 1e-9));
+  const int k_hi = static_cast<int>(std::ceil(std::log10(hi) - 1e-9));
+  const bool sparse = k_hi - k_lo > 3;
+  std::vector<double> all;
+  for (int k = k_lo; k <= k_hi; ++k)
+    for (double m : {1.0, 2.0, 5.0})
+      if (!sparse || m == 1.0) all.push_back(m * std::pow(10.0, k));
+  // From the last tick <= lo to the first tick >= hi.
+  size_t first = 0, last = all.size() - 1;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] <= lo * (1 + 1e-12)) first = i;
+  for (size_t i = all.size(); i-- > 0;)
+    if (all[i] >= hi * (1 - 1e-12)) last = i;
+  if (last <= first) last = std::min(all.size() - 1, first + 1);
+  return std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(first),
+                             all.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+}
+
 std::string render_svg(const LineChart& chart) {
   constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 50, kLegendRow = 20;
   const double w = chart.width, ph = chart.plot_height;
   const double plot_w = w - kLeft - kRight;
 
+  // A y value that can be drawn: finite, and positive on a log axis.
+  const bool log_y = chart.log_y;
+  auto y_ok = [&](double v) { return std::isfinite(v) && (!log_y || v > 0); };
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   auto widen = [](double v, double& lo, double& hi) {
-    if (!std::isfinite(v)) return;
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   };
   for (const auto& s : chart.series) {
     for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || i >= s.y.size() || !std::isfinite(s.y[i])) continue;
+      if (!std::isfinite(s.x[i]) || i >= s.y.size() || !y_ok(s.y[i])) continue;
       widen(s.x[i], x_lo, x_hi);
       widen(s.y[i], y_lo, y_hi);
-      if (i < s.lo.size()) widen(s.lo[i], y_lo, y_hi);
-      if (i < s.hi.size()) widen(s.hi[i], y_lo, y_hi);
+      if (i < s.lo.size() && y_ok(s.lo[i])) widen(s.lo[i], y_lo, y_hi);
+      if (i < s.hi.size() && y_ok(s.hi[i])) widen(s.hi[i], y_lo, y_hi);
     }
   }
-  if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-  const std::vector<double> xt = nice_ticks(x_lo, x_hi, 8), yt = nice_ticks(y_lo, y_hi, 6);
+  if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = log_y ? 1 : 0, y_hi = log_y ? 10 : 1;
+  for (const auto& s : chart.series)
+    if (y_ok(s.reference_y)) widen(s.reference_y, y_lo, y_hi);
+  const std::vector<double> xt = nice_ticks(x_lo, x_hi, 8), yt = log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, 6);
   const double xa = xt.front(), xb = xt.back(), ya = yt.front(), yb = yt.back();
   const double x_step = xt.size() > 1 ? xt[1] - xt[0] : 1, y_step = yt.size() > 1 ? yt[1] - yt[0] : 1;
   auto px = [&](double x) { return kLeft + (x - xa) / (xb - xa) * plot_w; };
-  auto py = [&](double y) { return kTop + ph - (y - ya) / (yb - ya) * ph; };
+  auto py = [&](double y) {
+    const double f = log_y ? (std::log10(y) - std::log10(ya)) / (std::log10(yb) - std::log10(ya)) : (y - ya) / (yb - ya);
+    return kTop + ph - f * ph;
+  };
 
   const double legend_y = kTop + ph + kBottom;
   const double h = legend_y + kLegendRow * static_cast<double>(chart.series.size()) + 10;
@@ -127,7 +155,7 @@ std::string render_svg(const LineChart& chart) {
       << tick_text(t, x_step) << "</text>\n";
   for (double t : yt)
     o << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(py(t) + 4) << "\" text-anchor=\"end\">"
-      << tick_text(t, y_step) << "</text>\n";
+      << tick_text(t, log_y ? t : y_step) << "</text>\n";
   o << "</g>\n";
   o << "<text x=\"" << num(kLeft + plot_w / 2) << "\" y=\"" << num(kTop + ph + 36)
     << "\" text-anchor=\"middle\" font-size=\"13\">" << escape_html(chart.x_label) << "</text>\n";
@@ -140,11 +168,11 @@ std::string render_svg(const LineChart& chart) {
     const auto& s = chart.series[k];
     std::string upper, lower;
     for (size_t i = 0; i < s.x.size() && i < s.lo.size() && i < s.hi.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.lo[i]) || !std::isfinite(s.hi[i])) continue;
+      if (!std::isfinite(s.x[i]) || !y_ok(s.lo[i]) || !y_ok(s.hi[i])) continue;
       upper += (upper.empty() ? "M" : " L") + num(px(s.x[i])) + ',' + num(py(s.hi[i]));
     }
     for (size_t j = std::min({s.x.size(), s.lo.size(), s.hi.size()}); j-- > 0;) {
-      if (!std::isfinite(s.x[j]) || !std::isfinite(s.lo[j]) || !std::isfinite(s.hi[j])) continue;
+      if (!std::isfinite(s.x[j]) || !y_ok(s.lo[j]) || !y_ok(s.hi[j])) continue;
       lower += " L" + num(px(s.x[j])) + ',' + num(py(s.lo[j]));
     }
     if (!upper.empty())
@@ -155,8 +183,12 @@ std::string render_svg(const LineChart& chart) {
     const auto& s = chart.series[k];
     const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
     std::string d, markers;
+    if (y_ok(s.reference_y))
+      o << "<line class=\"reference\" x1=\"" << num(kLeft) << "\" y1=\"" << num(py(s.reference_y)) << "\" x2=\""
+        << num(kLeft + plot_w) << "\" y2=\"" << num(py(s.reference_y)) << "\" stroke=\"" << palette_colour(k)
+        << "\" stroke-width=\"1.5\" stroke-dasharray=\"2,4\"/>\n";
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      if (!std::isfinite(s.x[i]) || !y_ok(s.y[i])) continue;
       d += (d.empty() ? "M" : " L") + num(px(s.x[i])) + ',' + num(py(s.y[i]));
       markers += "<circle cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"2.5\"/>";
     }

@@ -1,8 +1,9 @@
 // Hand-written SVG line charts for the comparison report: one mean line per series with a
-// shaded min..max band, axes with "nice" ticks (1/2/5 x 10^k), axis labels, a title and a
-// legend below the plot. Colours follow the Okabe-Ito colour-blind-safe palette (8 colours;
+// shaded min..max band and an optional dashed reference line, axes with "nice" ticks
+// (1/2/5 x 10^k; linear or logarithmic y), axis labels, a title and a legend below the plot. Colours follow the Okabe-Ito colour-blind-safe palette (8 colours;
 // beyond 8 series the colours repeat with a dashed line). Every user string is escaped.
 #pragma once
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct ChartSeries {
   std::vector<double> y;   // the mean line, same length as x
   std::vector<double> lo;  // band lower edge (min over seeds); empty: no band
   std::vector<double> hi;  // band upper edge (max over seeds); same length as lo
+  // A dashed horizontal line at this y in the series' colour (e.g. a group's global batch on the
+  // noise-scale chart); NaN: none.
+  double reference_y = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct LineChart {
@@ -27,6 +31,7 @@ struct LineChart {
   std::vector<ChartSeries> series;
   int width = 760;      // pixels; the height grows with the legend
   int plot_height = 360;
+  bool log_y = false;   // logarithmic y axis (ticks 1/2/5 x 10^k); values <= 0 are skipped
 };
 
 // The Okabe-Ito colour of series `i` (cycling), as "#RRGGBB".
@@ -38,5 +43,8 @@ std::string render_svg(const LineChart& chart);
 
 // Tick positions covering [lo, hi] with about `target` ticks at 1/2/5 x 10^k steps.
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
+// Ticks for a logarithmic axis covering [lo, hi] (both > 0): 1, 2, 5 x 10^k (only the powers of
+// ten when the range spans more than 3 decades), from the one at or below lo to the one at or above hi.
+std::vector<double> log_ticks(double lo, double hi);
 
 }  // namespace ddplab::report

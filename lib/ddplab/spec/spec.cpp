@@ -65,17 +65,68 @@ size_t levenshtein(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// For a node with "oneOf" alternatives (replicas.sync): the alternative that `value` is meant
+// for (an enum listing it, or an object alternative whose required keys it has), else nullptr.
+// A node without alternatives is its own branch.
+const json* branch_for(const json& value, const json& schema) {
+  if (!schema.contains("oneOf")) return &schema;
+  const json* found = nullptr;
+  for (const auto& alt : schema["oneOf"]) {
+    bool fits = false;
+    if (alt.contains("enum")) {
+      fits = std::find(alt["enum"].begin(), alt["enum"].end(), value) != alt["enum"].end();
+    } else if (value.is_object() && alt.value("type", "") == "object" && alt.contains("required")) {
+      fits = std::all_of(alt["required"].begin(), alt["required"].end(),
+                         [&](const json& k) { return value.contains(k.get<std::string>()); });
+    }
+    if (!fits) continue;
+    if (found != nullptr) return nullptr;  // ambiguous: let validation phrase it
+    found = &alt;
+  }
+  return found;
+}
+
+// "\"allreduce\", {\"local_sgd\": {...}}, {\"easgd\": {...}}": what a oneOf node accepts.
+std::string alternatives_text(const json& schema) {
+  std::string out;
+  for (const auto& alt : schema["oneOf"]) {
+    if (alt.contains("enum")) {
+      for (const auto& v : alt["enum"]) out += (out.empty() ? "" : ", ") + v.dump();
+    } else if (alt.contains("required") && !alt["required"].empty()) {
+      out += (out.empty() ? "" : ", ") + std::string("{\"") + alt["required"][0].get<std::string>() + "\": {...}}";
+    }
+  }
+  return out;
+}
+
+// The properties a node may hold: its own, or (oneOf) those of every object alternative.
+json known_properties(const json& schema) {
+  if (schema.contains("properties")) return schema["properties"];
+  json props = json::object();
+  if (schema.contains("oneOf"))
+    for (const auto& alt : schema["oneOf"])
+      if (alt.contains("properties")) props.update(alt["properties"]);
+  return props;
+}
+
 // Rejects, before valijson sees the document: the first key the schema does not know (before
 // defaults hide typos), and strings longer than their maxLength (valijson would also try their
 // pattern with std::regex, which recurses once per character: a long name overflowed the stack).
-void precheck(const json& doc, const json& schema, const std::string& pointer) {
-  if (doc.is_string() && schema.contains("maxLength") &&
-      doc.get_ref<const std::string&>().size() > schema["maxLength"].get<size_t>())
-    throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(schema["maxLength"]) +
+void precheck(const json& doc, const json& node_schema, const std::string& pointer) {
+  if (doc.is_string() && node_schema.contains("maxLength") &&
+      doc.get_ref<const std::string&>().size() > node_schema["maxLength"].get<size_t>())
+    throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(node_schema["maxLength"]) +
                 " characters, got " + std::to_string(doc.get_ref<const std::string&>().size()));
-  if (!doc.is_object() || !schema.contains("properties")) return;
-  const json& props = schema["properties"];
-  bool closed = schema.value("additionalProperties", true) == false;
+  if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
+    for (size_t i = 0; i < doc.size(); ++i) precheck(doc[i], node_schema["items"], pointer + "/" + std::to_string(i));
+    return;
+  }
+  if (!doc.is_object()) return;
+  const json* branch = branch_for(doc, node_schema);
+  const json& schema = branch != nullptr ? *branch : node_schema;
+  const json props = known_properties(schema);
+  if (props.empty()) return;
+  bool closed = schema.value("additionalProperties", true) == false || schema.contains("oneOf");
   for (const auto& [key, value] : doc.items()) {
     std::string child = pointer + "/" + escape_token(key);
     if (props.contains(key)) {
@@ -96,9 +147,11 @@ void precheck(const json& doc, const json& schema, const std::string& pointer) {
   }
 }
 
-void fill_defaults(json& doc, const json& schema) {
-  if (!doc.is_object() || !schema.contains("properties")) return;
-  for (const auto& [key, sub] : schema["properties"].items()) {
+void fill_defaults(json& doc, const json& node_schema) {
+  if (!doc.is_object()) return;
+  const json* schema = branch_for(doc, node_schema);
+  if (schema == nullptr || !schema->contains("properties")) return;
+  for (const auto& [key, sub] : (*schema)["properties"].items()) {
     if (!doc.contains(key) && sub.contains("default")) doc[key] = sub["default"];
     if (doc.contains(key)) fill_defaults(doc[key], sub);
   }
@@ -166,6 +219,7 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
   const json* schema = &schema_doc();
   // context is {"<root>", "[key]", "[index]", ...}
   for (size_t i = 1; i < error.context.size(); ++i) {
+    if (value != nullptr && schema != nullptr) schema = branch_for(*value, *schema);
     std::string token = error.context[i];
     if (token.size() >= 2 && token.front() == '[' && token.back() == ']') token = token.substr(1, token.size() - 2);
     pointer += "/" + escape_token(token);
@@ -182,6 +236,12 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
       value = nullptr;
       schema = nullptr;
     }
+  }
+  if (value != nullptr && schema != nullptr && schema->contains("oneOf")) {
+    const json* branch = branch_for(*value, *schema);
+    if (branch == nullptr)
+      return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
+    schema = branch;
   }
   if (value != nullptr && schema != nullptr) {
     if (value->is_object() && schema->contains("required")) {
@@ -229,11 +289,39 @@ void check_cross_fields(json& doc) {
   const std::string name = dataset["name"].get<std::string>();
   if (dataset["root"].get<std::string>().empty()) {
     if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
-    dataset["root"] = name == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+    // The same table as data::default_root() (spec/ does not depend on data/; a test keeps them equal).
+    dataset["root"] = name == "mnist"      ? "data/mnist"
+                      : name == "cifar10"  ? "data/cifar-10-batches-bin"
+                      : name == "cifar100" ? "data/cifar-100-binary"
+                                           : "/usr/share/datasets/fashion-mnist";
+  }
+  const json& groups = doc["optimizer"]["weight_decay_groups"];
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string& pattern = groups[i]["match"].get_ref<const std::string&>();
+    try {
+      std::regex re(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error("/optimizer/weight_decay_groups/" + std::to_string(i) + "/match: must be a valid regular expression (" +
+                  e.what() + "), got " + groups[i]["match"].dump());
+    }
+  }
+  const bool simulated = replicas["mode"] == "simulated";
+  const json& sync = replicas["sync"];
+  if (simulated && sync.is_object())
+    throw Error("/replicas/sync: simulated replicas (replicas.mode \"simulated\") support \"allreduce\" only, got " +
+                sync.dump());
+  if (simulated && doc["model"]["sync_bn"] == true)
+    throw Error("/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
+                "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
+  if (sync.is_object() && sync.contains("easgd")) {
+    const double alpha = sync["easgd"]["alpha"].get<double>();
+    if (alpha * static_cast<double>(count) > 1.0)
+      throw Error("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (" + std::to_string(count) +
+                  ") so that the center variable does not overshoot, got " + sync["easgd"]["alpha"].dump());
   }
   if (replicas["threads"].get<int64_t>() == 0) {
     int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
-    replicas["threads"] = std::max<int64_t>(1, cores / count);
+    replicas["threads"] = std::max<int64_t>(1, simulated ? cores : cores / count);
   }
 }
 
@@ -250,12 +338,15 @@ ExperimentSpec to_typed(const json& doc) {
   s.model.name = m["name"].get<std::string>();
   s.model.dropout = m["dropout"].get<double>();
   s.model.hidden = m["hidden"].get<int64_t>();
+  s.model.sync_bn = m["sync_bn"].get<bool>();
   const json& o = doc["optimizer"];
   s.optimizer.name = o["name"].get<std::string>();
   s.optimizer.lr = o["lr"].get<double>();
   s.optimizer.momentum = o["momentum"].get<double>();
   s.optimizer.nesterov = o["nesterov"].get<bool>();
   s.optimizer.weight_decay = o["weight_decay"].get<double>();
+  for (const auto& g : o["weight_decay_groups"])
+    s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
   s.optimizer.beta1 = o["betas"][0].get<double>();
   s.optimizer.beta2 = o["betas"][1].get<double>();
   s.optimizer.eps = o["eps"].get<double>();
@@ -278,6 +369,17 @@ ExperimentSpec to_typed(const json& doc) {
   s.replicas.threads = r["threads"].get<int>();
   s.replicas.timeout_s = r["timeout_s"].get<double>();
   s.replicas.max_restarts = r["max_restarts"].get<int>();
+  s.replicas.mode = r["mode"].get<std::string>();
+  const json& sync = r["sync"];
+  if (sync.is_object() && sync.contains("local_sgd")) {
+    s.replicas.sync.method = "local_sgd";
+    s.replicas.sync.period = sync["local_sgd"]["period"].get<int64_t>();
+    s.replicas.sync.start_epoch = sync["local_sgd"]["start_epoch"].get<int64_t>();
+  } else if (sync.is_object() && sync.contains("easgd")) {
+    s.replicas.sync.method = "easgd";
+    s.replicas.sync.period = sync["easgd"]["period"].get<int64_t>();
+    s.replicas.sync.alpha = sync["easgd"]["alpha"].get<double>();
+  }
   const json& b = doc["batch"];
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;

@@ -18,17 +18,25 @@
 namespace ddplab::spec {
 
 struct DatasetSpec {
-  std::string name = "fashion-mnist";  // fashion-mnist | mnist | idx
+  std::string name = "fashion-mnist";  // fashion-mnist | mnist | idx | cifar10 | cifar100
   std::string root;                    // resolved: never empty after resolve()
   int64_t train_limit = 0;             // 0: all
   int64_t test_limit = 0;              // 0: all
-  std::string augment = "none";
+  std::string augment = "none";        // none | standard | tf_tutorial (data/transform.h)
 };
 
 struct ModelSpec {
-  std::string name = "mnist_cnn";  // mnist_cnn | mlp
-  double dropout = 0.5;
-  int64_t hidden = 128;  // mlp only
+  std::string name = "mnist_cnn";  // mnist_cnn | mlp | cifar_tf_cnn | resnet20
+  double dropout = 0.5;            // mnist_cnn and mlp
+  int64_t hidden = 128;            // mlp only
+  bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
+};
+
+// optimizer.weight_decay_groups entry: parameters whose name `match` finds (std::regex, ECMAScript,
+// regex_search) take `weight_decay`; the first matching entry wins.
+struct WeightDecayGroup {
+  std::string match;
+  double weight_decay = 0.0;
 };
 
 struct OptimizerSpec {
@@ -36,7 +44,8 @@ struct OptimizerSpec {
   double lr = 0.01;
   double momentum = 0.9;
   bool nesterov = false;
-  double weight_decay = 0.0;
+  double weight_decay = 0.0;  // parameters no weight_decay_groups entry matches
+  std::vector<WeightDecayGroup> weight_decay_groups;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
 };
@@ -53,6 +62,14 @@ struct ScheduleSpec {
   double min_factor = 0.0;
 };
 
+// replicas.sync: how the replicas stay together.
+struct SyncSpec {
+  std::string method = "allreduce";  // allreduce | local_sgd | easgd
+  int64_t period = 1;       // local_sgd: average every `period` local steps; easgd: tau
+  int64_t start_epoch = 0;  // local_sgd: epochs of all-reduce before local steps begin
+  double alpha = 0.0;       // easgd: moving rate (<= 1 / replicas.count)
+};
+
 struct ReplicasSpec {
   int count = 1;
   std::string device = "cpu";   // cpu | cuda
@@ -62,6 +79,8 @@ struct ReplicasSpec {
   int threads = 0;  // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
   int max_restarts = 0;
+  std::string mode = "processes";  // processes | simulated (count replicas in one process)
+  SyncSpec sync;
 };
 
 struct DebugSpec {
@@ -113,13 +132,14 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
 // batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
-// CUDA build; dataset idx needs a root) and returns the typed spec. Every integer in the schema
-// has a maximum (at most 2^53 - 1) that its typed field and the arithmetic on it can hold, so
-// nothing is narrowed or overflows; strings longer than their maxLength are rejected before
-// their pattern is tried. `source` (a file name) prefixes nothing; it is only used in messages
-// that are not about one field. The sweep keys (sweep, sweep_zip, repeats) are validated and
-// then dropped: `resolved` never holds them, and expanding them is expand_sweep's job
-// (ddplab/spec/sweep.h).
+// CUDA build; dataset idx needs a root; simulated replicas sync by all-reduce only; easgd alpha at
+// most 1 / replicas.count; weight_decay_groups patterns are valid regular expressions) and returns
+// the typed spec. Every integer in the schema has a maximum (at most 2^53 - 1) that its typed
+// field and the arithmetic on it can hold, so nothing is narrowed or overflows; strings longer
+// than their maxLength are rejected before their pattern is tried. `source` (a file name)
+// prefixes nothing; it is only used in messages that are not about one field. The sweep keys
+// (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
+// expanding them is expand_sweep's job (ddplab/spec/sweep.h).
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
 
 // load_json_file + every override in order + resolve.

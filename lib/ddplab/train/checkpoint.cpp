@@ -20,6 +20,12 @@ double read_scalar(torch::serialize::InputArchive& a, const std::string& key) {
   return t.item<double>();
 }
 
+// For fields added after the first checkpoint format.
+double read_scalar_or(torch::serialize::InputArchive& a, const std::string& key, double fallback) {
+  at::Tensor t;
+  return a.try_read(key, t) ? t.item<double>() : fallback;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
@@ -42,6 +48,16 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "ranks", static_cast<double>(s.rng_states.size()));
   for (size_t r = 0; r < s.rng_states.size(); ++r) rng_archive.write(std::to_string(r), s.rng_states[r]);
   archive.write("rng", rng_archive);
+  write_scalar(archive, "comm_bytes", static_cast<double>(s.comm_bytes));
+  write_scalar(archive, "gns_trace", s.gns_trace);
+  write_scalar(archive, "gns_grad_sq", s.gns_grad_sq);
+  write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
+  if (!s.easgd_center.empty()) {
+    torch::serialize::OutputArchive center_archive;
+    for (size_t i = 0; i < s.easgd_center.size(); ++i) center_archive.write(std::to_string(i), s.easgd_center[i]);
+    write_scalar(archive, "easgd_center_size", static_cast<double>(s.easgd_center.size()));
+    archive.write("easgd_center", center_archive);
+  }
 
   auto tmp = file;
   tmp += ".tmp";
@@ -79,6 +95,20 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
       at::Tensor t;
       rng_archive.read(std::to_string(r), t);
       s.rng_states.push_back(t);
+    }
+    s.comm_bytes = static_cast<int64_t>(read_scalar_or(archive, "comm_bytes", 0));
+    s.gns_trace = read_scalar_or(archive, "gns_trace", 0);
+    s.gns_grad_sq = read_scalar_or(archive, "gns_grad_sq", 0);
+    s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
+    const auto centers = static_cast<int64_t>(read_scalar_or(archive, "easgd_center_size", 0));
+    if (centers > 0) {
+      torch::serialize::InputArchive center_archive;
+      archive.read("easgd_center", center_archive);
+      for (int64_t i = 0; i < centers; ++i) {
+        at::Tensor t;
+        center_archive.read(std::to_string(i), t);
+        s.easgd_center.push_back(t);
+      }
     }
   } catch (const c10::Error& e) {
     throw Error(file.string() + ": cannot resume from this checkpoint: " + e.what_without_backtrace());

@@ -5,7 +5,7 @@
 // Adam moments), the position (epochs done, step within the epoch, global step), the partial
 // metrics of an interrupted epoch, the number of records in epochs.jsonl, and the CPU RNG state
 // of every rank (dropout masks). The data order needs no state: it is a function of
-// (seed, epoch, step). The file is written to checkpoint.pt.tmp, fsynced, then renamed over
+// (seed, epoch, step). Checkpoints written before a field existed load with its default. The file is written to checkpoint.pt.tmp, fsynced, then renamed over
 // checkpoint.pt, so the previous checkpoint stays whole until the new one is.
 #pragma once
 #include <cstdint>
@@ -26,7 +26,17 @@ struct CheckpointState {
   double wall_s = 0;           // training wall time so far
   // Partial metrics of the interrupted epoch (zero at a boundary).
   double loss_sum = 0, correct = 0, grad_norm_sum = 0, comm_wait_s = 0, epoch_elapsed_s = 0;
-  std::vector<at::Tensor> rng_states;  // uint8 CPU generator state per rank
+  int64_t comm_bytes = 0;
+  // Dropout generator state per replica (CPU, or the CUDA device's; the ranks', or the simulated
+  // replicas').
+  std::vector<at::Tensor> rng_states;
+  // Gradient noise scale EMAs (dist/noise_scale.h, raw state); 0 steps when none.
+  double gns_trace = 0, gns_grad_sq = 0;
+  int64_t gns_steps = 0;
+  // EASGD's center variable (rank 0's, identical on every rank), one tensor per parameter; empty
+  // for other syncs. (Local SGD and EASGD keep per-replica parameters and optimizer state that a
+  // checkpoint of rank 0 does not hold: their resume continues from rank 0's, not exactly.)
+  std::vector<at::Tensor> easgd_center;
 };
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,

@@ -16,14 +16,18 @@
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
+#include "ddplab/data/transform.h"
 #include "ddplab/dist/comm.h"
 #include "ddplab/dist/grad_sync.h"
+#include "ddplab/dist/noise_scale.h"
 #include "ddplab/error.h"
 #include "ddplab/log/run_log.h"
 #include "ddplab/models/models.h"
 #include "ddplab/train/checkpoint.h"
 #include "ddplab/train/lr_schedule.h"
 #include "ddplab/train/optimizer.h"
+#include "ddplab/train/replica_sync.h"
+#include "ddplab/train/simulated.h"
 
 namespace ddplab::train {
 namespace {
@@ -51,8 +55,9 @@ std::string format_duration(double s) {
   return buf;
 }
 
+// `what` names the tensors in the message ("parameter", "EASGD center variable of parameter").
 void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std::string, at::Tensor>>& named,
-                               int epoch) {
+                               int epoch, const std::string& what) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> sums;
   for (const auto& [name, p] : named) {
@@ -68,14 +73,29 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   auto differs = (hi != lo).nonzero();
   if (differs.numel() > 0) {
     auto k = differs[0][0].item<int64_t>() / 2;
-    throw AuditFailure("replica consistency audit failed after epoch " + std::to_string(epoch) + ": parameter '" +
+    throw AuditFailure("replica consistency audit failed after epoch " + std::to_string(epoch) + ": " + what + " '" +
                 named[k].first + "' differs between replicas (checksums from " +
                 std::to_string(lo[2 * k].item<double>()) + " to " + std::to_string(hi[2 * k].item<double>()) +
                 "); the replicas do not share weights (was rank 0's model broadcast at start?)");
   }
 }
 
+// The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
+models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
+  const data::ImageSize image = transform.output_size();
+  return {image.channels, image.height, image.width, data.num_classes};
+}
+
 }  // namespace
+
+void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+  torch::NoGradGuard no_grad;
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  auto model = models::make_model(spec.model, input_shape(*transform, data));
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  make_optimizer(spec.optimizer, named);
+}
 
 void install_stop_handlers() {
   g_stop_signal = 0;
@@ -88,24 +108,31 @@ int stop_signal() { return g_stop_signal; }
 ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World& world, const ReplicaOptions& options) {
   const int rank = world.rank, size = world.size;
   const bool lead = rank == 0;
+  // N replicas: `size` processes, or one process simulating them (simulated.h).
+  const bool simulated = spec.replicas.mode == "simulated";
+  const int replicas = simulated ? spec.replicas.count : size;
+  TORCH_INTERNAL_ASSERT(!simulated || size == 1, "simulated replicas run in one process, got world size ", size);
   at::set_num_threads(spec.replicas.threads);
   data::DatasetPair loaded;
   if (options.data == nullptr) loaded = data::load_dataset(spec.dataset);
   const data::DatasetPair& data = options.data != nullptr ? *options.data : loaded;
-  models::InputShape shape{data.train.images.size(1), data.train.images.size(2), data.train.images.size(3),
-                           data.num_classes};
+  const auto transform = data::make_transform(spec.dataset.augment, data);
+  const models::InputShape shape = input_shape(*transform, data);
 
   const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
   auto model = models::make_model(spec.model, shape);
-  // CUDA: rank -> GPU local_rank. Without a CUDA build the spec rejects device "cuda".
-  const torch::Device device = spec.replicas.device == "cuda" ? torch::Device(torch::kCUDA, world.local_rank)
-                                                              : torch::Device(torch::kCPU);
-  if (device.is_cuda()) {
-    if (!torch::cuda::is_available() || static_cast<int>(torch::cuda::device_count()) <= world.local_rank)
+  // CUDA: rank -> GPU local_rank. NCCL needs a GPU per rank; gloo may put several ranks on one GPU
+  // (local_rank modulo the GPU count), which lets one GPU test N > 1. Without a CUDA build the
+  // spec rejects device "cuda".
+  torch::Device device(torch::kCPU);
+  if (spec.replicas.device == "cuda") {
+    const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+    if (gpus == 0 || (spec.replicas.backend == "nccl" && gpus <= world.local_rank))
       throw Error("/replicas/device: cuda: local rank " + std::to_string(world.local_rank) + " needs GPU " +
-                  std::to_string(world.local_rank) + ", but " + std::to_string(torch::cuda::device_count()) +
-                  " GPU(s) are visible");
+                  std::to_string(world.local_rank) + ", but " + std::to_string(gpus) +
+                  " GPU(s) are visible (NCCL needs one GPU per rank; backend gloo can share one)");
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank % gpus));
     model->to(device);
   }
 
@@ -117,56 +144,89 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     for (auto& p : model->parameters()) state.push_back(p);
     for (auto& b : model->buffers()) state.push_back(b);
     if (!skip_broadcast) dist::broadcast_coalesced(*comm, state, 0);
+    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { dist::allreduce_sum(*comm, t); });
   }
+  // BatchNorm running statistics: rank 0's are broadcast before every training forward (DDP's
+  // broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
+  std::vector<at::Tensor> buffers;
+  for (auto& b : model->buffers()) buffers.push_back(b);
+  auto broadcast_buffers = [&] {
+    if (comm && !buffers.empty()) dist::broadcast_coalesced(*comm, buffers, 0);
+  };
   // Each replica draws its own dropout masks, as separate DDP processes do.
-  torch::manual_seed(static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + rank);
+  auto dropout_seed = [&](int r) { return static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + r; };
+  torch::manual_seed(dropout_seed(rank));
 
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   std::vector<at::Tensor> params;
   for (const auto& [name, p] : named) params.push_back(p);
 
-  auto optimizer = make_optimizer(spec.optimizer, params);
+  auto optimizer = make_optimizer(spec.optimizer, named);
   dist::GradSyncOptions sync_options;
   sync_options.bucket_mb = spec.replicas.bucket_mb;
   sync_options.mean = spec.replicas.reduce == "mean";
   dist::GradSync sync(params, comm, sync_options);
+  std::optional<SimulatedReplicas> sim;
+  if (simulated) {
+    std::vector<uint64_t> seeds;
+    for (int r = 0; r < replicas; ++r) seeds.push_back(dropout_seed(r));
+    sim.emplace(*model, params, seeds, sync_options.mean, device);
+  }
+  dist::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
 
-  data::TrainLoader loader(data, spec.global_batch, rank, size, spec.seed);
+  // A simulating process loads the whole global batch and splits it into the replicas' shards.
+  data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed);
   const int64_t steps = loader.steps_per_epoch();
   if (steps == 0)
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
                 std::to_string(data.train.size()) + " training samples");
+  ReplicaSync replica_sync(spec.replicas.sync, steps, params, comm);
   LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
   std::optional<log::RunLog> run;  // only rank 0 writes the run directory
   if (lead) run = log::RunLog::open(options.run_dir);
   const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
-  const auto [test_begin, test_end] = data::eval_shard(data.test.size(), rank, size);
+  // The replicas this process computes, and so the test shards it evaluates.
+  std::vector<int> local_replicas;
+  for (int r = simulated ? 0 : rank; r < (simulated ? replicas : rank + 1); ++r) local_replicas.push_back(r);
 
   CheckpointState resumed;
   const auto checkpoint_file = options.run_dir / "checkpoint.pt";
   if (options.resume) {
     resumed = load_checkpoint(checkpoint_file, *model, *optimizer);
-    if (static_cast<int>(resumed.rng_states.size()) == size)
-    {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(resumed.rng_states[rank]);
-    }
-    else if (lead)
+    if (static_cast<int>(resumed.rng_states.size()) == replicas) {
+      if (sim) {
+        sim->set_rng_states(resumed.rng_states);
+      } else {
+        at::Generator gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(resumed.rng_states[rank]);
+      }
+    } else if (lead) {
       std::cerr << "ddplab: note: the checkpoint was written by " << resumed.rng_states.size() << " ranks, this run has "
-                << size << "; dropout streams restart from the seed" << std::endl;
+                << replicas << "; dropout streams restart from the seed" << std::endl;
+    }
+    noise_scale.set_state(resumed.gns_trace, resumed.gns_grad_sq, resumed.gns_steps);
+    replica_sync.set_center(resumed.easgd_center);
   }
   const bool faults_armed = !options.resume;
   // Every rank takes part (the RNG states are gathered); rank 0 writes the file.
   auto write_checkpoint = [&](CheckpointState state) {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    at::Tensor rng;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng = gen.get_state();
+    if (sim) {
+      state.rng_states = sim->rng_states();
+    } else {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();
+      at::Tensor rng;
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        rng = gen.get_state();
+      }
+      state.rng_states = comm ? dist::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
     }
-    state.rng_states = comm ? dist::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
+    state.gns_trace = noise_scale.raw_trace();
+    state.gns_grad_sq = noise_scale.raw_grad_sq();
+    state.gns_steps = noise_scale.steps();
+    state.easgd_center = replica_sync.center();
     if (!lead) return;
     save_checkpoint(checkpoint_file, *model, *optimizer, state);
     run->update_manifest({{"checkpoint",
@@ -179,6 +239,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
 
   ReplicaResult result;
   int64_t global_step = resumed.global_step;
+  bool audit_pending = false;  // local SGD: check the replicas at their next agreement
+  std::vector<at::Tensor> final_params;  // local SGD / EASGD: what the last epoch evaluated
   auto train_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resumed.wall_s));
   for (int epoch = static_cast<int>(resumed.epochs_done); epoch < spec.epochs; ++epoch) {
     const bool partial = epoch == resumed.epochs_done && resumed.step_in_epoch > 0;
@@ -197,6 +259,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         torch::full({}, restore_partial ? static_cast<int64_t>(resumed.correct) : 0, f64.dtype(torch::kInt64));
     double grad_norm_sum = partial ? resumed.grad_norm_sum : 0;
     double comm_wait = partial ? resumed.comm_wait_s : 0, lr = 0;
+    int64_t comm_bytes = partial ? resumed.comm_bytes : 0;
     auto epoch_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
     auto last_progress = epoch_start;
@@ -210,17 +273,39 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
       lr = schedule(epoch + static_cast<double>(step) / steps);
       set_lr(*optimizer, lr);
+      const bool reduce = replica_sync.reduces_gradients(global_step);
+      sync.set_require_sync(reduce);
       sync.request_stop(stop_signal() != 0);
-      sync.prepare_for_backward();
       if (device.is_cuda()) {
         batch->x = batch->x.to(device, /*non_blocking=*/true);
         batch->y = batch->y.to(device, /*non_blocking=*/true);
       }
-      auto logits = model->forward(batch->x);
-      auto loss = torch::cross_entropy_loss(logits, batch->y);
-      loss.backward();
-      comm_wait += sync.finalize();
-      const double grad_norm = std::sqrt(sync.grad_norm_squared().item<double>());
+      broadcast_buffers();
+      if (sim) sim->begin_step();
+      const int64_t shard = spec.per_replica_batch;
+      for (size_t k = 0; k < local_replicas.size(); ++k) {
+        auto x = sim ? batch->x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch->x;
+        auto y = sim ? batch->y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch->y;
+        if (sim) sim->begin_replica(static_cast<int>(k));
+        sync.prepare_for_backward();
+        auto logits = model->forward(x);
+        auto loss = torch::cross_entropy_loss(logits, y);
+        loss.backward();
+        comm_wait += sync.finalize();
+        if (sim) sim->end_replica(static_cast<int>(k));
+        torch::NoGradGuard no_grad;
+        loss_sum += loss.detach().to(torch::kFloat64) * y.size(0);
+        correct += (logits.argmax(1) == y).sum();
+      }
+      if (sim) sim->end_step();
+      const at::Tensor grad_sq = sync.grad_norm_squared();  // of the reduced gradient
+      if (reduce && replicas > 1) {
+        comm_bytes += dist::ring_allreduce_bytes(sync.payload_bytes(), replicas);
+        // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
+        const auto mean_sq = sync_options.mean ? grad_sq : grad_sq / (static_cast<double>(replicas) * replicas);
+        noise_scale.update(sim ? sim->local_norm_squared_mean() : sync.local_norm_squared_mean(), mean_sq);
+      }
+      const double grad_norm = std::sqrt(grad_sq.item<double>());
       if (!std::isfinite(grad_norm)) {
         char msg[160];
         std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
@@ -231,12 +316,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       if (spec.debug.fault == "update_first_only")
         for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
       optimizer->step();
-      {
-        torch::NoGradGuard no_grad;
-        loss_sum += loss.detach().to(torch::kFloat64) * batch->y.size(0);
-        correct += (logits.argmax(1) == batch->y).sum();
+      bool stop = sync.stop_agreed();
+      const auto synced = replica_sync.after_step(global_step, stop_signal() != 0);
+      stop = stop || synced.stop;
+      comm_bytes += synced.bytes;
+      if (audit_pending && comm && replica_sync.replicas_agree_after(global_step)) {
+        check_replica_consistency(*comm, named, epoch, "parameter");
+        audit_pending = false;
       }
-      if (sync.stop_agreed()) {
+      if (stop) {
         int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
         CheckpointState state;
         state.epochs_done = epoch;
@@ -251,6 +339,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         state.correct = partial_totals[1].item<double>();
         state.grad_norm_sum = grad_norm_sum;
         state.comm_wait_s = comm_wait;
+        state.comm_bytes = comm_bytes;
         state.epoch_elapsed_s = seconds_since(epoch_start);
         write_checkpoint(state);
         throw Interrupted("stopped by " + std::string(strsignal(sig)) + " after step " +
@@ -269,25 +358,53 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     }
     double epoch_s = seconds_since(epoch_start);
 
+    // Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
+    auto view = replica_sync.epoch_view();
+    std::vector<at::Tensor> own_params;
+    if (view) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i) {
+        own_params.push_back(params[i].detach().clone());
+        params[i].detach().copy_(view->eval_params[i]);
+      }
+    }
     model->eval();
+    broadcast_buffers();
     auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
     {
       torch::NoGradGuard no_grad;
-      for (int64_t b = test_begin; b < test_end; b += 1000) {
-        auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
-        auto batch = data::make_batch(data.test, idx, data.mean, data.std);
-        batch.x = batch.x.to(device);
-        batch.y = batch.y.to(device);
-        auto logits = model->forward(batch.x);
-        test_loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
-        test_correct += (logits.argmax(1) == batch.y).sum();
+      for (int r : local_replicas) {
+        const auto [test_begin, test_end] = data::eval_shard(data.test.size(), r, replicas);
+        for (int64_t b = test_begin; b < test_end; b += 1000) {
+          auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
+          auto batch = data::make_batch(data.test, idx, *transform, /*train=*/false);
+          batch.x = batch.x.to(device);
+          batch.y = batch.y.to(device);
+          auto logits = model->forward(batch.x);
+          test_loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
+          test_correct += (logits.argmax(1) == batch.y).sum();
+        }
       }
+    }
+    if (view) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(own_params[i]);
+      final_params = std::move(view->eval_params);
     }
     auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
                                 test_correct.to(torch::kFloat64)}).cpu();
     if (comm) {
       dist::allreduce_sum(*comm, totals);
-      check_replica_consistency(*comm, named, epoch + 1);
+      if (replica_sync.method() == "easgd") {
+        std::vector<std::pair<std::string, at::Tensor>> center;
+        const auto c = replica_sync.center();
+        for (size_t i = 0; i < named.size(); ++i) center.emplace_back(named[i].first, c[i]);
+        check_replica_consistency(*comm, center, epoch + 1, "EASGD center variable of parameter");
+      } else if (replica_sync.replicas_agree_after(global_step - 1)) {
+        check_replica_consistency(*comm, named, epoch + 1, "parameter");
+      } else {
+        audit_pending = true;
+      }
     }
     {
       torch::NoGradGuard no_grad;
@@ -318,7 +435,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     rec.wall_s = seconds_since(train_start);
     rec.images_per_s = train_n / epoch_s;
     rec.comm_wait_s = comm_wait;
-    rec.replicas = size;
+    // Noise scale: only while the gradients are all-reduced (not in local SGD / EASGD phases).
+    if (noise_scale.available() && replica_sync.reduces_gradients(global_step - 1)) {
+      rec.gns_trace_ema = noise_scale.trace_ema();
+      rec.gns_grad_sq_ema = noise_scale.grad_sq_ema();
+      rec.grad_noise_scale = noise_scale.b_simple();
+    }
+    rec.comm_bytes = comm_bytes;
+    if (view) rec.replica_drift = view->drift;
+    rec.replicas = replicas;
     rec.global_batch = spec.global_batch;
     if (lead) {
       run->append(rec);
@@ -328,6 +453,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
                     rec.epoch, spec.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss,
                     100 * rec.test_acc, rec.epoch_s, rec.images_per_s);
         if (size > 1) std::printf("  comm wait %.2f s", rec.comm_wait_s);
+        if (rec.grad_noise_scale) std::printf("  B_simple %.0f", *rec.grad_noise_scale);
         std::printf("\n");
         std::fflush(stdout);
       }
@@ -344,6 +470,11 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       state.wall_s = seconds_since(train_start);
       write_checkpoint(state);
     }
+  }
+  if (!final_params.empty()) {
+    // Local SGD / EASGD: the saved model is the one the last epoch evaluated.
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(final_params[i]);
   }
   if (lead) {
     auto tmp = options.run_dir / "model.pt.tmp";

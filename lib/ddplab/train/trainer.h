@@ -1,15 +1,21 @@
 // The trainer loop of one replica: the heart of a run. Per step: set lr from the fractional
 // epoch, prepare the gradient buckets, forward, loss, backward (buckets all-reduce as they
-// fill), wait for the reductions, optimizer step. Per epoch: sample-weighted train metrics
-// and exact test metrics summed over all replicas, the audits below, one record (rank 0).
+// fill), wait for the reductions, feed the gradient noise scale (dist/noise_scale.h), optimizer
+// step, then local SGD averaging or the EASGD elastic step when one is due (replica_sync.h).
+// Per epoch: sample-weighted train metrics and exact test metrics summed over all replicas, the
+// audits below, one record (rank 0). With replicas.mode "simulated" one process computes all
+// replicas: the middle of the step runs once per shard (simulated.h).
 //
 // Audits, every epoch (cheap): (a) replica consistency: a checksum per parameter compared
 // across ranks; a mismatch stops the run naming the first parameter that differs (towers that
-// do not share weights). (b) every trainable parameter received a gradient and changed during
-// the epoch, else the run stops naming it (an averaging loop that updated only the first
-// variable). A failed audit throws std::runtime_error (exit code 1).
+// do not share weights). Under local SGD it runs at the first point at or after the epoch's end
+// where the replicas agree; under EASGD it checks the center variable. (b) every trainable
+// parameter received a gradient and changed during the epoch, else the run stops naming it (an
+// averaging loop that updated only the first variable). A failed audit throws
+// std::runtime_error (exit code 1).
 //
-// At the end rank 0 saves the final model (torch::save of the module) as <run_dir>/model.pt.
+// At the end rank 0 saves the final model (torch::save of the module) as <run_dir>/model.pt (under
+// local SGD the replicas' mean, under EASGD the center: what the last epoch evaluated).
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -67,6 +73,11 @@ class Interrupted : public std::runtime_error {
 // signal gets the default action (stops at once).
 void install_stop_handlers();
 int stop_signal();  // 0 while no stop was asked for
+
+// Builds the transform, model and optimizer of `spec` once on `data` (cheap) so that errors only
+// they can find (an augment crop larger than the images, a weight_decay_groups entry that matches
+// no parameter) are ddplab::Errors raised before a run directory is made.
+void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data);
 
 // Trains replica `world.rank`. Throws ddplab::Error on a failed audit and other exceptions on
 // runtime failures; writes nothing to the manifest (the caller records the status).

@@ -1,0 +1,90 @@
+#include "ddplab/train/simulated.h"
+
+#include <mutex>
+
+#include <ATen/Context.h>
+#include <torch/torch.h>
+
+namespace ddplab::train {
+namespace {
+
+std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : ts) out.push_back(t.detach().clone());
+  return out;
+}
+
+void copy_all(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
+  for (size_t i = 0; i < to.size(); ++i) to[i].detach().copy_(from[i]);
+}
+
+}  // namespace
+
+SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
+                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device)
+    : model_(model),
+      params_(std::move(params)),
+      mean_(mean),
+      generator_(at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU))) {
+  TORCH_INTERNAL_ASSERT(!seeds.empty(), "SimulatedReplicas needs at least one replica");
+  std::lock_guard<std::mutex> lock(generator_.mutex());
+  const at::Tensor saved = generator_.get_state();
+  for (uint64_t seed : seeds) {
+    generator_.set_current_seed(seed);
+    rng_states_.push_back(generator_.get_state());
+  }
+  generator_.set_state(saved);
+}
+
+void SimulatedReplicas::set_rng_states(const std::vector<at::Tensor>& states) {
+  TORCH_INTERNAL_ASSERT(states.size() == rng_states_.size(), "got ", states.size(), " RNG states for ",
+                        rng_states_.size(), " simulated replicas");
+  rng_states_ = states;
+}
+
+void SimulatedReplicas::begin_step() {
+  torch::NoGradGuard no_grad;
+  step_buffers_ = clone_all(model_.buffers());
+  if (grad_sum_.empty())
+    for (const auto& p : params_) grad_sum_.push_back(torch::zeros_like(p.detach()));
+  for (auto& g : grad_sum_) g.zero_();
+  norm_sum_ = torch::zeros({}, params_.empty() ? torch::TensorOptions().dtype(torch::kFloat64)
+                                               : params_[0].options().dtype(torch::kFloat64));
+}
+
+void SimulatedReplicas::begin_replica(int k) {
+  if (k > 0) copy_all(model_.buffers(), step_buffers_);
+  std::lock_guard<std::mutex> lock(generator_.mutex());
+  generator_.set_state(rng_states_[k]);
+}
+
+void SimulatedReplicas::end_replica(int k) {
+  {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    rng_states_[k] = generator_.get_state();
+  }
+  torch::NoGradGuard no_grad;
+  if (k == 0) rank0_buffers_ = clone_all(model_.buffers());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& g = params_[i].grad();
+    if (!g.defined()) continue;
+    norm_sum_ += g.pow(2).sum().to(torch::kFloat64);
+    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does.
+    grad_sum_[i].add_(mean_ ? g.div(count()) : g);
+  }
+}
+
+void SimulatedReplicas::end_step() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    // Write into the existing .grad (a GradSync bucket view), so the buckets stay in place.
+    if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
+    else if (p.requires_grad()) p.mutable_grad() = grad_sum_[i].clone();
+  }
+  copy_all(model_.buffers(), rank0_buffers_);
+}
+
+at::Tensor SimulatedReplicas::local_norm_squared_mean() const { return norm_sum_ / count(); }
+
+}  // namespace ddplab::train

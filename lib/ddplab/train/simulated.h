@@ -1,0 +1,65 @@
+// Simulated replicas (replicas.mode "simulated"): the numerics of N data-parallel replicas
+// computed by one process on one device, for predicting what N GPUs do to accuracy (not to speed).
+//
+// Per step the trainer splits the global batch into the N contiguous shards that N processes
+// would get (data/loader.h) and, for replica k = 0..N-1, calls begin_replica(k), runs forward
+// and backward on shard k, finalizes the gradient buckets (dist/grad_sync.h, without a Comm)
+// and calls end_replica(k); end_step() then leaves in every .grad what the all-reduce would
+// have left: sum_k g_k / N under `mean` (each shard's gradient divided by N first, as DDP does),
+// sum_k g_k under `sum`. Then the optimizer steps once.
+//
+// What makes the replicas differ is kept per replica, as separate processes keep it:
+//   - the dropout RNG stream: N states of the device's default generator, replica k's seeded as
+//     process k seeds it (train/trainer.h), swapped in by begin_replica(k) and out by end_replica(k);
+//   - BatchNorm (ghost batch norm): each shard is normalized with its own batch statistics, and
+//     buffers follow DDP's broadcast_buffers=True: every replica starts the step from rank 0's
+//     buffers, and rank 0's updated buffers are the ones kept (every module buffer is treated so;
+//     a model without buffers skips this).
+// The per-shard squared gradient norms give the gradient noise scale's |G_small|^2 in one
+// process (local_norm_squared_mean(); dist/noise_scale.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/nn/module.h>
+
+namespace ddplab::train {
+
+class SimulatedReplicas {
+ public:
+  // `params`: the model's parameters (their .grad are read and written); `seeds[k]`: replica k's
+  // dropout seed (what process k passes to torch::manual_seed); `mean`: replicas.reduce == "mean".
+  SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params, const std::vector<uint64_t>& seeds,
+                    bool mean, c10::Device device);
+
+  int count() const { return static_cast<int>(rng_states_.size()); }
+
+  void begin_step();
+  void begin_replica(int k);
+  // Call after shard k's backward and GradSync::finalize(): reads its gradient from every .grad.
+  void end_replica(int k);
+  void end_step();
+
+  // After end_step(): mean over the replicas of |g_k|^2 (0-dim float64 tensor, no host sync).
+  at::Tensor local_norm_squared_mean() const;
+
+  // One generator state per replica (checkpoints; the same layout as N processes write).
+  const std::vector<at::Tensor>& rng_states() const { return rng_states_; }
+  void set_rng_states(const std::vector<at::Tensor>& states);
+
+ private:
+  torch::nn::Module& model_;
+  std::vector<at::Tensor> params_;
+  bool mean_;
+  at::Generator generator_;
+  std::vector<at::Tensor> rng_states_;
+  std::vector<at::Tensor> grad_sum_;     // per parameter: sum_k g_k (/ N under mean)
+  at::Tensor norm_sum_;                  // sum_k |g_k|^2
+  std::vector<at::Tensor> step_buffers_; // rank 0's buffers at the start of the step
+  std::vector<at::Tensor> rank0_buffers_;  // rank 0's buffers after its forward
+};
+
+}  // namespace ddplab::train

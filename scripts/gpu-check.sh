@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU check: one run on a machine with an NVIDIA GPU, no internet and no apt, which carries
+# Python torch (a CUDA build, LibTorch inside), CMake, ninja, a C++ compiler and nvcc. Prepare it
+# here first (scripts/stage-offline-deps.sh; the tree must carry .offline), then on that machine:
+#
+#   scripts/gpu-check.sh [out_dir=$OUT or gpu-check-out]
+#
+# It builds ddplab against that torch with the staged dependencies, runs the unit tests, the
+# quickstart on cuda (1 replica over NCCL, and 2 replicas over gloo sharing the one GPU), and the
+# GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
+# and 512, and writes everything to <out_dir>/gpu-check.txt. About 8 minutes on one H200.
+# Each step runs even if an earlier one failed; the exit code says whether all passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out"
+log="$out/gpu-check.txt"
+: >"$log"
+failed=()
+step() {  # step NAME COMMAND...: runs a step, logs its output and time
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name" | tee -a "$log"
+  if "$@" >>"$log" 2>&1; then echo "   ok ($((SECONDS - start)) s)" | tee -a "$log"
+  else echo "   FAILED ($((SECONDS - start)) s)" | tee -a "$log"; failed+=("$name"); fi
+}
+python=${PYTHON:-python3}
+build=build-gpu
+runs=$(mktemp -d)
+export DDPLAB_REQUIRE_BROWSER=  # no browser there
+
+step "machine" sh -c "nvidia-smi; nproc; $python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"gpus\", torch.cuda.device_count())'"
+[ -d .offline/root/usr ] || { echo "no .offline/root: run scripts/stage-offline-deps.sh where apt works, and carry .offline" | tee -a "$log"; exit 2; }
+prefix=$($python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 /usr/lib64/libz.so.1 2>/dev/null | head -n 1)
+cuda_root=${CUDA_HOME:-/usr/local/cuda}
+step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  -DZLIB_LIBRARY="$zlib" -DZLIB_INCLUDE_DIR="$PWD/.offline/root/usr/include" \
+  -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -DDDPLAB_WERROR=ON
+step "build" cmake --build $build -j "$(nproc)"
+step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
+step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
+step "quickstart cuda, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json replicas.device=cuda \
+  replicas.backend=nccl output="$runs" name=gpu_nccl1 --force
+step "quickstart cuda, 2 replicas sharing the GPU, gloo" $build/bin/ddplab run experiments/quickstart.json \
+  replicas.count=2 replicas.device=cuda replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
+step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl"
+for batch in 64 512; do
+  step "compare batch $batch" env BATCH=$batch WORLDS=1 DEVICE=cuda BACKEND=nccl BUILD=$build PYTHON=$python \
+    bench/compare.sh 3 60000
+done
+cp -r "$runs/gpu_nccl1" "$out/" 2>/dev/null
+echo "== failed: ${failed[*]:-none}" | tee -a "$log"
+[ ${#failed[@]} -eq 0 ]

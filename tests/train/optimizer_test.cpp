@@ -1,0 +1,116 @@
+#include "ddplab/train/optimizer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ddplab/error.h"
+#include "ddplab/models/models.h"
+
+namespace ddplab::train {
+namespace {
+
+NamedParameters named(const torch::nn::Module& m) {
+  NamedParameters out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+spec::OptimizerSpec sgd(double weight_decay, std::vector<spec::WeightDecayGroup> groups) {
+  spec::OptimizerSpec s;
+  s.name = "sgd";
+  s.lr = 0.1;
+  s.momentum = 0.0;
+  s.weight_decay = weight_decay;
+  s.weight_decay_groups = std::move(groups);
+  return s;
+}
+
+double decay_of(const torch::optim::Optimizer& o, size_t group) {
+  return static_cast<const torch::optim::SGDOptions&>(o.param_groups()[group].options()).weight_decay();
+}
+
+std::shared_ptr<models::Model> tf_cnn() {
+  spec::ModelSpec m;
+  m.name = "cifar_tf_cnn";
+  return models::make_model(m, models::InputShape{3, 24, 24, 10});
+}
+
+TEST(Optimizer, WithoutGroupsOneGroupOfAllParametersInOrder) {
+  auto net = tf_cnn();
+  auto params = named(*net);
+  auto o = make_optimizer(sgd(0.01, {}), params);
+  ASSERT_EQ(o->param_groups().size(), 1u);
+  ASSERT_EQ(o->param_groups()[0].params().size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(o->param_groups()[0].params()[i].is_same(params[i].second)) << params[i].first;
+  EXPECT_DOUBLE_EQ(decay_of(*o, 0), 0.01);
+}
+
+TEST(Optimizer, TutorialDecayOnTheHiddenFcWeightsOnly) {
+  auto net = tf_cnn();
+  auto params = named(*net);
+  auto o = make_optimizer(sgd(0.0, {{"^fc[12]\\.weight$", 0.004}}), params);
+  ASSERT_EQ(o->param_groups().size(), 2u);
+  const auto& decayed = o->param_groups()[0].params();
+  ASSERT_EQ(decayed.size(), 2u);
+  EXPECT_TRUE(decayed[0].is_same(net->named_parameters()["fc1.weight"]));
+  EXPECT_TRUE(decayed[1].is_same(net->named_parameters()["fc2.weight"]));
+  EXPECT_DOUBLE_EQ(decay_of(*o, 0), 0.004);
+  EXPECT_EQ(o->param_groups()[1].params().size(), params.size() - 2);
+  EXPECT_DOUBLE_EQ(decay_of(*o, 1), 0.0);
+  // The decay acts on the group's parameters only: a zero gradient step shrinks fc1.weight alone.
+  for (auto& [name, p] : params) p.mutable_grad() = torch::zeros_like(p);
+  auto fc1 = net->named_parameters()["fc1.weight"].detach().clone();
+  auto conv1 = net->named_parameters()["conv1.weight"].detach().clone();
+  o->step();
+  EXPECT_TRUE(torch::allclose(net->named_parameters()["fc1.weight"], fc1 * (1 - 0.1 * 0.004)));
+  EXPECT_TRUE(torch::equal(net->named_parameters()["conv1.weight"], conv1));
+}
+
+TEST(Optimizer, FirstMatchingEntryWins) {
+  auto net = tf_cnn();
+  auto o = make_optimizer(sgd(0.5, {{"fc1", 0.1}, {"weight", 0.2}}), named(*net));
+  ASSERT_EQ(o->param_groups().size(), 3u);
+  EXPECT_EQ(o->param_groups()[0].params().size(), 2u);  // fc1.weight, fc1.bias
+  EXPECT_EQ(o->param_groups()[1].params().size(), 4u);  // the other weights
+  EXPECT_EQ(o->param_groups()[2].params().size(), 4u);  // the other biases
+  EXPECT_DOUBLE_EQ(decay_of(*o, 2), 0.5);
+  set_lr(*o, 0.3);
+  for (const auto& g : o->param_groups()) EXPECT_DOUBLE_EQ(g.options().get_lr(), 0.3);
+}
+
+TEST(Optimizer, AnEntryThatTakesNoParameterNamesItsPointer) {
+  auto net = tf_cnn();
+  try {
+    make_optimizer(sgd(0, {{"fc", 0.1}, {"^local3", 0.004}}), named(*net));
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("/optimizer/weight_decay_groups/1/match: matches no parameter"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("fc1.weight"), std::string::npos) << "lists the parameter names: " << msg;
+    EXPECT_NE(msg.find("^local3"), std::string::npos) << msg;
+  }
+  try {
+    make_optimizer(sgd(0, {{"fc", 0.1}, {"fc1", 0.004}}), named(*net));
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("that an earlier entry has not taken"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Optimizer, GroupsWorkForAdamAndAdamW) {
+  auto net = tf_cnn();
+  for (const char* name : {"adam", "adamw"}) {
+    auto s = sgd(0.0, {{"^fc3", 0.3}});
+    s.name = name;
+    auto o = make_optimizer(s, named(*net));
+    ASSERT_EQ(o->param_groups().size(), 2u) << name;
+    const auto& options = o->param_groups()[0].options();
+    double decay = std::string(name) == "adam" ? static_cast<const torch::optim::AdamOptions&>(options).weight_decay()
+                                               : static_cast<const torch::optim::AdamWOptions&>(options).weight_decay();
+    EXPECT_DOUBLE_EQ(decay, 0.3) << name;
+  }
+}
+
+}  // namespace
+}  // namespace ddplab::train
