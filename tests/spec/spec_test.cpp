@@ -442,6 +442,18 @@ TEST(Spec, OverlongNameIsRejectedBeforeItsPatternIsTried) {
   EXPECT_EQ(resolve_error({{"name", std::string(128, 'a')}}), "");
 }
 
+// std::regex compiles a pattern by recursive descent, one level per group: a weight_decay_groups
+// match of 30000 nested parentheses (a 60 KB spec) overflowed the stack when resolve() checked
+// that it compiles (SIGSEGV in a release build). match is now at most 256 characters.
+TEST(Spec, DeeplyNestedWeightDecayRegexIsRejectedNotAStackOverflow) {
+  auto doc_with_match = [](const std::string& match) {
+    return json{{"name", "x"}, {"optimizer", {{"weight_decay_groups", {{{"match", match}, {"weight_decay", 0.1}}}}}}};
+  };
+  EXPECT_EQ(resolve_error(doc_with_match(std::string(30000, '(') + "a" + std::string(30000, ')'))),
+            "/optimizer/weight_decay_groups/0/match: must be at most 256 characters, got 60001");
+  EXPECT_EQ(resolve_error(doc_with_match(std::string(127, '(') + "a" + std::string(127, ')'))), "");
+}
+
 // per_replica * replicas.count overflowed int64 (undefined behaviour) for per_replica near 2^63.
 TEST(Spec, HugeBatchIsRejectedInsteadOfOverflowing) {
   json doc = with("replicas.count=2");
