@@ -25,7 +25,7 @@ def write(target, name, data):
 
 
 # fuzz_spec: spec files.
-for name in sorted(os.listdir(os.path.join(root, "experiments"))):
+for name in sorted(n for n in os.listdir(os.path.join(root, "experiments")) if n.endswith(".json")):
     with open(os.path.join(root, "experiments", name), "rb") as f:
         write("fuzz_spec", "experiment-" + name, f.read())
 specs = {
@@ -40,6 +40,12 @@ specs = {
                          ' "warmup_epochs": 0.5, "scale_rule": "sqrt", "base_batch": 32}, "replicas": {"threads": 2, "reduce": "sum",'
                          ' "bucket_mb": 1, "timeout_s": 5, "max_restarts": 1}, "checkpoint": {"every_epochs": 0},'
                          ' "debug": {"fault": "throw", "rank": 0, "step": 3}, "report": {"target_acc": 0.5}, "epochs": 2, "seed": 7}',
+    "cifar-sync.json": '{"name": "x", "dataset": {"name": "cifar10", "augment": "standard"}, "model": {"name": "resnet20",'
+                       ' "sync_bn": true}, "replicas": {"count": 2, "sync": {"local_sgd": {"period": 4, "start_epoch": 1}}}}',
+    "easgd-simulated.json": '{"name": "x", "replicas": {"count": 4, "mode": "simulated", "sync": {"easgd": {"period": 2,'
+                            ' "alpha": 0.2}}}, "model": {"name": "cifar_tf_cnn"}, "dataset": {"name": "cifar100"}}',
+    "weight-decay-groups.json": '{"name": "x", "optimizer": {"weight_decay": 0.1, "weight_decay_groups":'
+                                ' [{"match": "^fc[12]\\\\.weight$", "weight_decay": 0.5}, {"match": "bias", "weight_decay": 0}]}}',
     "unknown-key.json": '{"name": "x", "optimiser": {}}',
     "wrong-type.json": '{"name": "x", "epochs": "2", "seed": -1}',
     "bad-name.json": '{"name": "../x"}',
@@ -58,6 +64,8 @@ crashes = {  # issue 8; the regression tests are named in docs/reliability.md
     "crash-batch-overflow.json": '{"name": "x", "batch": {"per_replica": 9223372036854775807}, "replicas": {"count": 2}}',
     "crash-narrowed-threads.json": '{"name": "x", "replicas": {"threads": 4294967297}}',
     "crash-wrapped-seed.json": '{"name": "x", "seed": 18446744073709551615}',
+    "crash-nested-regex.json": '{"name": "x", "optimizer": {"weight_decay_groups": [{"match": "%s", "weight_decay": 0}]}}'
+                               % ("(" * 300 + "a" + ")" * 300),
 }
 for name, text in crashes.items():
     write("fuzz_spec", name, text)
@@ -69,6 +77,8 @@ overrides = {
               'schedule.milestones=[10,20]', 'epochs=3'],
     "string-fallback": ['{"name": "x"}', 'a.b.c=hello world', 'a.d='],
     "sweep": ['{"name": "x"}', 'sweep.replicas.count=[1,2]', 'repeats=2'],
+    "sync-groups": ['{"name": "x"}', 'replicas.sync={"local_sgd":{"period":2}}', 'replicas.count=2',
+                    'optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0.1}]', 'replicas.mode=simulated'],
     "malformed": ['', 'epochs', '=3', 'a..b=3', 'name.x=3'],
     "quickstart": [open(os.path.join(root, "experiments", "quickstart.json")).read(), 'epochs=2', 'replicas.count=2'],
     "crash-number-overflow": ['{"name": "x"}', 'optimizer.lr=1e999'],
@@ -118,11 +128,14 @@ def schema_words():
     keys, dotted, values = set(), set(), set()
 
     def walk(node, prefix):
+        for v in node.get("enum", []):
+            if isinstance(v, str):
+                values.add(v)
+        for branch in node.get("oneOf", []) + ([node["items"]] if isinstance(node.get("items"), dict) else []):
+            walk(branch, prefix)
         for key, sub in node.get("properties", {}).items():
             keys.add(key)
             dotted.add(prefix + key)
-            for v in sub.get("enum", []):
-                values.add(v)
             walk(sub, prefix + key + ".")
 
     walk(schema, "")

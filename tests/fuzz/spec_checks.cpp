@@ -57,6 +57,20 @@ void check_typed(const spec::ExperimentSpec& s) {
                                                   : same_integer(s.global_batch, batch["global"]));
   DDPLAB_FUZZ_CHECK(s.per_replica_batch >= 1 && s.global_batch / s.replicas.count == s.per_replica_batch &&
                     s.global_batch % s.replicas.count == 0);
+  const json& groups = r["optimizer"]["weight_decay_groups"];
+  DDPLAB_FUZZ_CHECK(s.optimizer.weight_decay_groups.size() == groups.size());
+  for (size_t i = 0; i < groups.size(); ++i)
+    DDPLAB_FUZZ_CHECK(s.optimizer.weight_decay_groups[i].match == groups[i]["match"]);
+  const json& sync = r["replicas"]["sync"];
+  if (sync.is_string()) {
+    DDPLAB_FUZZ_CHECK(sync == s.replicas.sync.method);
+  } else {
+    DDPLAB_FUZZ_CHECK(sync.is_object() && sync.size() == 1 && sync.contains(s.replicas.sync.method));
+    const json& method = sync[s.replicas.sync.method];
+    DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.period, method["period"]) && s.replicas.sync.period >= 1);
+    if (method.contains("start_epoch")) DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.start_epoch, method["start_epoch"]));
+    if (method.contains("alpha")) DDPLAB_FUZZ_CHECK(same_number(s.replicas.sync.alpha, method["alpha"]));
+  }
   for (const char* key : {"sweep", "sweep_zip", "repeats"}) DDPLAB_FUZZ_CHECK(!r.contains(key));
 }
 
