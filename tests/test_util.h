@@ -1,7 +1,9 @@
 // Helpers shared by the tests: temporary directories, running the ddplab binary, files.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -20,6 +22,30 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A disk that fills up in the middle of a write, for as long as the object lives: RLIMIT_FSIZE
+// makes the kernel cut a write short at `bytes` and fail the next one (EFBIG), exactly as a full
+// disk does (ENOSPC), on real files. SIGXFSZ is ignored meanwhile (it would kill the process).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limited = old_;
+    limited.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limited);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  struct rlimit old_ {};
+  void (*previous_handler_)(int) = nullptr;
 };
 
 struct CommandResult {

@@ -11,6 +11,8 @@ namespace ddplab::log {
 namespace {
 
 namespace fs = std::filesystem;
+using ddplab::testing::error_of;
+using ddplab::testing::FileSizeLimit;
 using ddplab::testing::read_file;
 using ddplab::testing::TempDir;
 
@@ -209,6 +211,39 @@ TEST(RunLog, AppendLineToUnwritablePathThrowsErrorNamingTheFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
   }
+}
+
+// The disk fills up in the middle of a write (testing::FileSizeLimit).
+TEST(RunLog, AppendThatDoesNotFitLeavesNoPartialLine) {
+  TempDir tmp;
+  fs::path file = tmp.path() / "epochs.jsonl";
+  append_line(file, R"({"epoch":1})");
+  const std::string before = read_file(file);
+  std::string msg;
+  {
+    FileSizeLimit limit(before.size() + 10);  // room for 10 bytes of the next line
+    msg = error_of([&] { append_line(file, std::string(100, 'x')); });
+  }
+  EXPECT_NE(msg.find(file.string() + ": write failed: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("left as it was"), std::string::npos) << msg;
+  EXPECT_EQ(read_file(file), before) << "the 10 bytes that fitted were cut off again";
+  append_line(file, R"({"epoch":2})");
+  EXPECT_EQ(read_file(file), before + "{\"epoch\":2}\n") << "the file takes lines again once there is room";
+}
+
+TEST(RunLog, AtomicWriteThatDoesNotFitKeepsThePreviousVersion) {
+  TempDir tmp;
+  fs::path file = tmp.path() / "manifest.json";
+  write_file_atomic(file, "{\"status\": \"running\"}\n");
+  std::string msg;
+  {
+    FileSizeLimit limit(16);
+    msg = error_of([&] { write_file_atomic(file, std::string(1000, ' ') + "{}"); });
+  }
+  EXPECT_NE(msg.find(file.string() + ": write failed: "), std::string::npos) << msg;
+  EXPECT_EQ(read_file(file), "{\"status\": \"running\"}\n");
+  for (const auto& entry : fs::directory_iterator(tmp.path()))
+    EXPECT_EQ(entry.path().filename(), "manifest.json") << "no temp file is left behind";
 }
 
 TEST(RunLog, ReadJsonErrorsNameTheFile) {

@@ -1,6 +1,7 @@
 #include "ddplab/log/run_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,15 +63,36 @@ std::string run_id(const spec::ExperimentSpec& spec) {
 
 fs::path run_dir(const spec::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name / run_id(spec); }
 
+namespace {
+
+// Writes all of `text` (a full disk or a file-size limit can cut one write() short; the next one
+// then reports why). Returns 0 or the errno of the failure.
+int write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    done += static_cast<size_t>(n);
+  }
+  return ::fsync(fd) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
 void append_line(const fs::path& file, const std::string& line) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(file.string() + ": cannot open for append: " + std::strerror(errno));
-  std::string whole = line + "\n";
-  ssize_t n = ::write(fd, whole.data(), whole.size());
-  int err = errno;
-  bool ok = n == static_cast<ssize_t>(whole.size()) && ::fsync(fd) == 0;
+  struct stat st {};
+  const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const int err = write_all(fd, line + "\n");
+  // A line cut short would corrupt the file for every later reader (resume, reports): cut it off.
+  const bool restored = err != 0 && sized && ::ftruncate(fd, st.st_size) == 0;
   ::close(fd);
-  if (!ok) throw Error(file.string() + ": write failed: " + std::strerror(err));
+  if (err != 0)
+    throw Error(file.string() + ": write failed: " + std::strerror(err) +
+                (restored ? " (the file is left as it was)" : ""));
 }
 
 void write_file_atomic(const fs::path& file, const std::string& text) {
@@ -78,14 +100,13 @@ void write_file_atomic(const fs::path& file, const std::string& text) {
   tmp += ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int err = errno;
-  bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  int err = write_all(fd, text);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;  // the rename must not publish data still in the page cache
   ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), file.c_str()) != 0) {
-    if (ok) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), file.c_str()) != 0) err = errno;
+  if (err != 0) {
     ::unlink(tmp.c_str());
-    throw Error(file.string() + ": write failed: " + std::strerror(err));
+    throw Error(file.string() + ": write failed: " + std::strerror(err) + " (the previous version is kept)");
   }
 }
 

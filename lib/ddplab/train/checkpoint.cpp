@@ -1,11 +1,9 @@
 #include "ddplab/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
 
 #include "ddplab/error.h"
+#include "ddplab/log/run_log.h"
 
 namespace ddplab::train {
 namespace {
@@ -59,14 +57,14 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
     archive.write("easgd_center", center_archive);
   }
 
-  auto tmp = file;
-  tmp += ".tmp";
-  archive.save_to(tmp.string());
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  bool synced = fd >= 0 && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!synced) throw std::runtime_error(tmp.string() + ": fsync failed");
-  std::filesystem::rename(tmp, file);
+  // Serialise to memory first: LibTorch's file writer terminates the process when the disk fills
+  // (its destructor writes again after the failed write). write_file_atomic keeps the previous checkpoint.
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t n) {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  log::write_file_atomic(file, bytes);
 }
 
 CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,

@@ -5,8 +5,9 @@
 // Adam moments), the position (epochs done, step within the epoch, global step), the partial
 // metrics of an interrupted epoch, the number of records in epochs.jsonl, and the CPU RNG state
 // of every rank (dropout masks). The data order needs no state: it is a function of
-// (seed, epoch, step). Checkpoints written before a field existed load with its default. The file is written to checkpoint.pt.tmp, fsynced, then renamed over
-// checkpoint.pt, so the previous checkpoint stays whole until the new one is.
+// (seed, epoch, step). Checkpoints written before a field existed load with its default. The file
+// is written to a temp file beside it, fsynced, then renamed over checkpoint.pt, so the previous
+// checkpoint stays whole until the new one is (a full disk throws ddplab::Error naming the file).
 #pragma once
 #include <cstdint>
 #include <filesystem>
