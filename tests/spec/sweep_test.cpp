@@ -172,6 +172,17 @@ TEST(SweepSpec, UnsafeValuesAreSanitizedInRunIds) {
   }
 }
 
+TEST(SweepSpec, ObjectValuesShowTheirWordsInRunIds) {
+  json doc = {{"name", "x"},
+              {"replicas", {{"count", 2}}},
+              {"sweep", {{"replicas.sync", {"allreduce", {{"local_sgd", {{"period", 16}, {"start_epoch", 1}}}},
+                                            {{"easgd", {{"alpha", 0.2}, {"period", 4}}}}}}}}};
+  EXPECT_EQ(ids(expand_sweep(doc, "spec")),
+            (std::vector<std::string>{"replicas.sync=allreduce,seed=1",
+                                      "replicas.sync=local_sgd_period_16_start_epoch_1,seed=1",
+                                      "replicas.sync=easgd_alpha_0.2_period_4,seed=1"}));
+}
+
 TEST(SweepSpec, DuplicateRunIdsAreAnError) {
   std::string e = expand_error({{"name", "x"}, {"sweep", {{"dataset.root", {"a/b", "a_b"}}}}});
   EXPECT_NE(e.find("get the same run id \"dataset.root=a_b,seed=1\""), std::string::npos) << e;

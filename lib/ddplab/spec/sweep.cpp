@@ -1,6 +1,7 @@
 #include "ddplab/spec/sweep.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -51,7 +52,25 @@ std::string sanitize(const std::string& text) {
   return out;
 }
 
-std::string value_text(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+// A value as its run id shows it. Objects keep their words only: {"local_sgd":{"period":16}}
+// becomes local_sgd_period_16, not a row of escaped braces and quotes.
+std::string value_text(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (!value.is_object()) return value.dump();
+  std::string out;
+  bool gap = false;
+  for (char c : value.dump()) {
+    const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+';
+    if (!word) {
+      gap = true;
+      continue;
+    }
+    if (gap && !out.empty()) out += '_';
+    out += c;
+    gap = false;
+  }
+  return out;
+}
 
 struct Axis {
   std::string section;            // "sweep" or "sweep_zip"
