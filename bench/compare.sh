@@ -20,6 +20,10 @@ cores=$(nproc)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 declare -A results
+# CPU time the hypervisor gave to other guests ("steal", /proc/stat): on a shared VM it is what
+# makes runs of the same code differ by 10-20%, so it is printed with the table.
+steal() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+read -r steal0 total0 < <(steal)
 for round in $(seq "$rounds"); do
   for world in $worlds; do
     "$build/bin/ddplab" run experiments/quickstart.json epochs=1 replicas.count=$world batch.per_replica=$batch \
@@ -28,19 +32,37 @@ for round in $(seq "$rounds"); do
     d=$(python3 -c "import json,sys;print(json.loads(open(sys.argv[1]).readlines()[-1])['images_per_s'])" \
         "$out/cmp_$world/seed=1/epochs.jsonl")
     p=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
-        --backend $backend | sed 's/.*images_per_s=//')
+        --backend $backend 2>/dev/null | sed 's/.*images_per_s=//')
     results[ddplab_$world]+="$d "
     results[peer_$world]+="$p "
+    echo "round $round world $world: ddplab $d peer $p" >&2
   done
   b=$("$build/bin/bare_loop" mnist_cnn $batch 200 "$cores" $device | sed 's/.*images_per_s=//')
   results[bare_1]+="$b "
+  echo "round $round bare_loop $b" >&2
 done
-median() { python3 -c "import statistics,sys;print(f'{statistics.median(map(float,sys.argv[1:])):.0f}')" $1; }
-ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+read -r steal1 total1 < <(steal)
+# Medians of the rounds, and the median of the per-round ratios (each ratio compares runs made
+# seconds apart, so it cancels most of the machine's drift).
+stats() { python3 - "$@" <<'PY'
+import statistics, sys
+mode, a = sys.argv[1], [float(v) for v in sys.argv[2].split()]
+if mode == "median":
+    print(f"{statistics.median(a):.0f}")
+else:
+    b = [float(v) for v in sys.argv[3].split()]
+    print(f"{statistics.median(x / y for x, y in zip(a, b)):.2f}")
+PY
+}
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds; train images: $limit; batch per replica: $batch"
+echo "steal (CPU time taken by other guests of the host) during the benchmark: $(( 100 * (steal1 - steal0) / (total1 - total0 + 1) ))%"
 printf "%-6s %10s %10s %10s %12s %12s\n" world ddplab peer bare_loop ddplab/peer ddplab/bare
 for world in $worlds; do
-  d=$(median "${results[ddplab_$world]}"); p=$(median "${results[peer_$world]}")
-  if [ "$world" = 1 ]; then b=$(median "${results[bare_1]}"); rb=$(ratio "$d" "$b"); else b="-"; rb="-"; fi
-  printf "%-6s %10s %10s %10s %12s %12s\n" "$world" "$d" "$p" "$b" "$(ratio "$d" "$p")" "$rb"
+  d=$(stats median "${results[ddplab_$world]}"); p=$(stats median "${results[peer_$world]}")
+  rp=$(stats ratio "${results[ddplab_$world]}" "${results[peer_$world]}")
+  if [ "$world" = 1 ]; then
+    b=$(stats median "${results[bare_1]}"); rb=$(stats ratio "${results[ddplab_$world]}" "${results[bare_1]}")
+  else b="-"; rb="-"; fi
+  printf "%-6s %10s %10s %10s %12s %12s\n" "$world" "$d" "$p" "$b" "$rp" "$rb"
 done
+echo "(images/s: medians of the rounds; ratios: medians of the per-round ratios)"
