@@ -72,5 +72,31 @@ TEST(Simulated, DropoutStreamsMakeReplicasDifferFromOneBigBatch) {
   EXPECT_NE(csv.find(",,,0,,"), std::string::npos) << "null noise scale and drift are empty CSV cells:\n" << csv;
 }
 
+TEST(Simulated, TwoSimulatedReplicasMatchTwoProcessesWithBatchNorm) {
+  // ResNet-20: each shard is normalized with its own batch statistics (ghost batch norm) and the
+  // running statistics are rank 0's, in two processes and in one simulating process alike. The
+  // control: one replica of the global batch normalizes over all of it and ends elsewhere.
+  Workspace ws(256, 100);
+  auto spec = ws.base_spec("bn");
+  spec["model"] = {{"name", "resnet20"}};
+  spec["epochs"] = 1;
+  spec["replicas"]["count"] = 2;
+  auto procs = run_spec(ws, spec, "procs");
+  ASSERT_EQ(procs.command.exit_code, 0) << procs.command.output;
+  spec["replicas"]["mode"] = "simulated";
+  auto sim = run_spec(ws, spec, "sim");
+  ASSERT_EQ(sim.command.exit_code, 0) << sim.command.output;
+  spec["replicas"]["mode"] = "processes";
+  spec["replicas"]["count"] = 1;
+  auto one = run_spec(ws, spec, "one");
+  ASSERT_EQ(one.command.exit_code, 0) << one.command.output;
+  ASSERT_EQ(procs.records.size(), 1u);
+  ASSERT_EQ(sim.records.size(), 1u);
+  // The test metrics go through the running statistics, so they check the buffers too.
+  expect_close_metrics(procs.records[0], sim.records[0], 1e-4, "epoch 1");
+  EXPECT_LE(max_relative_difference(procs.params, sim.params), 1e-4);
+  EXPECT_GT(max_relative_difference(one.params, sim.params), 1e-3) << "ghost batch norm is not one big batch";
+}
+
 }  // namespace
 }  // namespace ddplab::testing
