@@ -36,6 +36,7 @@ struct FakeRun {
   std::string run_id;  // default: the sweep-style id
   std::vector<double> noise_scale;  // grad_noise_scale per epoch (NaN: null); empty: field absent
   double comm_bytes = -1;           // comm_bytes of every epoch; < 0: field absent
+  int threads = 0;                  // replicas.threads in spec.json; 0: absent
 };
 
 // Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way log/run_log.h lays them out.
@@ -54,6 +55,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
                {"schedule", {{"scale_rule", r.scale_rule}, {"base_batch", 64}}},
                {"batch", {{"per_replica", r.per_replica}}},
                {"replicas", {{"count", r.replicas}, {"device", "cpu"}}}};
+  if (r.threads > 0) spec["replicas"]["threads"] = r.threads;
   write_file(dir / "spec.json", spec.dump(2));
   write_file(dir / "manifest.json",
              json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}
@@ -224,6 +226,29 @@ TEST(Report, SingleSeedCannotTell) {
   EXPECT_FALSE(d.comparisons[0].significant);
   EXPECT_EQ(d.comparisons[0].verdict, "cannot tell (n=1)");
   EXPECT_NE(render_markdown(d).find("cannot tell (n=1)"), std::string::npos);
+}
+
+TEST(Report, ThreadsSplitByReplicaCountStillComparesReplicaCounts) {
+  // replicas.threads "auto" resolves to cores / replicas: 1 x 2 threads vs 2 x 1 thread is one
+  // choice (the replica count), and the report must still test it.
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.threads = 2;
+    r.test_acc = {0.86 + 0.001 * seed};
+    write_run(tmp.path() / "runs", r);
+    r.replicas = 2;
+    r.threads = 1;
+    r.test_acc = {0.84 + 0.001 * seed};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  EXPECT_EQ(d.comparisons[0].key, "replicas.count");
+  EXPECT_EQ(d.comparisons[0].value_a + " vs " + d.comparisons[0].value_b, "1 vs 2");
+  EXPECT_NE(render_markdown(d).find("replicas.count: 1 vs 2 (replicas.threads: 2 vs 1 follows)"), std::string::npos)
+      << render_markdown(d);
 }
 
 TEST(Report, TornLineIsSkippedWithFileAndLine) {

@@ -65,6 +65,11 @@ std::string value_text(const json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+// Settings ddplab derives from another one when left "auto" (the thread budget is split over the
+// replicas; the backend follows the device): groups that differ in both differ in one choice.
+const std::map<std::string, std::string> kFollows = {{"replicas.threads", "replicas.count"},
+                                                     {"replicas.backend", "replicas.device"}};
+
 int64_t seed_of(const RunData& r) {
   return r.spec.is_object() ? int_field(r.spec, "seed", 0) : 0;
 }
@@ -350,15 +355,25 @@ ReportData analyze(const ReportOptions& options) {
 
   for (size_t a = 0; a < data.groups.size(); ++a) {
     for (size_t b = a + 1; b < data.groups.size(); ++b) {
-      const auto keys_ab = differing(data.groups[a], data.groups[b]);
+      const auto all_ab = differing(data.groups[a], data.groups[b]);
+      std::vector<std::string> keys_ab, followers;
+      for (const auto& k : all_ab) {
+        const auto f = kFollows.find(k);
+        const bool follows = f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0;
+        (follows ? followers : keys_ab).push_back(k);
+      }
       if (keys_ab.size() != 1 || data.groups[a].key_spec.contains("run") || data.groups[b].key_spec.contains("run"))
         continue;
+      const json &spec_a = data.groups[a].key_spec, &spec_b = data.groups[b].key_spec;
       Comparison c;
       c.a = a;
       c.b = b;
       c.key = keys_ab.front();
-      c.value_a = value_text(data.groups[a].key_spec.value(c.key, json()));
-      c.value_b = value_text(data.groups[b].key_spec.value(c.key, json()));
+      c.value_a = value_text(spec_a.value(c.key, json()));
+      c.value_b = value_text(spec_b.value(c.key, json()));
+      for (const auto& k : followers)
+        c.followers.push_back(k + ": " + value_text(spec_a.value(k, json())) + " vs " +
+                              value_text(spec_b.value(k, json())));
       c.welch = welch_t_test(data.groups[a].final_accs, data.groups[b].final_accs);
       if (!c.welch.valid) {
         c.verdict = "cannot tell (n=" + std::to_string(std::min(data.groups[a].n, data.groups[b].n)) + ")";

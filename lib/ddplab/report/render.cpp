@@ -119,7 +119,9 @@ Table comparisons_table(const ReportData& d) {
   Table t = {{"differs in", "group A", "group B", "A final acc", "B final acc", "B - A", "t", "df", "p", "verdict"}};
   for (const auto& c : d.comparisons) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
-    t.push_back({c.key + ": " + c.value_a + " vs " + c.value_b, a.label, b.label, pct_pm(a.final_test_acc, a.n),
+    std::string what = c.key + ": " + c.value_a + " vs " + c.value_b;
+    for (const auto& f : c.followers) what += " (" + f + " follows)";
+    t.push_back({what, a.label, b.label, pct_pm(a.final_test_acc, a.n),
                  pct_pm(b.final_test_acc, b.n), diff_cell(d, c), c.welch.valid ? fixed(c.welch.t, 3) : kDash,
                  c.welch.valid ? fixed(c.welch.df, 2) : kDash, p_cell(c), c.verdict});
   }

@@ -106,6 +106,7 @@ struct Comparison {
   size_t a = 0, b = 0;        // group indices
   std::string key;            // the differing dotted key
   std::string value_a, value_b;
+  std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
   WelchResult welch;
   bool significant = false;   // p < 0.05 with n >= 2 in both
   std::string verdict;        // "significant (p < 0.05)" | "not significant" | "cannot tell (n=1)"
