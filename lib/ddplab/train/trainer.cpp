@@ -97,6 +97,10 @@ void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data
   make_optimizer(spec.optimizer, named);
 }
 
+bool loss_has_blown_up(double mean_train_loss, int64_t num_classes) {
+  return !std::isfinite(mean_train_loss) || mean_train_loss > 100.0 * std::log(static_cast<double>(num_classes));
+}
+
 void install_stop_handlers() {
   g_stop_signal = 0;
   std::signal(SIGINT, on_stop_signal);
@@ -457,6 +461,12 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         std::printf("\n");
         std::fflush(stdout);
       }
+    }
+    if (loss_has_blown_up(rec.train_loss, data.num_classes)) {
+      char msg[200];
+      std::snprintf(msg, sizeof msg, "diverged in epoch %d: the mean training loss is %g, over 100 x ln(%ld) (lr %g)",
+                    rec.epoch, rec.train_loss, static_cast<long>(data.num_classes), lr);
+      throw Diverged(msg, rec.epoch, global_step);
     }
     result.epochs_done = epoch + 1;
     result.final_test_acc = rec.test_acc;

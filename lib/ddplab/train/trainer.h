@@ -52,7 +52,8 @@ struct ReplicaResult {
 };
 
 // A NaN or Inf gradient (after the all-reduce, so every rank sees it at the same step) stops
-// training: status "diverged", exit code 3.
+// training: status "diverged", exit code 3. So does an epoch whose mean training loss has blown up
+// (loss_has_blown_up) although it stayed finite; that epoch's record is written first.
 class Diverged : public std::runtime_error {
  public:
   Diverged(const std::string& message, int epoch, int64_t step)
@@ -60,6 +61,11 @@ class Diverged : public std::runtime_error {
   int epoch;
   int64_t step;
 };
+
+// True when the mean cross-entropy of an epoch is not finite or over 100 x ln(num_classes), the
+// loss of a uniform guess: the weights have blown up. Such a run then often sits at chance with a
+// finite loss (dead ReLUs) and would otherwise be reported as a finished run at 10%.
+bool loss_has_blown_up(double mean_train_loss, int64_t num_classes);
 
 // SIGINT/SIGTERM: every rank finishes the same step (agreed through GradSync's control slot),
 // then training stops: status "interrupted", exit code 128 + signal.
