@@ -501,6 +501,16 @@ TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
   EXPECT_NEAR(big.noise_scale_first, 100, 1e-9) << "the first epoch that has one";
   EXPECT_TRUE(std::isnan(group_labelled(d, "batch.per_replica=64, replicas.count=1").noise_scale_last));
 
+  TempDir local;
+  FakeRun stopped_reducing;  // local SGD from epoch 2: no estimate after epoch 1
+  stopped_reducing.replicas = 2;
+  stopped_reducing.noise_scale = {40, NAN, NAN};
+  write_run(local.path() / "runs", stopped_reducing);
+  const ReportData dl = analyze(options_for(local));
+  EXPECT_NEAR(dl.groups[0].noise_scale_first, 40, 1e-9);
+  EXPECT_TRUE(std::isnan(dl.groups[0].noise_scale_last)) << "epoch 1's estimate does not describe the end";
+  EXPECT_EQ(render_markdown(dl).find("how many replicas pay off?"), std::string::npos);
+
   const std::string svg = read_file(o.out_dir / "noise_scale.svg");
   size_t refs = 0;
   for (size_t at = svg.find("class=\"reference\""); at != std::string::npos; at = svg.find("class=\"reference\"", at + 1))

@@ -278,7 +278,10 @@ ReportData analyze(const ReportOptions& options) {
         if (std::isfinite(e.grad_noise_scale)) ns.push_back(e.grad_noise_scale);
         if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
       }
-      if (!ns.empty()) ns_first.push_back(ns.front()), ns_last.push_back(ns.back());
+      if (!ns.empty()) ns_first.push_back(ns.front());
+      // Only a value from the final epoch describes the end of the run: a local SGD run that
+      // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
+      if (std::isfinite(r.epochs.back().grad_noise_scale)) ns_last.push_back(r.epochs.back().grad_noise_scale);
       if (logged) comm.push_back(bytes);
       if (target) {
         if (const EpochPoint* p = r.first_reaching(*target)) {

@@ -95,8 +95,9 @@ struct GroupStats {
   std::optional<size_t> baseline;            // the 1-replica group of the same per-replica batch
   std::vector<double> final_accs;            // final test accuracy of each finished run
   int64_t global_batch = 0;
-  // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first and
-  // the last epoch that has it; NaN when none did.
+  // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first epoch
+  // that has it and at the final epoch (NaN when the final epoch has none, e.g. local SGD after
+  // its all-reduce phase, or when no run logged one).
   double noise_scale_first = 0, noise_scale_last = 0;
   double comm_bytes = 0;  // total over the epochs, mean over finished runs (NaN when not logged)
 };
