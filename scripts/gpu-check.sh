@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh [out_dir=$OUT or gpu-check-out]
 #
 # It builds ddplab against that torch with the staged dependencies, runs the unit tests, the
-# quickstart on cuda (1 replica over NCCL, and 2 replicas over gloo sharing the one GPU), and the
+# quickstart on cuda (1 replica over NCCL, and 2 replicas over gloo sharing the one GPU; one epoch
+# each of bf16 autocast and of bf16 gradient all-reduce), and the
 # GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
 # and 512, and writes everything to <out_dir>/gpu-check.txt. About 8 minutes on one H200.
 # Each step runs even if an earlier one failed; the exit code says whether all passed.
@@ -44,7 +45,13 @@ step "quickstart cuda, 1 replica, nccl" $build/bin/ddplab run experiments/quicks
   replicas.backend=nccl output="$runs" name=gpu_nccl1 --force
 step "quickstart cuda, 2 replicas sharing the GPU, gloo" $build/bin/ddplab run experiments/quickstart.json \
   replicas.count=2 replicas.device=cuda replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
-step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl"
+step "quickstart cuda, bf16 autocast, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json \
+  replicas.device=cuda precision=bf16 epochs=1 output="$runs" name=gpu_bf16 --force
+step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" $build/bin/ddplab run experiments/quickstart.json \
+  replicas.count=2 replicas.device=cuda replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 output="$runs" \
+  name=gpu_wire16 --force
+step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
+  $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl"
 for batch in 64 512; do
   step "compare batch $batch" env BATCH=$batch WORLDS=1 DEVICE=cuda BACKEND=nccl BUILD=$build PYTHON=$python \
     bench/compare.sh 3 60000

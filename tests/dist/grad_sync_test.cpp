@@ -189,7 +189,7 @@ struct TwoRankStep {
   int64_t payload = 0;
 };
 
-TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank) {
+TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16 = false) {
   TwoRankStep out;
   out.reduced_a.resize(2);
   out.reduced_b.resize(2);
@@ -206,6 +206,7 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank) {
     std::vector<at::Tensor> ps{a, b};
     GradSyncOptions options = small_buckets();
     options.mean = mean;
+    options.compress_bf16 = bf16;
     GradSync sync(ps, comm, options);
     EXPECT_EQ(sync.bucket_count(), 2);
     sync.set_require_sync(require_sync);
@@ -255,6 +256,21 @@ TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {
     EXPECT_NEAR(s.local_mean[r], (n * 5 + n * 45) / 2, n * 25 * 1e-6);
     EXPECT_TRUE(s.stop[r]) << "rank 1's stop request reaches rank " << r;
   }
+}
+
+TEST(GradSync, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, /*bf16=*/true);
+  const double n = 300000;
+  const double local_mean = (n * 5 + n * 45) / 2;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f) << "(1 + 3) / 2 is exact in bfloat16";
+    EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
+    // The local norms ride in the bf16 bucket too: 8 bits of mantissa, relative error <= 2^-8.
+    EXPECT_NEAR(s.local_mean[r], local_mean, local_mean / 256) << "rank " << r;
+    EXPECT_NE(s.local_mean[r], local_mean) << "7.5e6 is not a bfloat16 number: it was rounded on the wire";
+    EXPECT_TRUE(s.stop[r]) << "the stop flag survives the cast";
+  }
+  EXPECT_EQ(s.payload, (2 * 300000 + 2) * 2) << "bfloat16 on the wire";
 }
 
 TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {

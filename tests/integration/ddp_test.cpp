@@ -57,6 +57,39 @@ TEST(Ddp, SumReductionWithLrOverNEqualsMeanReduction) {
   expect_same_training(mean, sum, 1e-5);
 }
 
+TEST(Ddp, Bf16GradientAllReduceHalvesTheBytesAndStaysCloseToFp32) {
+  Workspace ws;
+  auto spec = ws.base_spec("wire");
+  spec["replicas"]["count"] = 2;
+  auto fp32 = run_spec(ws, spec, "fp32");
+  ASSERT_EQ(fp32.command.exit_code, 0) << fp32.command.output;
+  spec["replicas"]["grad_dtype"] = "bf16";
+  auto bf16 = run_spec(ws, spec, "bf16");
+  ASSERT_EQ(bf16.command.exit_code, 0) << bf16.command.output << "\n(the replica consistency audit ran every epoch)";
+  ASSERT_EQ(bf16.records.size(), 2u);
+  EXPECT_EQ(2 * bf16.records[1]["comm_bytes"].get<int64_t>(), fp32.records[1]["comm_bytes"].get<int64_t>());
+  const double diff = max_relative_difference(fp32.params, bf16.params);
+  EXPECT_GT(diff, 0.0) << "the gradients were rounded to bfloat16 on the wire";
+  EXPECT_LT(diff, 0.05) << "16 steps of bf16-rounded gradients stay close to fp32";
+  EXPECT_LT(relative_difference(fp32.records[1]["train_loss"], bf16.records[1]["train_loss"]), 0.05);
+}
+
+TEST(Ddp, Bf16AutocastTrainsCloseToFp32) {
+  Workspace ws;
+  auto spec = ws.base_spec("autocast");
+  auto fp32 = run_spec(ws, spec, "fp32");
+  ASSERT_EQ(fp32.command.exit_code, 0) << fp32.command.output;
+  spec["precision"] = "bf16";
+  auto bf16 = run_spec(ws, spec, "bf16");
+  ASSERT_EQ(bf16.command.exit_code, 0) << bf16.command.output;
+  ASSERT_EQ(bf16.records.size(), 2u);
+  const double diff = max_relative_difference(fp32.params, bf16.params);
+  EXPECT_GT(diff, 0.0) << "the forward ran in bfloat16";
+  EXPECT_LT(diff, 0.05);
+  EXPECT_LT(relative_difference(fp32.records[1]["train_loss"], bf16.records[1]["train_loss"]), 0.05);
+  EXPECT_NEAR(fp32.records[1]["test_acc"].get<double>(), bf16.records[1]["test_acc"].get<double>(), 0.05);
+}
+
 TEST(Ddp, ReplicasThatDoNotShareWeightsAreCaught) {
   Workspace ws;
   auto spec = ws.base_spec("unshared");

@@ -290,6 +290,29 @@ TEST(Spec, NcclRejectedWithoutCudaBuild) {
   EXPECT_NE(msg.find("CUDA build of LibTorch"), std::string::npos) << msg;
 }
 
+TEST(Spec, BackendAutoResolvesByDevice) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.replicas.backend, "gloo");
+  EXPECT_EQ(s.resolved["replicas"]["backend"], "gloo") << "spec.json names the backend that ran";
+  EXPECT_EQ(resolve(with("replicas.backend=gloo")).replicas.backend, "gloo");
+  if (ddplab::built_with_cuda()) {
+    EXPECT_EQ(resolve(with("replicas.device=cuda")).replicas.backend, "nccl");
+  }
+}
+
+TEST(Spec, PrecisionAndGradDtype) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.precision, "fp32");
+  EXPECT_EQ(s.replicas.grad_dtype, "fp32");
+  s = resolve(with("precision=bf16"));
+  EXPECT_EQ(s.precision, "bf16");
+  EXPECT_EQ(resolve(with("replicas.grad_dtype=bf16")).replicas.grad_dtype, "bf16");
+  std::string msg = resolve_error(with("precision=fp16"));
+  EXPECT_EQ(msg.rfind("/precision: ", 0), 0u) << msg;
+  msg = resolve_error(with("replicas.grad_dtype=int8"));
+  EXPECT_EQ(msg.rfind("/replicas/grad_dtype: ", 0), 0u) << msg;
+}
+
 TEST(Spec, IdxNeedsRoot) {
   EXPECT_EQ(resolve_error(with("dataset.name=idx")), "/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
   json doc = with("dataset.name=idx");

@@ -27,7 +27,7 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
 }
 
 TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform,
-                         int64_t global_batch, int rank, int world, int64_t seed, int prefetch)
+                         int64_t global_batch, int rank, int world, int64_t seed, int prefetch, bool pin_memory)
     : data_(data),
       transform_(std::move(transform)),
       global_batch_(global_batch),
@@ -36,7 +36,8 @@ TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transfor
       rank_(rank),
       world_(world),
       seed_(seed),
-      prefetch_(static_cast<size_t>(std::max(prefetch, 1))) {
+      prefetch_(static_cast<size_t>(std::max(prefetch, 1))),
+      pin_memory_(pin_memory) {
   TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
   TORCH_INTERNAL_ASSERT(transform_ != nullptr, "TrainLoader needs a transform");
   TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ",
@@ -76,6 +77,10 @@ void TrainLoader::produce(int64_t epoch, int64_t first_step) {
       int64_t begin = t * global_batch_ + rank_ * local_batch_;
       Batch b = make_batch(data_.train, perm.slice(0, begin, begin + local_batch_), *transform_,
                            /*train=*/true, seed_, epoch);
+      if (pin_memory_) {
+        b.x = b.x.pin_memory();
+        b.y = b.y.pin_memory();
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stop_) return;

@@ -11,7 +11,8 @@
 //
 // TrainLoader gathers and transforms batches (transform.h: augmentation keyed per sample by
 // (seed, epoch, index), then normalization) on a background thread, `prefetch` batches ahead,
-// so the trainer never waits on data.
+// so the trainer never waits on data. With `pin_memory` (CUDA runs) that thread also copies each
+// batch into page-locked host memory, so the host-to-GPU copy can run asynchronously.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -50,7 +51,7 @@ class TrainLoader {
   // global_batch must be divisible by world (checked by the spec; asserted here). `transform`
   // (its training path) makes the batches of data.train.
   TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
-              int rank, int world, int64_t seed, int prefetch = 4);
+              int rank, int world, int64_t seed, int prefetch = 4, bool pin_memory = false);
   ~TrainLoader();
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;
@@ -73,6 +74,7 @@ class TrainLoader {
   int rank_, world_;
   int64_t seed_;
   size_t prefetch_;
+  bool pin_memory_;
   std::thread worker_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -4,6 +4,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#ifdef DDPLAB_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include "ddplab/error.h"
 
@@ -45,11 +48,42 @@ std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend, 
     options->devices.push_back(host.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                             : c10d::ProcessGroupGloo::createDeviceForHostname(host));
     comm->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, world.rank, world.size, options);
+  } else if (backend == "nccl") {
+#ifdef DDPLAB_WITH_NCCL
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    comm->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, world.rank, world.size, options);
+    nccl->setBoundDeviceId(comm->device);
+    comm->backend = nccl;
+#else
+    throw Error("/replicas/backend: nccl: this ddplab was built without NCCL (no CUDA LibTorch, or no nccl.h at "
+                "build time); use \"gloo\", which also reduces CUDA tensors");
+#endif
   } else {
-    throw Error("/replicas/backend: \"" + backend + "\" is not available in this ddplab build yet; use \"gloo\" (it also reduces CUDA tensors)");
+    throw Error("/replicas/backend: must be \"gloo\" or \"nccl\", got \"" + backend + "\"");
   }
   return comm;
 }
+
+namespace {
+
+// Whether `t` must move for the backend: NCCL reduces tensors on its GPU only; gloo takes any.
+bool must_move(const Comm& comm, const at::Tensor& t) { return comm.device.is_cuda() && t.device() != comm.device; }
+
+// Runs `collective` on `t` where the backend can reach it, writing the result back into `t`.
+template <typename F>
+void on_comm_device(Comm& comm, at::Tensor& t, F collective) {
+  if (!must_move(comm, t)) {
+    collective(t);
+    return;
+  }
+  auto moved = t.to(comm.device);
+  collective(moved);
+  t.copy_(moved);
+}
+
+}  // namespace
 
 int64_t ring_allreduce_bytes(int64_t payload_bytes, int world) {
   if (world <= 1) return 0;
@@ -57,15 +91,19 @@ int64_t ring_allreduce_bytes(int64_t payload_bytes, int world) {
 }
 
 void allreduce_sum(Comm& comm, at::Tensor& t) {
-  std::vector<at::Tensor> v{t};
-  comm.backend->allreduce(v)->wait();
+  on_comm_device(comm, t, [&](at::Tensor& x) {
+    std::vector<at::Tensor> v{x};
+    comm.backend->allreduce(v)->wait();
+  });
 }
 
 void allreduce_max(Comm& comm, at::Tensor& t) {
-  std::vector<at::Tensor> v{t};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp::MAX;
-  comm.backend->allreduce(v, opts)->wait();
+  on_comm_device(comm, t, [&](at::Tensor& x) {
+    std::vector<at::Tensor> v{x};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MAX;
+    comm.backend->allreduce(v, opts)->wait();
+  });
 }
 
 void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root) {
@@ -74,9 +112,12 @@ void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int
   std::vector<at::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(torch::kFloat64));
   std::vector<at::Tensor> flat{torch::cat(flat_parts)};
-  c10d::BroadcastOptions opts;
-  opts.rootRank = root;
-  comm.backend->broadcast(flat, opts)->wait();
+  on_comm_device(comm, flat[0], [&](at::Tensor& x) {
+    std::vector<at::Tensor> v{x};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    comm.backend->broadcast(v, opts)->wait();
+  });
   int64_t offset = 0;
   for (const auto& t : tensors) {
     auto part = flat[0].narrow(0, offset, t.numel()).view(t.sizes());
@@ -89,9 +130,11 @@ void barrier(Comm& comm) { comm.backend->barrier()->wait(); }
 
 std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t) {
   std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < comm.size; ++r) outputs[0].push_back(torch::empty_like(t));
-  std::vector<at::Tensor> inputs{t};
+  const auto input = must_move(comm, t) ? t.to(comm.device) : t;
+  for (int r = 0; r < comm.size; ++r) outputs[0].push_back(torch::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
   comm.backend->allgather(outputs, inputs)->wait();
+  for (auto& o : outputs[0]) o = o.to(t.device());
   return outputs[0];
 }
 

@@ -1,8 +1,11 @@
-// A process group over c10d: a TCPStore for rendezvous and a ProcessGroupGloo backend.
+// A process group over c10d: a TCPStore for rendezvous and a ProcessGroupGloo backend (CPU and
+// CUDA tensors) or, in CUDA builds, a ProcessGroupNCCL backend (CUDA tensors only).
 //
 // make_comm() connects rank `world.rank` of `world.size` and returns when every rank has
 // joined (or throws after `timeout`). All collectives below are blocking wrappers over the
-// c10d Work objects; GradSync (grad_sync.h) uses the asynchronous backend calls directly.
+// c10d Work objects; they take tensors on any device and move them to `Comm::device` and back
+// when the backend needs it (NCCL cannot reduce host tensors). GradSync (grad_sync.h) uses the
+// asynchronous backend calls directly on its device buckets.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -21,9 +24,11 @@ struct Comm {
   c10::intrusive_ptr<c10d::Backend> backend;
   int rank = 0;
   int size = 1;
+  c10::Device device{c10::kCPU};  // NCCL: its GPU, where tensors must live; gloo: cpu (takes any tensor)
 };
 
-// backend: "gloo" (CPU tensors; CUDA tensors too) or "nccl" (CUDA builds only).
+// backend: "gloo" (CPU tensors; CUDA tensors too) or "nccl" (CUDA builds with NCCL only; rank r
+// uses GPU world.local_rank, which must be the current device: dist::select_device).
 std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend,
                                 std::chrono::milliseconds timeout);
 

@@ -19,7 +19,10 @@ class ReadyHook : public torch::autograd::PostAccumulateGradHook {
 }  // namespace
 
 GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options)
-    : params_(std::move(params)), comm_(std::move(comm)), options_(options) {
+    : params_(std::move(params)),
+      comm_(std::move(comm)),
+      options_(options),
+      timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
   std::vector<size_t> order;
   for (size_t i = params_.size(); i-- > 0;)
@@ -68,6 +71,7 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
     b.flat = torch::zeros({numel + (last ? kExtraSlots : 0)}, params_[g.front()].options().requires_grad(false));
+    if (options_.compress_bf16) b.wire = torch::empty_like(b.flat, b.flat.options().dtype(torch::kBFloat16));
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
@@ -116,7 +120,8 @@ void GradSync::launch(Bucket& bucket) {
   local_sq_ += grads.dot(grads);
   if (&bucket == &buckets_.back()) bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
   if (options_.mean) bucket.flat.div_(comm_->size);
-  std::vector<at::Tensor> tensors{bucket.flat};
+  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
+  std::vector<at::Tensor> tensors{bucket.wire.defined() ? bucket.wire : bucket.flat};
   bucket.work = comm_->backend->allreduce(tensors);
 }
 
@@ -126,10 +131,14 @@ double GradSync::finalize() {
     buckets_[next_bucket_].pending = 0;
     launch(buckets_[next_bucket_++]);
   }
-  auto start = std::chrono::steady_clock::now();
+  // On CUDA, wait() only makes the compute stream wait for the all-reduce; the timer's events
+  // measure that stall on the stream itself.
+  timer_.start();
   for (auto& b : buckets_)
     if (b.work) b.work->wait();
-  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timer_.stop();
+  for (auto& b : buckets_)
+    if (b.work && b.wire.defined()) b.flat.copy_(b.wire);
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
   // reduced values back where the optimizer reads them.
   for (auto& b : buckets_)
@@ -152,7 +161,7 @@ double GradSync::finalize() {
   }
   ++steps_;
   maybe_rebuild();
-  return waited;
+  return timer_.seconds();
 }
 
 void GradSync::maybe_rebuild() {
@@ -168,10 +177,7 @@ void GradSync::maybe_rebuild() {
   for (size_t i = params_.size(); i-- > 0;)
     if (!seen[i] && params_[i].requires_grad()) order.push_back(static_cast<int64_t>(i));
   auto t = torch::tensor(order, torch::kInt64);
-  std::vector<at::Tensor> v{t};
-  c10d::BroadcastOptions opts;
-  opts.rootRank = 0;
-  comm_->backend->broadcast(v, opts)->wait();
+  broadcast_coalesced(*comm_, {t}, 0);
   std::vector<size_t> agreed;
   auto acc = t.accessor<int64_t, 1>();
   for (int64_t k = 0; k < t.numel(); ++k) agreed.push_back(static_cast<size_t>(acc[k]));
@@ -202,7 +208,7 @@ at::Tensor GradSync::mean_grad_norm_squared() const {
 
 int64_t GradSync::payload_bytes() const {
   int64_t bytes = 0;
-  for (const auto& b : buckets_) bytes += b.flat.numel() * b.flat.element_size();
+  for (const auto& b : buckets_) bytes += b.flat.numel() * (b.wire.defined() ? b.wire : b.flat).element_size();
   return bytes;
 }
 

@@ -27,6 +27,10 @@
 // mean over replicas of |local gradient|^2 (local_norm_squared_mean(); the gradient noise scale's
 // |G_small|^2, see noise_scale.h), again without an extra collective.
 //
+// compress_bf16 (replicas.grad_dtype "bf16") is DDP's bf16_compress_hook: a launched bucket is
+// divided by the world size in fp32, cast into a persistent bfloat16 buffer of the same length,
+// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize().
+//
 // set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
 // EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
 //
@@ -41,6 +45,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ddplab/dist/comm.h"
+#include "ddplab/dist/device.h"
 
 namespace ddplab::dist {
 
@@ -49,6 +54,7 @@ struct GradSyncOptions {
   double first_bucket_mb = 1.0;
   bool mean = true;  // false: sum
   bool rebuild_buckets = true;
+  bool compress_bf16 = false;  // all-reduce in bfloat16 (see above)
 };
 
 class GradSync {
@@ -61,7 +67,8 @@ class GradSync {
 
   // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
   void prepare_for_backward();
-  // Launches any bucket not yet launched, waits for all, returns seconds spent blocked.
+  // Launches any bucket not yet launched, waits for all, returns seconds spent blocked (on CUDA:
+  // how long the compute stream stood waiting for the all-reduce, from CUDA events).
   double finalize();
 
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
@@ -69,7 +76,7 @@ class GradSync {
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
   // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
   int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
-  // Bytes all-reduced per step: every bucket, extra slots included.
+  // Bytes all-reduced per step: every bucket, extra slots included, in the wire dtype.
   int64_t payload_bytes() const;
   // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
   at::Tensor grad_norm_squared() const;
@@ -98,6 +105,7 @@ class GradSync {
     std::vector<int64_t> offsets;
     int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
     at::Tensor flat;
+    at::Tensor wire;  // compress_bf16: the bf16 copy that is all-reduced; else undefined
     size_t pending = 0;
     c10::intrusive_ptr<c10d::Work> work;
   };
@@ -127,6 +135,7 @@ class GradSync {
   bool reduced_ = false;
   at::Tensor local_sq_;       // running sum of this replica's launched buckets' squared norms
   at::Tensor local_sq_mean_;  // after a reduced finalize(): mean over replicas of local_sq_
+  StreamTimer timer_;         // finalize()'s wait
 };
 
 }  // namespace ddplab::dist

@@ -276,14 +276,18 @@ void check_cross_fields(json& doc) {
   if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
     throw Error("/batch/global: must be divisible by replicas.count (" + std::to_string(count) + "), got " +
                 batch["global"].dump());
-  const std::string backend = replicas["backend"].get<std::string>();
   const std::string device = replicas["device"].get<std::string>();
-  if (backend == "nccl" && !ddplab::built_with_cuda())
+  if (replicas["backend"] == "nccl" && !ddplab::built_with_cuda())
     throw Error("/replicas/backend: nccl needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"nccl\"");
-  if (backend == "nccl" && device != "cuda")
-    throw Error("/replicas/backend: nccl needs replicas.device \"cuda\", got device " + replicas["device"].dump());
   if (device == "cuda" && !ddplab::built_with_cuda())
     throw Error("/replicas/device: cuda needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"cuda\"");
+  if (replicas["backend"] == "auto") replicas["backend"] = device == "cuda" ? "nccl" : "gloo";
+  const std::string backend = replicas["backend"].get<std::string>();
+  if (backend == "nccl" && device != "cuda")
+    throw Error("/replicas/backend: nccl needs replicas.device \"cuda\", got device " + replicas["device"].dump());
+  if (backend == "nccl" && !ddplab::built_with_nccl())
+    throw Error("/replicas/backend: nccl: this ddplab was built without NCCL (nccl.h was not found at build time; set "
+                "NCCL_INCLUDE_DIR and rebuild), got \"nccl\"; \"gloo\" also reduces CUDA tensors");
 
   json& dataset = doc["dataset"];
   const std::string name = dataset["name"].get<std::string>();
@@ -366,6 +370,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.replicas.backend = r["backend"].get<std::string>();
   s.replicas.reduce = r["reduce"].get<std::string>();
   s.replicas.bucket_mb = r["bucket_mb"].get<double>();
+  s.replicas.grad_dtype = r["grad_dtype"].get<std::string>();
   s.replicas.threads = r["threads"].get<int>();
   s.replicas.timeout_s = r["timeout_s"].get<double>();
   s.replicas.max_restarts = r["max_restarts"].get<int>();
@@ -385,6 +390,7 @@ ExperimentSpec to_typed(const json& doc) {
                                                   : b["global"].get<int64_t>() / s.replicas.count;
   s.global_batch = s.per_replica_batch * s.replicas.count;
   s.epochs = doc["epochs"].get<int>();
+  s.precision = doc["precision"].get<std::string>();
   s.seed = doc["seed"].get<int64_t>();
   s.output = doc["output"].get<std::string>();
   const json& g = doc["debug"];

@@ -73,9 +73,10 @@ struct SyncSpec {
 struct ReplicasSpec {
   int count = 1;
   std::string device = "cpu";   // cpu | cuda
-  std::string backend = "gloo"; // gloo | nccl
+  std::string backend = "gloo"; // gloo | nccl (schema "auto" resolves to nccl on cuda, gloo on cpu)
   std::string reduce = "mean";  // mean | sum
   double bucket_mb = 25.0;
+  std::string grad_dtype = "fp32";  // fp32 | bf16 (all-reduce wire format)
   int threads = 0;  // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
   int max_restarts = 0;
@@ -103,6 +104,7 @@ struct ExperimentSpec {
   int64_t global_batch = 64;       // per_replica_batch * replicas.count
   ReplicasSpec replicas;
   int epochs = 1;
+  std::string precision = "fp32";  // fp32 | bf16 (autocast)
   int64_t seed = 1;
   std::string output = "runs";
   DebugSpec debug;

@@ -12,12 +12,14 @@
 #include <mutex>
 #include <optional>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
 #include "ddplab/dist/comm.h"
+#include "ddplab/dist/device.h"
 #include "ddplab/dist/grad_sync.h"
 #include "ddplab/dist/noise_scale.h"
 #include "ddplab/error.h"
@@ -80,6 +82,35 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   }
 }
 
+// precision "bf16": autocast to bfloat16 on `device` for the scope's lifetime, as Python's
+// `with torch.autocast(device_type, dtype=torch.bfloat16)`; the autocast weight-cast cache is
+// cleared when the outermost scope ends, as Python's does.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, bool enabled) : device_(device), enabled_(enabled) {
+    if (!enabled_) return;
+    was_enabled_ = at::autocast::is_autocast_enabled(device_);
+    was_dtype_ = at::autocast::get_autocast_dtype(device_);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device_, was_enabled_);
+    at::autocast::set_autocast_dtype(device_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool enabled_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
 // The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
 models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
   const data::ImageSize image = transform.output_size();
@@ -137,8 +168,10 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
                   std::to_string(world.local_rank) + ", but " + std::to_string(gpus) +
                   " GPU(s) are visible (NCCL needs one GPU per rank; backend gloo can share one)");
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank % gpus));
+    dist::select_device(device);
     model->to(device);
   }
+  const bool bf16 = spec.precision == "bf16";
 
   std::shared_ptr<dist::Comm> comm = options.comm;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
@@ -170,6 +203,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   dist::GradSyncOptions sync_options;
   sync_options.bucket_mb = spec.replicas.bucket_mb;
   sync_options.mean = spec.replicas.reduce == "mean";
+  sync_options.compress_bf16 = spec.replicas.grad_dtype == "bf16";
   dist::GradSync sync(params, comm, sync_options);
   std::optional<SimulatedReplicas> sim;
   if (simulated) {
@@ -180,7 +214,9 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   dist::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
 
   // A simulating process loads the whole global batch and splits it into the replicas' shards.
-  data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed);
+  data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed,
+                           /*prefetch=*/4, /*pin_memory=*/device.is_cuda());
+  dist::BatchMover mover(device);  // on CUDA, batch k+1's copy overlaps step k
   const int64_t steps = loader.steps_per_epoch();
   if (steps == 0)
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
@@ -268,9 +304,15 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
                                           std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
     auto last_progress = epoch_start;
     loader.start_epoch(epoch, first_step);
-    for (int64_t step = first_step; step < steps; ++step, ++global_step) {
+    auto stage_next = [&](int64_t step) {
       auto batch = loader.next();
       TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps, " steps");
+      mover.stage(batch->x, batch->y);
+    };
+    for (int64_t step = first_step; step < steps; ++step, ++global_step) {
+      if (!mover.staged()) stage_next(step);
+      auto [batch_x, batch_y] = mover.take();
+      if (step + 1 < steps) stage_next(step + 1);
       const bool fault_now = faults_armed && rank == spec.debug.rank && global_step == spec.debug.step;
       if (spec.debug.fault == "crash" && fault_now) std::raise(SIGKILL);
       if (spec.debug.fault == "throw" && fault_now)
@@ -280,20 +322,20 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       const bool reduce = replica_sync.reduces_gradients(global_step);
       sync.set_require_sync(reduce);
       sync.request_stop(stop_signal() != 0);
-      if (device.is_cuda()) {
-        batch->x = batch->x.to(device, /*non_blocking=*/true);
-        batch->y = batch->y.to(device, /*non_blocking=*/true);
-      }
       broadcast_buffers();
       if (sim) sim->begin_step();
       const int64_t shard = spec.per_replica_batch;
       for (size_t k = 0; k < local_replicas.size(); ++k) {
-        auto x = sim ? batch->x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch->x;
-        auto y = sim ? batch->y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch->y;
+        auto x = sim ? batch_x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_x;
+        auto y = sim ? batch_y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_y;
         if (sim) sim->begin_replica(static_cast<int>(k));
         sync.prepare_for_backward();
-        auto logits = model->forward(x);
-        auto loss = torch::cross_entropy_loss(logits, y);
+        at::Tensor logits, loss;
+        {
+          AutocastScope autocast(device.type(), bf16);
+          logits = model->forward(x);
+          loss = torch::cross_entropy_loss(logits, y);
+        }
         loss.backward();
         comm_wait += sync.finalize();
         if (sim) sim->end_replica(static_cast<int>(k));
@@ -360,6 +402,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         std::fflush(stdout);
       }
     }
+    dist::synchronize(device);
     double epoch_s = seconds_since(epoch_start);
 
     // Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
@@ -377,6 +420,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
     {
       torch::NoGradGuard no_grad;
+      AutocastScope autocast(device.type(), bf16);
       for (int r : local_replicas) {
         const auto [test_begin, test_end] = data::eval_shard(data.test.size(), r, replicas);
         for (int64_t b = test_begin; b < test_end; b += 1000) {
