@@ -35,9 +35,20 @@ step "machine" sh -c "nvidia-smi; nproc; $python -c 'import torch; print(\"torch
 prefix=$($python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 /usr/lib64/libz.so.1 2>/dev/null | head -n 1)
 cuda_root=${CUDA_HOME:-/usr/local/cuda}
+# A toolkit without the math libraries' headers (cusparse.h, which ATen/cuda/CUDAContext.h
+# includes) or without libnvrtc: take them from the torch wheel's nvidia packages, as
+# scripts/check-cuda-build.sh does.
+site=$($python -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+if [ ! -f "$cuda_root/include/cusparse.h" ]; then
+  math_inc=$(find "$site/nvidia" -maxdepth 3 -name cusparse.h -printf '%h\n' 2>/dev/null | head -n 1)
+  export CPLUS_INCLUDE_PATH="${math_inc}${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+fi
+nvrtc=$(ls "$cuda_root"/lib64/libnvrtc.so* 2>/dev/null | head -n 1)
+[ -n "$nvrtc" ] || nvrtc=$(find "$site/nvidia" -name 'libnvrtc.so*' 2>/dev/null | head -n 1)
 step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
   -DZLIB_LIBRARY="$zlib" -DZLIB_INCLUDE_DIR="$PWD/.offline/root/usr/include" \
-  -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -DDDPLAB_WERROR=ON
+  -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
+  ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} -DDDPLAB_WERROR=ON
 step "build" cmake --build $build -j "$(nproc)"
 step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
