@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -44,10 +45,12 @@ class BatchMover {
   bool staged_ = false;
 };
 
-// Time between start() and stop() of the work on the current stream of `device`: CUDA events on
-// GPUs (so an asynchronous wait, e.g. the compute stream blocked on an NCCL all-reduce, is
-// measured where it happens, not on the host), a steady clock on CPU. seconds() of a CUDA timer
-// waits for the stop event.
+// Total time of start()/stop() intervals on the current stream of `device`: CUDA events on GPUs
+// (so an asynchronous wait, e.g. the compute stream blocked on an NCCL all-reduce, is measured
+// where it happens, not on the host), a steady clock on CPU. start() and stop() never wait for
+// the device, so a timer can bracket a wait in every step without a host sync per step;
+// take_seconds() returns the sum of the intervals since its last call, waiting for the last
+// stop event (call it where the host waits anyway: at the end of an epoch).
 class StreamTimer {
  public:
   explicit StreamTimer(c10::Device device);
@@ -57,13 +60,39 @@ class StreamTimer {
 
   void start();
   void stop();
-  double seconds() const;
+  double take_seconds();
 
  private:
   struct Cuda;
   c10::Device device_;
   std::unique_ptr<Cuda> cuda_;
-  std::chrono::steady_clock::time_point start_, stop_;
+  std::chrono::steady_clock::time_point start_;
+  double seconds_ = 0;
+};
+
+// Small per-step values (a 1-D float64 tensor of a few elements: a gradient norm, a stop flag)
+// read on the host one step late, so that the host never waits for the device in the middle of
+// a step. push() starts copying the values to pinned host memory behind the work already queued
+// (non-blocking, an event recorded after it); pop() returns the oldest pushed values, waiting
+// for that event only, so the step queued since keeps the GPU busy meanwhile. Synchronous on
+// CPU. At most `capacity` pushes may be pending.
+class HostReadback {
+ public:
+  explicit HostReadback(c10::Device device, int capacity = 2);
+  ~HostReadback();
+  HostReadback(const HostReadback&) = delete;
+  HostReadback& operator=(const HostReadback&) = delete;
+
+  void push(const at::Tensor& values);
+  int pending() const { return count_; }
+  std::vector<double> pop();
+
+ private:
+  struct Cuda;
+  c10::Device device_;
+  std::unique_ptr<Cuda> cuda_;
+  std::vector<at::Tensor> host_;  // ring of `capacity` slots
+  int head_ = 0, count_ = 0;
 };
 
 }  // namespace ddplab::dist

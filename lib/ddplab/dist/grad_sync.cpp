@@ -125,7 +125,7 @@ void GradSync::launch(Bucket& bucket) {
   bucket.work = comm_->backend->allreduce(tensors);
 }
 
-double GradSync::finalize() {
+void GradSync::finalize() {
   torch::NoGradGuard no_grad;
   while (next_bucket_ < buckets_.size()) {
     buckets_[next_bucket_].pending = 0;
@@ -151,17 +151,19 @@ double GradSync::finalize() {
   if (reduced_) {
     const Bucket& last = buckets_.back();
     // The control slot is > 0 if any rank asked (divided by N under mean, still > 0).
-    stop_agreed_ = last.flat[last.grad_numel].item<double>() > 0;
+    stop_flag_ = last.flat.narrow(0, last.grad_numel, 1);
     local_sq_mean_ = last.flat[last.grad_numel + 1].clone();
     if (!options_.mean) local_sq_mean_.div_(comm_->size);
   } else {
     // One replica: its own request; no_sync steps agree nothing (the averaging step does).
-    stop_agreed_ = require_sync_ && !buckets_.empty() && buckets_.back().flat[buckets_.back().grad_numel].item<double>() > 0;
+    if (!no_stop_.defined())
+      no_stop_ = torch::zeros({1}, buckets_.empty() ? torch::TensorOptions() : buckets_.back().flat.options());
+    const bool own = require_sync_ && !buckets_.empty();
+    stop_flag_ = own ? buckets_.back().flat.narrow(0, buckets_.back().grad_numel, 1) : no_stop_;
     local_sq_mean_ = at::Tensor();
   }
   ++steps_;
   maybe_rebuild();
-  return timer_.seconds();
 }
 
 void GradSync::maybe_rebuild() {

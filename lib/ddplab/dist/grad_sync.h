@@ -10,7 +10,7 @@
 // Overlap: a post-accumulate-grad hook per parameter marks its gradient ready. When every
 // gradient of a bucket is ready, the bucket (and any following ready ones) is all-reduced
 // asynchronously at once, in bucket-index order on every rank, while backward goes on.
-// finalize() waits for all of them before the optimizer step; `mean` divides by the world
+// finalize() makes the optimizer step wait for all of them; `mean` divides by the world
 // size first (as DDP), `sum` adds.
 //
 // After the first step the buckets are rebuilt once in the order gradients actually arrived
@@ -19,7 +19,7 @@
 // `received_grad()` reports them to the audits.
 //
 // The last bucket (the last to be reduced) carries two extra floats after the gradients. The
-// control slot: request_stop() sets it before backward; after finalize(), stop_agreed() is true
+// control slot: request_stop() sets it before backward; after finalize(), stop_flag() is > 0
 // on every rank if any rank asked, so all ranks stop after the same step without an extra
 // collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
 // its local squared norm (this replica's gradient, before the all-reduce) is added to a running
@@ -67,9 +67,12 @@ class GradSync {
 
   // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
   void prepare_for_backward();
-  // Launches any bucket not yet launched, waits for all, returns seconds spent blocked (on CUDA:
-  // how long the compute stream stood waiting for the all-reduce, from CUDA events).
-  double finalize();
+  // Launches any bucket not yet launched and waits for all (on CUDA the compute stream waits;
+  // the host does not).
+  void finalize();
+  // Seconds finalize() stood waiting for all-reduces since the last call (on CUDA: how long the
+  // compute stream stood, from CUDA events; this call waits for the device).
+  double take_comm_wait_s() { return timer_.take_seconds(); }
 
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
@@ -95,9 +98,12 @@ class GradSync {
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();
 
-  // Set before prepare_for_backward() of a step; read after its finalize().
+  // Set before prepare_for_backward() of a step.
   void request_stop(bool stop) { stop_requested_ = stop; }
-  bool stop_agreed() const { return stop_agreed_; }
+  // After finalize(): a 1-element tensor, > 0 if the replicas agreed to stop after this step (any
+  // rank asked, or the one replica did); 0 after a no_sync step. No host sync: it may be a view
+  // into the last bucket, valid until the next prepare_for_backward().
+  const at::Tensor& stop_flag() const { return stop_flag_; }
 
  private:
   struct Bucket {
@@ -130,7 +136,8 @@ class GradSync {
   bool rebuilt_ = false;
   int64_t steps_ = 0;
   bool stop_requested_ = false;
-  bool stop_agreed_ = false;
+  at::Tensor stop_flag_;
+  at::Tensor no_stop_;  // the stop_flag() of no_sync steps
   bool require_sync_ = true;
   bool reduced_ = false;
   at::Tensor local_sq_;       // running sum of this replica's launched buckets' squared norms

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -304,6 +305,25 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
                                           std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
     auto last_progress = epoch_start;
     loader.start_epoch(epoch, first_step);
+    // Each step's gradient norm and stop flag are read on the host one step late (on CUDA the
+    // host then never waits for the step it just queued); the epoch's last step is read at once.
+    dist::HostReadback readback(device);
+    std::deque<std::pair<int64_t, double>> unread;  // global step and lr of each value pushed
+    // Returns whether the replicas agreed to stop after that step.
+    auto read_step = [&] {
+      const auto values = readback.pop();
+      const auto [at_step, at_lr] = unread.front();
+      unread.pop_front();
+      const double grad_norm = std::sqrt(values[0]);
+      if (!std::isfinite(grad_norm)) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
+                      static_cast<long>(at_step), std::isnan(grad_norm) ? "NaN" : "Inf", at_lr);
+        throw Diverged(msg, epoch + 1, at_step);
+      }
+      grad_norm_sum += grad_norm;
+      return values[1] > 0;
+    };
     auto stage_next = [&](int64_t step) {
       auto batch = loader.next();
       TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps, " steps");
@@ -337,7 +357,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
           loss = torch::cross_entropy_loss(logits, y);
         }
         loss.backward();
-        comm_wait += sync.finalize();
+        sync.finalize();
         if (sim) sim->end_replica(static_cast<int>(k));
         torch::NoGradGuard no_grad;
         loss_sum += loss.detach().to(torch::kFloat64) * y.size(0);
@@ -351,18 +371,13 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         const auto mean_sq = sync_options.mean ? grad_sq : grad_sq / (static_cast<double>(replicas) * replicas);
         noise_scale.update(sim ? sim->local_norm_squared_mean() : sync.local_norm_squared_mean(), mean_sq);
       }
-      const double grad_norm = std::sqrt(grad_sq.item<double>());
-      if (!std::isfinite(grad_norm)) {
-        char msg[160];
-        std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
-                      static_cast<long>(global_step), std::isnan(grad_norm) ? "NaN" : "Inf", lr);
-        throw Diverged(msg, epoch + 1, global_step);
-      }
-      grad_norm_sum += grad_norm;
+      readback.push(torch::cat({grad_sq.reshape({1}), sync.stop_flag()}).to(torch::kFloat64));
+      unread.emplace_back(global_step, lr);
       if (spec.debug.fault == "update_first_only")
         for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
       optimizer->step();
-      bool stop = sync.stop_agreed();
+      bool stop = false;
+      while (readback.pending() > (step + 1 < steps ? 1 : 0)) stop = read_step() || stop;
       const auto synced = replica_sync.after_step(global_step, stop_signal() != 0);
       stop = stop || synced.stop;
       comm_bytes += synced.bytes;
@@ -371,6 +386,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         audit_pending = false;
       }
       if (stop) {
+        while (readback.pending() > 0) read_step();
+        comm_wait += sync.take_comm_wait_s();
         int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
         CheckpointState state;
         state.epochs_done = epoch;
@@ -404,6 +421,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     }
     dist::synchronize(device);
     double epoch_s = seconds_since(epoch_start);
+    comm_wait += sync.take_comm_wait_s();
 
     // Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
     auto view = replica_sync.epoch_view();
