@@ -5,7 +5,8 @@
 #
 #   bench/compare.sh [rounds=3] [train_limit=12800]
 # Environment: BATCH (per replica, 64), WORLDS ("1 2"), DEVICE (cpu | cuda), BACKEND (gloo; nccl
-# for world 1 on cuda), BUILD (build: where bin/ddplab and bin/bare_loop are), PYTHON (.venv/bin/python).
+# for world 1 on cuda), BUILD (build: where bin/ddplab and bin/bare_loop are), PYTHON (.venv/bin/python),
+# DATA (the Fashion-MNIST directory; /usr/share/datasets/fashion-mnist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -16,6 +17,7 @@ device=${DEVICE:-cpu}
 backend=${BACKEND:-gloo}
 build=${BUILD:-build}
 python=${PYTHON:-.venv/bin/python}
+data=${DATA:-/usr/share/datasets/fashion-mnist}
 cores=$(nproc)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -28,10 +30,10 @@ for round in $(seq "$rounds"); do
   for world in $worlds; do
     "$build/bin/ddplab" run experiments/quickstart.json epochs=1 replicas.count=$world batch.per_replica=$batch \
       replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
-      output="$out" name=cmp_$world --force >/dev/null
+      dataset.root="$data" output="$out" name=cmp_$world --force >/dev/null
     d=$(python3 -c "import json,sys;print(json.loads(open(sys.argv[1]).readlines()[-1])['images_per_s'])" \
         "$out/cmp_$world/seed=1/epochs.jsonl")
-    p=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
+    p=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device --root "$data" \
         --backend $backend 2>/dev/null | sed 's/.*images_per_s=//')
     results[ddplab_$world]+="$d "
     results[peer_$world]+="$p "

@@ -9,8 +9,15 @@
 # quickstart on cuda (1 replica over NCCL, and 2 replicas over gloo sharing the one GPU; one epoch
 # each of bf16 autocast and of bf16 gradient all-reduce), and the
 # GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
-# and 512, and writes everything to <out_dir>/gpu-check.txt. About 8 minutes on one H200.
+# and 512, and the time from the start of training to a target test accuracy (99% on MNIST when
+# .offline/data/mnist was staged, else 90% on Fashion-MNIST), and writes everything to
+# <out_dir>/gpu-check.txt. About 8 minutes on one H200. The data travels in .offline/data (that
+# machine has no /usr/share/datasets).
 # Each step runs even if an earlier one failed; the exit code says whether all passed.
+#
+# GPU_CHECK_DRY_RUN=1 checks the script itself on a machine without a GPU (with the CUDA wheel:
+# PYTHON=.venv-cuda/bin/python GPU_CHECK_BUILD=build-cuda): every step, on device cpu over gloo,
+# with short runs and a 50% accuracy target. Its figures mean nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-check-out}}
@@ -26,12 +33,20 @@ step() {  # step NAME COMMAND...: runs a step, logs its output and time
   else echo "   FAILED ($((SECONDS - start)) s)" | tee -a "$log"; failed+=("$name"); fi
 }
 python=${PYTHON:-python3}
-build=build-gpu
+build=${GPU_CHECK_BUILD:-build-gpu}
+dev=cuda nccl=nccl extra=() rounds=3 limit=60000 fashion_target=0.90
+if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
+  dev=cpu nccl=gloo extra=(dataset.train_limit=3200 dataset.test_limit=500) rounds=1 limit=3200 fashion_target=0.50
+fi
 runs=$(mktemp -d)
 export DDPLAB_REQUIRE_BROWSER=  # no browser there
 
 step "machine" sh -c "nvidia-smi; nproc; $python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"gpus\", torch.cuda.device_count())'"
 [ -d .offline/root/usr ] || { echo "no .offline/root: run scripts/stage-offline-deps.sh where apt works, and carry .offline" | tee -a "$log"; exit 2; }
+fashion=/usr/share/datasets/fashion-mnist
+[ -f $fashion/train-images-idx3-ubyte.gz ] || fashion=$PWD/.offline/data/fashion-mnist
+[ -f "$fashion/train-images-idx3-ubyte.gz" ] || { echo "no Fashion-MNIST in $fashion: run scripts/stage-offline-deps.sh and carry .offline" | tee -a "$log"; exit 2; }
+data="dataset.root=$fashion"
 prefix=$($python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 /usr/lib64/libz.so.1 2>/dev/null | head -n 1)
 cuda_root=${CUDA_HOME:-/usr/local/cuda}
@@ -52,21 +67,41 @@ step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAK
 step "build" cmake --build $build -j "$(nproc)"
 step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
-step "quickstart cuda, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json replicas.device=cuda \
-  replicas.backend=nccl output="$runs" name=gpu_nccl1 --force
+step "quickstart cuda, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" replicas.device=$dev \
+  replicas.backend=$nccl output="$runs" name=gpu_nccl1 --force
 step "quickstart cuda, 2 replicas sharing the GPU, gloo" $build/bin/ddplab run experiments/quickstart.json \
-  replicas.count=2 replicas.device=cuda replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
+  "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
 step "quickstart cuda, bf16 autocast, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json \
-  replicas.device=cuda precision=bf16 epochs=1 output="$runs" name=gpu_bf16 --force
+  "$data" "${extra[@]}" replicas.device=$dev precision=bf16 epochs=1 output="$runs" name=gpu_bf16 --force
 step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" $build/bin/ddplab run experiments/quickstart.json \
-  replicas.count=2 replicas.device=cuda replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 output="$runs" \
+  "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 output="$runs" \
   name=gpu_wire16 --force
 step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
   $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl"
+# Time to accuracy: the quickstart (1 replica, NCCL) on MNIST to 99% if it was staged, else the
+# Fashion-MNIST quickstart above to 90%; wall_s counts from the start of training.
+target=$fashion_target target_run=$runs/gpu_nccl1
+if [ -f .offline/data/mnist/train-images-idx3-ubyte.gz ] || [ -f .offline/data/mnist/train-images-idx3-ubyte ]; then
+  target=0.99 target_run=$runs/gpu_mnist
+  step "quickstart cuda on MNIST, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json dataset.name=mnist \
+    dataset.root="$PWD/.offline/data/mnist" "${extra[@]}" replicas.device=$dev output="$runs" name=gpu_mnist --force
+fi
+step "time to $target test accuracy" python3 - "$target_run/seed=1/epochs.jsonl" "$target" <<'PY'
+import json, sys
+target = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["test_acc"] >= target:
+        print(f"time to {target:.0%}: {r['wall_s']:.1f} s (epoch {r['epoch']}, test accuracy {r['test_acc']:.4f}, "
+              f"{r['images_per_s']:.0f} images/s) in {sys.argv[1]}")
+        break
+else:
+    sys.exit(f"{sys.argv[1]}: test accuracy never reached {target:.0%}")
+PY
 for batch in 64 512; do
-  step "compare batch $batch" env BATCH=$batch WORLDS=1 DEVICE=cuda BACKEND=nccl BUILD=$build PYTHON=$python \
-    bench/compare.sh 3 60000
+  step "compare batch $batch" env BATCH=$batch DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
+    bench/compare.sh $rounds $limit
 done
-cp -r "$runs/gpu_nccl1" "$out/" 2>/dev/null
+cp -r "$runs/gpu_nccl1" "$runs/gpu_mnist" "$out/" 2>/dev/null
 echo "== failed: ${failed[*]:-none}" | tee -a "$log"
 [ ${#failed[@]} -eq 0 ]

@@ -6,6 +6,7 @@
 #   nlohmann-json3-dev, libvalijson-dev, libcli11-dev   header-only, with their CMake configs
 #   googletest                                          GoogleTest's sources, built with the tests
 #   zlib1g-dev                                          zlib.h (the library itself, libz.so.1, is on every such machine)
+#   .offline/data                                       Fashion-MNIST (and MNIST, if data/mnist has it) for scripts/gpu-check.sh
 #
 # Run it here (Debian, apt reachable); it downloads the .deb files and unpacks them with dpkg -x,
 # installing nothing.
@@ -18,4 +19,11 @@ mkdir -p "$dest/debs" "$dest/root"
 (cd "$dest/debs" && apt-get download "${packages[@]}" >/dev/null)
 for deb in "$dest"/debs/*.deb; do dpkg -x "$deb" "$dest/root"; done
 rm -rf "$dest/debs" "$dest/root/usr/share/doc" "$dest/root/usr/share/man" "$dest"/root/usr/lib/*/libz.*
-echo "stage-offline-deps: staged ${packages[*]} in $dest/root ($(du -sh "$dest" | cut -f1))"
+# The data the GPU check trains on (that machine has no apt either): Fashion-MNIST from Debian's
+# dataset-fashion-mnist, and MNIST too where data/mnist holds it (for the time-to-99% figure).
+mkdir -p "$dest/data"
+fashion=/usr/share/datasets/fashion-mnist
+[ -f "$fashion/train-images-idx3-ubyte.gz" ] || { echo "stage-offline-deps: no $fashion: apt install dataset-fashion-mnist" >&2; exit 1; }
+cp -r "$fashion" "$dest/data/fashion-mnist"
+if ls data/mnist/train-images-idx3-ubyte* >/dev/null 2>&1; then cp -rL data/mnist "$dest/data/mnist"; fi
+echo "stage-offline-deps: staged ${packages[*]} and $(ls "$dest/data" | xargs) in $dest ($(du -sh "$dest" | cut -f1))"
