@@ -231,21 +231,31 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   std::vector<int> local_replicas;
   for (int r = simulated ? 0 : rank; r < (simulated ? replicas : rank + 1); ++r) local_replicas.push_back(r);
 
+  // Dropout draws from the default generator of the device it runs on (Philox on CUDA).
+  at::Generator dropout_generator =
+      at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
+  auto dropout_state = [&] {
+    std::lock_guard<std::mutex> lock(dropout_generator.mutex());
+    return dropout_generator.get_state();
+  };
+
   CheckpointState resumed;
   const auto checkpoint_file = options.run_dir / "checkpoint.pt";
   if (options.resume) {
     resumed = load_checkpoint(checkpoint_file, *model, *optimizer);
-    if (static_cast<int>(resumed.rng_states.size()) == replicas) {
+    const int64_t state_bytes = dropout_state().numel();
+    if (static_cast<int>(resumed.rng_states.size()) == replicas && resumed.rng_states[0].numel() == state_bytes) {
       if (sim) {
         sim->set_rng_states(resumed.rng_states);
       } else {
-        at::Generator gen = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(resumed.rng_states[rank]);
+        std::lock_guard<std::mutex> lock(dropout_generator.mutex());
+        dropout_generator.set_state(resumed.rng_states[rank]);
       }
     } else if (lead) {
-      std::cerr << "ddplab: note: the checkpoint was written by " << resumed.rng_states.size() << " ranks, this run has "
-                << replicas << "; dropout streams restart from the seed" << std::endl;
+      std::cerr << "ddplab: note: the checkpoint holds " << resumed.rng_states.size() << " dropout generator states of "
+                << (resumed.rng_states.empty() ? 0 : resumed.rng_states[0].numel()) << " bytes, this run has "
+                << replicas << " replicas whose " << device.type() << " generators keep " << state_bytes
+                << " bytes (another replica count or device); dropout streams restart from the seed" << std::endl;
     }
     noise_scale.set_state(resumed.gns_trace, resumed.gns_grad_sq, resumed.gns_steps);
     replica_sync.set_center(resumed.easgd_center);
@@ -256,12 +266,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     if (sim) {
       state.rng_states = sim->rng_states();
     } else {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      at::Tensor rng;
-      {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        rng = gen.get_state();
-      }
+      const at::Tensor rng = dropout_state();
       state.rng_states = comm ? dist::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
     }
     state.gns_trace = noise_scale.raw_trace();
