@@ -5,10 +5,10 @@
 #
 #   scripts/gpu-check.sh [out_dir=$OUT or gpu-check-out]
 #
-# It builds ddplab against that torch with the staged dependencies, runs the unit tests, the
-# quickstart on cuda (1 replica over NCCL, and 2 replicas over gloo sharing the one GPU; one epoch
-# each of bf16 autocast and of bf16 gradient all-reduce), and the
-# GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
+# It builds ddplab against that torch with the staged dependencies, runs the unit tests (the
+# GPU-only ones, NCCL included, must not skip), the quickstart on cuda (1 replica, and 2 replicas
+# over gloo sharing the one GPU; one epoch each of bf16 autocast and of bf16 gradient all-reduce),
+# the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
 # and 512, and the time from the start of training to a target test accuracy (99% on MNIST when
 # .offline/data/mnist was staged, else 90% on Fashion-MNIST), and writes everything to
 # <out_dir>/gpu-check.txt. About 8 minutes on one H200. The data travels in .offline/data (that
@@ -67,23 +67,35 @@ step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAK
 step "build" cmake --build $build -j "$(nproc)"
 step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
-step "quickstart cuda, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" replicas.device=$dev \
+# The GPU-only unit tests (CUDA streams, events, pinned copies, NCCL) skip themselves without a
+# GPU, which ctest counts as passing: here a skip is a failure.
+gpu_tests() {
+  local output
+  output=$($build/bin/ddplab_tests --gtest_filter='*OnCuda*' 2>&1)
+  local rc=$?
+  echo "$output"
+  [ $rc -eq 0 ] && { [ -n "${GPU_CHECK_DRY_RUN:-}" ] || ! grep -q "SKIPPED \]" <<<"$output"; }
+}
+step "GPU unit tests, none skipped" gpu_tests
+# One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
+# NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
+step "quickstart cuda, 1 replica" $build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" replicas.device=$dev \
   replicas.backend=$nccl output="$runs" name=gpu_nccl1 --force
 step "quickstart cuda, 2 replicas sharing the GPU, gloo" $build/bin/ddplab run experiments/quickstart.json \
   "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
-step "quickstart cuda, bf16 autocast, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json \
+step "quickstart cuda, bf16 autocast, 1 replica" $build/bin/ddplab run experiments/quickstart.json \
   "$data" "${extra[@]}" replicas.device=$dev precision=bf16 epochs=1 output="$runs" name=gpu_bf16 --force
 step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" $build/bin/ddplab run experiments/quickstart.json \
   "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 output="$runs" \
   name=gpu_wire16 --force
 step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
   $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl"
-# Time to accuracy: the quickstart (1 replica, NCCL) on MNIST to 99% if it was staged, else the
+# Time to accuracy: the quickstart (1 replica) on MNIST to 99% if it was staged, else the
 # Fashion-MNIST quickstart above to 90%; wall_s counts from the start of training.
 target=$fashion_target target_run=$runs/gpu_nccl1
 if [ -f .offline/data/mnist/train-images-idx3-ubyte.gz ] || [ -f .offline/data/mnist/train-images-idx3-ubyte ]; then
   target=0.99 target_run=$runs/gpu_mnist
-  step "quickstart cuda on MNIST, 1 replica, nccl" $build/bin/ddplab run experiments/quickstart.json dataset.name=mnist \
+  step "quickstart cuda on MNIST, 1 replica" $build/bin/ddplab run experiments/quickstart.json dataset.name=mnist \
     dataset.root="$PWD/.offline/data/mnist" "${extra[@]}" replicas.device=$dev output="$runs" name=gpu_mnist --force
 fi
 step "time to $target test accuracy" python3 - "$target_run/seed=1/epochs.jsonl" "$target" <<'PY'
