@@ -3,7 +3,7 @@
 Same model (mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc10, "same" padding), same
 data (the IDX files, normalized with the training set's mean/std), same order (randperm with
 seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
-thread budget (cores / world). Prints training images/s of the last epoch, measured like ddplab's
+thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints training images/s of the last epoch, measured like ddplab's
 epoch_s (training steps only, no evaluation).
 
   .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
@@ -83,8 +83,11 @@ def worker(rank, args, port, result):
         start = time.perf_counter()
         for t in range(steps):
             idx = perm[t * global_batch + rank * args.per_replica: t * global_batch + (rank + 1) * args.per_replica]
-            x = ((images[idx].float().div(255) - mean) / std).to(device, non_blocking=True)
-            y = labels[idx].to(device, non_blocking=True)
+            x = (images[idx].float().div(255) - mean) / std
+            y = labels[idx]
+            if device.type == "cuda":  # as DataLoader(pin_memory=True): an asynchronous copy
+                x, y = x.pin_memory(), y.pin_memory()
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
