@@ -3,8 +3,9 @@
 Same model (mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc10, "same" padding), same
 data (the IDX files, normalized with the training set's mean/std), same order (randperm with
 seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
-thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints training images/s of the last epoch, measured like ddplab's
-epoch_s (training steps only, no evaluation).
+thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints
+training images/s of the last epoch, measured like ddplab's epoch_s (training steps only, no
+evaluation).
 
   .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
 """
