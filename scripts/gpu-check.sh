@@ -25,11 +25,13 @@ mkdir -p "$out"
 log="$out/gpu-check.txt"
 : >"$log"
 failed=()
-step() {  # step NAME COMMAND...: runs a step, logs its output and time
+# step NAME COMMAND...: runs a step, logs its output and time. A step that hangs is killed after
+# STEP_LIMIT seconds (240 unless set for that call), so the steps after it still run.
+step() {
   local name=$1 start=$SECONDS
   shift
   echo "== $name" | tee -a "$log"
-  if "$@" >>"$log" 2>&1; then echo "   ok ($((SECONDS - start)) s)" | tee -a "$log"
+  if timeout -k 10 "${STEP_LIMIT:-240}" "$@" >>"$log" 2>&1; then echo "   ok ($((SECONDS - start)) s)" | tee -a "$log"
   else echo "   FAILED ($((SECONDS - start)) s)" | tee -a "$log"; failed+=("$name"); fi
 }
 python=${PYTHON:-python3}
@@ -64,19 +66,13 @@ step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAK
   -DZLIB_LIBRARY="$zlib" -DZLIB_INCLUDE_DIR="$PWD/.offline/root/usr/include" \
   -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
   ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} -DDDPLAB_WERROR=ON
-step "build" cmake --build $build -j "$(nproc)"
+STEP_LIMIT=480 step "build" cmake --build $build -j "$(nproc)"
 step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
-step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
+STEP_LIMIT=360 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --output-on-failure -E "ReportBrowser|Torchrun"
 # The GPU-only unit tests (CUDA streams, events, pinned copies, NCCL) skip themselves without a
 # GPU, which ctest counts as passing: here a skip is a failure.
-gpu_tests() {
-  local output
-  output=$($build/bin/ddplab_tests --gtest_filter='*OnCuda*' 2>&1)
-  local rc=$?
-  echo "$output"
-  [ $rc -eq 0 ] && { [ -n "${GPU_CHECK_DRY_RUN:-}" ] || ! grep -q "SKIPPED \]" <<<"$output"; }
-}
-step "GPU unit tests, none skipped" gpu_tests
+step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
+  [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
 # One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
 # NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
 step "quickstart cuda, 1 replica" $build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" replicas.device=$dev \
