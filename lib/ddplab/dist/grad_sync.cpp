@@ -92,7 +92,7 @@ void GradSync::prepare_for_backward() {
     }
   }
   if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
-  if (!buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
+  if (reducing() && !buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
   next_bucket_ = 0;
 }
 
@@ -193,11 +193,12 @@ void GradSync::maybe_rebuild() {
 }
 
 at::Tensor GradSync::grad_norm_squared() const {
-  at::Tensor total = torch::zeros({}, buckets_.empty() ? torch::TensorOptions() : buckets_[0].flat.options());
+  if (buckets_.empty()) return torch::zeros({});
   // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
+  at::Tensor total;
   for (const auto& b : buckets_) {
     auto g = b.flat.narrow(0, 0, b.grad_numel);
-    total += g.dot(g);
+    total = total.defined() ? total + g.dot(g) : g.dot(g);
   }
   return total;
 }
