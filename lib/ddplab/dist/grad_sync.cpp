@@ -132,11 +132,13 @@ void GradSync::finalize() {
     launch(buckets_[next_bucket_++]);
   }
   // On CUDA, wait() only makes the compute stream wait for the all-reduce; the timer's events
-  // measure that stall on the stream itself.
-  timer_.start();
-  for (auto& b : buckets_)
-    if (b.work) b.work->wait();
-  timer_.stop();
+  // measure that stall on the stream itself. Nothing to wait for (one replica, no_sync): no timing.
+  if (reducing()) {
+    timer_.start();
+    for (auto& b : buckets_)
+      if (b.work) b.work->wait();
+    timer_.stop();
+  }
   for (auto& b : buckets_)
     if (b.work && b.wire.defined()) b.flat.copy_(b.wire);
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
