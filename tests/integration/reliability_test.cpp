@@ -98,6 +98,29 @@ void stop_and_resume(int replicas) {
   expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
 }
 
+// A stop agreed in the last step of an epoch (the flag is read one step late: asked in step 126,
+// taken after step 127, the last of epoch 2): the checkpoint holds all of that epoch's steps and
+// no record of it; the resumed run records the epoch without a step to run (no audit of nothing,
+// the last step's lr) and goes on exactly. The stop comes from rank 1 of 2 through the all-reduce.
+TEST(Reliability, AStopInTheLastStepOfAnEpochResumesExactly) {
+  Workspace ws(4096, 200);
+  auto full = run_ddplab("run " + ws.write_spec(reliability_spec(ws, "full", 2), "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto spec = reliability_spec(ws, "stopped", 2);
+  spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 126}};
+  auto path = ws.write_spec(spec, "stopped.json");
+  auto first = run_ddplab("run " + path);
+  EXPECT_NE(first.exit_code, 0) << first.output;
+  auto m = manifest(ws, "stopped");
+  EXPECT_EQ(m["status"], "interrupted") << first.output;
+  EXPECT_EQ(m["checkpoint"]["epochs_done"], 1);
+  EXPECT_EQ(m["checkpoint"]["step_in_epoch"], 64) << "every step of epoch 2";
+  EXPECT_EQ(read_records(run_dir(ws, "stopped")).size(), 1u);
+  auto again = run_ddplab("run " + path);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+}
+
 TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyOneReplica) { stop_and_resume(1); }
 
 TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyTwoReplicas) { stop_and_resume(2); }

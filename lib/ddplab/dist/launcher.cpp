@@ -162,6 +162,18 @@ LaunchResult launch_workers(const LaunchOptions& o) {
         --running;
         statuses[r] = status;
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the
+        // others stop after the same step: wait for them, as for a signal sent to the launcher.
+        const bool clean_stop = WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT ||
+                                                      WEXITSTATUS(status) == 128 + SIGTERM);
+        if (clean_stop && !stopping) {
+          result.exit_code = WEXITSTATUS(status);
+          result.reason = "rank " + std::to_string(r) + " stopped cleanly (" + describe(status) + ")";
+          interrupted = true;
+          stopping = true;
+          stop_started = std::chrono::steady_clock::now();
+          continue;
+        }
         if (!ok && !stopping) failed_on_its_own[r] = true;
         if (!ok && !stopping) {
           const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;

@@ -304,7 +304,9 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     auto correct =
         torch::full({}, restore_partial ? static_cast<int64_t>(resumed.correct) : 0, f64.dtype(torch::kInt64));
     double grad_norm_sum = partial ? resumed.grad_norm_sum : 0;
-    double comm_wait = partial ? resumed.comm_wait_s : 0, lr = 0;
+    double comm_wait = partial ? resumed.comm_wait_s : 0;
+    // The record's lr is the last step's: already taken if a stop came in the epoch's last step.
+    double lr = first_step > 0 ? schedule(epoch + static_cast<double>(first_step - 1) / steps) : 0;
     int64_t comm_bytes = partial ? resumed.comm_bytes : 0;
     auto epoch_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
@@ -346,7 +348,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       set_lr(*optimizer, lr);
       const bool reduce = replica_sync.reduces_gradients(global_step);
       sync.set_require_sync(reduce);
-      sync.request_stop(stop_signal() != 0);
+      sync.request_stop(stop_signal() != 0 || (spec.debug.fault == "stop" && fault_now));
       broadcast_buffers();
       if (sim) sim->begin_step();
       const int64_t shard = spec.per_replica_batch;
@@ -477,7 +479,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         audit_pending = true;
       }
     }
-    {
+    // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
+    if (first_step < steps) {
       torch::NoGradGuard no_grad;
       const auto& got = sync.received_grad();
       for (size_t i = 0; i < params.size(); ++i) {
