@@ -73,17 +73,17 @@ STEP_LIMIT=360 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --ou
 # GPU, which ctest counts as passing: here a skip is a failure.
 step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
   [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
+# Every run: the quickstart spec on the staged data (later overrides win), into $runs.
+quickstart=($build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" output="$runs" --force)
 # One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
 # NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
-step "quickstart cuda, 1 replica" $build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" replicas.device=$dev \
-  replicas.backend=$nccl output="$runs" name=gpu_nccl1 --force
-step "quickstart cuda, 2 replicas sharing the GPU, gloo" $build/bin/ddplab run experiments/quickstart.json \
-  "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo output="$runs" name=gpu_gloo2 --force
-step "quickstart cuda, bf16 autocast, 1 replica" $build/bin/ddplab run experiments/quickstart.json \
-  "$data" "${extra[@]}" replicas.device=$dev precision=bf16 epochs=1 output="$runs" name=gpu_bf16 --force
-step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" $build/bin/ddplab run experiments/quickstart.json \
-  "$data" "${extra[@]}" replicas.count=2 replicas.device=$dev replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 output="$runs" \
-  name=gpu_wire16 --force
+step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl name=gpu_nccl1
+step "quickstart cuda, 2 replicas sharing the GPU, gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
+  replicas.backend=gloo name=gpu_gloo2
+step "quickstart cuda, bf16 autocast, 1 replica" "${quickstart[@]}" replicas.device=$dev precision=bf16 epochs=1 \
+  name=gpu_bf16
+step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
+  replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 name=gpu_wire16
 step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
   $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl"
 # Time to accuracy: the quickstart (1 replica) on MNIST to 99% if it was staged, else the
@@ -91,8 +91,8 @@ step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gl
 target=$fashion_target target_run=$runs/gpu_nccl1
 if [ -f .offline/data/mnist/train-images-idx3-ubyte.gz ] || [ -f .offline/data/mnist/train-images-idx3-ubyte ]; then
   target=0.99 target_run=$runs/gpu_mnist
-  step "quickstart cuda on MNIST, 1 replica" $build/bin/ddplab run experiments/quickstart.json dataset.name=mnist \
-    dataset.root="$PWD/.offline/data/mnist" "${extra[@]}" replicas.device=$dev output="$runs" name=gpu_mnist --force
+  step "quickstart cuda on MNIST, 1 replica" "${quickstart[@]}" dataset.name=mnist dataset.root="$PWD/.offline/data/mnist" \
+    replicas.device=$dev name=gpu_mnist
 fi
 step "time to $target test accuracy" python3 - "$target_run/seed=1/epochs.jsonl" "$target" <<'PY'
 import json, sys
