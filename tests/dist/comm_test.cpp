@@ -52,6 +52,7 @@ TEST(Comm, NcclWorldOfOneOnCuda) {
   EXPECT_TRUE(gathered[0].device().is_cpu());
   EXPECT_EQ(gathered[0][0].item<int64_t>(), 7);
   barrier(*comm);
+  shutdown(*comm);
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ std::shared_ptr<Comm> make_comm(const World& world, const std::string& backend, 
     store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
-                             world.master_addr + ":" + std::to_string(world.master_port) + ": " + e.what());
+                             world.master_addr + ":" + std::to_string(world.master_port) + ": " + message_of(e));
   }
   if (!world.store_prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, store);
   comm->store = store;
@@ -127,6 +127,8 @@ void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int
 }
 
 void barrier(Comm& comm) { comm.backend->barrier()->wait(); }
+
+void shutdown(Comm& comm) { comm.backend->shutdown(); }
 
 std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t) {
   std::vector<std::vector<at::Tensor>> outputs(1);

@@ -45,6 +45,10 @@ void allreduce_max(Comm& comm, at::Tensor& t);
 // Broadcasts every tensor from `root` in place (flattened into one message).
 void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root);
 void barrier(Comm& comm);
+// Ends the process group after its last collective, as torch.distributed.destroy_process_group()
+// does: NCCL flushes and frees its communicators (a ProcessGroupNCCL destroyed without it warns
+// that peers may be left waiting). Nothing to do for gloo. Call it on the success path only.
+void shutdown(Comm& comm);
 // Every rank's `t` (same shape and dtype on all ranks), in rank order.
 std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t);
 
