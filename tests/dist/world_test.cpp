@@ -30,7 +30,7 @@ TEST(World, EmptyEnvironmentIsOneProcess) {
 }
 
 TEST(World, UnrelatedVariablesAreIgnored) {
-  World w = discover_world({{"HOME", "/root"}, {"RANK", "3"}});  // RANK without WORLD_SIZE
+  World w = discover_world({{"HOME", "/root"}, {"LOCAL_RANK", "3"}});  // no RANK, WORLD_SIZE
   EXPECT_EQ(w.launcher, "none");
   EXPECT_EQ(w.rank, 0);
   EXPECT_EQ(w.size, 1);
@@ -144,6 +144,31 @@ TEST(World, RankOutsideTheWorldIsAnError) {
 TEST(World, MultiProcessWithoutMasterPortIsAnError) {
   std::string msg = world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_NE(msg.find("MASTER_PORT"), std::string::npos) << msg;
+}
+
+TEST(World, MasterPortOutsideTheTcpRangeIsAnError) {
+  for (const char* port : {"70000", "0", "-5"}) {
+    std::string msg = world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", port}});
+    EXPECT_NE(msg.find("MASTER_PORT: must be a TCP port, 1 to 65535, got " + std::string(port)), std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "65535"}}), "");
+}
+
+// A launcher that set only half of the pair must not be mistaken for a single process.
+TEST(World, RankWithoutWorldSizeIsAnError) {
+  std::string msg = world_error({{"RANK", "1"}});
+  EXPECT_NE(msg.find("WORLD_SIZE: is not set, but RANK is"), std::string::npos) << msg;
+  msg = world_error({{"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}});
+  EXPECT_NE(msg.find("RANK: is not set, but WORLD_SIZE is"), std::string::npos) << msg;
+}
+
+TEST(World, LocalRankOutsideTheNodeIsAnError) {
+  std::string msg = world_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "-3"}});
+  EXPECT_NE(msg.find("local rank -3"), std::string::npos) << msg;
+  msg = world_error(
+      {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_PORT", "1"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_NE(msg.find("0..1"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 World discover_world(const std::map<std::string, std::string>& env) {
   World w;
+  if ((find(env, "RANK") != nullptr) != (find(env, "WORLD_SIZE") != nullptr))
+    throw Error(std::string("environment variable ") + (find(env, "RANK") != nullptr ? "WORLD_SIZE" : "RANK") +
+                ": is not set, but " + (find(env, "RANK") != nullptr ? "RANK" : "WORLD_SIZE") +
+                " is; a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together");
   if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
     w.rank = to_int(env, "RANK", 0);
     w.size = to_int(env, "WORLD_SIZE", 1);
@@ -60,7 +64,8 @@ World discover_world(const std::map<std::string, std::string>& env) {
     } else {
       w.launcher = "env";
     }
-    if (w.master_port <= 0 && w.size > 1) throw Error("environment variable MASTER_PORT: must be set for WORLD_SIZE > 1");
+    if (find(env, "MASTER_PORT") == nullptr && w.size > 1)
+      throw Error("environment variable MASTER_PORT: must be set for WORLD_SIZE > 1");
   } else if (find(env, "SLURM_PROCID") != nullptr && find(env, "SLURM_NTASKS") != nullptr) {
     w.launcher = "slurm";
     w.rank = to_int(env, "SLURM_PROCID", 0);
@@ -73,6 +78,12 @@ World discover_world(const std::map<std::string, std::string>& env) {
   }
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
     throw Error("rank " + std::to_string(w.rank) + " is outside the world of size " + std::to_string(w.size));
+  if (w.local_rank < 0 || w.local_rank >= w.local_size)
+    throw Error("local rank " + std::to_string(w.local_rank) + " is outside the " + std::to_string(w.local_size) +
+                " ranks of this node (LOCAL_RANK / SLURM_LOCALID must be in 0.." + std::to_string(w.local_size - 1) +
+                ")");
+  if (w.size > 1 && (w.master_port < 1 || w.master_port > 65535))
+    throw Error("environment variable MASTER_PORT: must be a TCP port, 1 to 65535, got " + std::to_string(w.master_port));
   return w;
 }
 
