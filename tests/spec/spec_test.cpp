@@ -25,6 +25,16 @@ std::string resolve_error(const json& doc) {
   return "";
 }
 
+// Loads the spec file at `path` and returns the Error message, or "" when it loaded.
+std::string load_error(const std::string& path) {
+  try {
+    load_json_file(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 json minimal() { return json{{"name", "exp"}}; }
 
 json with(const std::string& assignment) {
@@ -190,25 +200,31 @@ TEST(Spec, MalformedOverrideNamesTheAssignment) {
 TEST(Spec, MissingFileIsNamed) {
   testing::TempDir dir;
   std::string path = dir.str("absent.json");
-  try {
-    load_json_file(path);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": cannot read spec file");
-  }
+  EXPECT_EQ(load_error(path), path + ": cannot read spec file");
 }
 
 TEST(Spec, MalformedJsonGivesLineAndColumn) {
   testing::TempDir dir;
   std::string path = dir.str("bad.json");
   testing::write_file(path, "{\n  \"name\": \"x\",\n  \"epochs\": ,\n}\n");
-  try {
-    load_json_file(path);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(path + ":3:13: malformed JSON: ", 0), 0u) << msg;
-  }
+  const std::string msg = load_error(path);
+  EXPECT_EQ(msg.rfind(path + ":3:13: malformed JSON: ", 0), 0u) << msg;
+}
+
+TEST(Spec, DirectoryOrNulByteIsNamedNotMalformedJson) {
+  testing::TempDir dir;
+  EXPECT_NE(load_error(dir.str("")).find("is a directory, not a spec file"), std::string::npos) << load_error(dir.str(""));
+  // nlohmann stops at a NUL as at the end of the text: the rest would be silently dropped.
+  std::string path = dir.str("nul.json");
+  testing::write_file(path, std::string("{\"name\": \"a\"}\0{\"epochs\": 9}", 28));
+  EXPECT_EQ(load_error(path), path + ": a NUL byte at offset 13; a JSON text holds none");
+}
+
+TEST(Spec, OversizedSpecFileIsRefusedWithoutReadingItAll) {
+  testing::TempDir dir;
+  std::string path = dir.str("big.json");
+  testing::write_file(path, std::string((16 << 20) + 10, ' '));
+  EXPECT_EQ(load_error(path), path + ": larger than 16 MiB; not a spec file");
 }
 
 TEST(Spec, LoadAppliesOverridesInOrder) {
@@ -238,6 +254,19 @@ TEST(Spec, WrongType) {
   EXPECT_EQ(resolve_error(with("epochs=ten")), "/epochs: must be an integer, got \"ten\"");
   EXPECT_EQ(resolve_error(with("optimizer.nesterov=1")), "/optimizer/nesterov: must be a boolean, got 1");
   EXPECT_EQ(resolve_error(with("optimizer=3")), "/optimizer: must be an object, got 3");
+}
+
+// JSON Schema: a number with no fractional part is an integer (64.0, 1e2), as Python's json writes them.
+TEST(Spec, IntegralFloatsAreIntegers) {
+  ExperimentSpec s = resolve(json::parse(R"({"name": "x", "epochs": 1e1, "seed": 3.0, "batch": {"per_replica": 64.0},
+                                             "replicas": {"count": 2.0}})"));
+  EXPECT_EQ(s.epochs, 10);
+  EXPECT_EQ(s.seed, 3);
+  EXPECT_EQ(s.per_replica_batch, 64);
+  EXPECT_EQ(s.replicas.count, 2);
+  EXPECT_TRUE(s.resolved["epochs"].is_number_integer()) << "spec.json records them as integers";
+  EXPECT_EQ(resolve_error(with("epochs=1.5")), "/epochs: must be an integer, got 1.5");
+  EXPECT_EQ(resolve(with("optimizer.lr=1.0")).resolved["optimizer"]["lr"].dump(), "1.0") << "numbers stay numbers";
 }
 
 TEST(Spec, OutOfRange) {
@@ -498,7 +527,8 @@ TEST(Spec, IntegersTooLargeForTheirFieldAreRejected) {
             "/checkpoint/every_epochs: must be <= 100000, got 2147483648");
   EXPECT_EQ(resolve_error(with("seed=18446744073709551615")),
             "/seed: must be <= 9007199254740991, got 18446744073709551615");
-  for (const char* key : {"dataset.train_limit", "dataset.test_limit", "model.hidden", "schedule.base_batch", "debug.step"}) {
+  EXPECT_EQ(resolve_error(with("model.hidden=9223372036854775808")), "/model/hidden: must be <= 65536, got 9223372036854775808");
+  for (const char* key : {"dataset.train_limit", "dataset.test_limit", "schedule.base_batch", "debug.step"}) {
     std::string message = resolve_error(with(std::string(key) + "=9223372036854775808"));
     EXPECT_NE(message.find(": must be <= 9007199254740991, got 9223372036854775808"), std::string::npos) << message;
   }

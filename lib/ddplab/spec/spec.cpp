@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -159,6 +160,25 @@ void fill_defaults(json& doc, const json& node_schema) {
 
 bool is_integer(const json& v) {
   return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+}
+
+// JSON Schema counts 64.0 and 1e2 as integers (a number with no fractional part); valijson does
+// not. Writes them as integers wherever the schema asks for one, so they validate and read back.
+void normalize_integers(json& doc, const json& node_schema) {
+  if (doc.is_number_float() && node_schema.value("type", "") == "integer" && is_integer(doc) &&
+      std::fabs(doc.get<double>()) <= 9007199254740992.0) {
+    doc = static_cast<int64_t>(doc.get<double>());
+    return;
+  }
+  if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
+    for (auto& item : doc) normalize_integers(item, node_schema["items"]);
+    return;
+  }
+  if (!doc.is_object()) return;
+  const json* schema = branch_for(doc, node_schema);
+  if (schema == nullptr || !schema->contains("properties")) return;
+  for (const auto& [key, sub] : (*schema)["properties"].items())
+    if (doc.contains(key)) normalize_integers(doc[key], sub);
 }
 
 // Phrases what `schema` expects of `value`, or "" when this node's own keywords are satisfied
@@ -431,15 +451,26 @@ bool is_utf8(const std::string& text) {
 }  // namespace
 
 nlohmann::json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a spec file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot read spec file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // Bounded: a spec is a few kilobytes; /dev/zero or a wrong file must not take all memory.
+  constexpr size_t kMaxSpecBytes = 16 << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxSpecBytes) throw Error(path + ": larger than 16 MiB; not a spec file");
+  }
   if (in.bad()) throw Error(path + ": cannot read spec file");
-  return parse_json_text(buffer.str(), path);
+  return parse_json_text(text, path);
 }
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  // nlohmann's parser stops at a NUL byte as at the end of the text; what follows would be lost.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error(source + ": a NUL byte at offset " + std::to_string(nul) + "; a JSON text holds none");
   try {
     return parse_bounded(text, source);
   } catch (const json::parse_error& e) {
@@ -502,6 +533,7 @@ ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   if (!doc.is_object()) throw Error(source + ": the spec must be a JSON object, got " + doc.dump());
   precheck(doc, schema_doc(), "");
   fill_defaults(doc, schema_doc());
+  normalize_integers(doc, schema_doc());
   validate(doc);
   check_cross_fields(doc);
   for (const char* key : {"sweep", "sweep_zip", "repeats"}) doc.erase(key);
