@@ -259,5 +259,38 @@ TEST(RunLog, ReadJsonErrorsNameTheFile) {
   EXPECT_THROW(read_json(tmp.path() / "absent.json"), Error);
 }
 
+TEST(RunLog, ReadJsonErrorsCarryNoParserIds) {
+  TempDir tmp;
+  fs::path bad = tmp.path() / "torn.json";
+  ddplab::testing::write_file(bad, "{\"status\": \"run");
+  std::string msg;
+  try {
+    read_json(bad);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg.rfind(bad.string() + ": malformed JSON: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
+}
+
+// A manifest edited or torn by hand is an error naming the file, not a JSON library exception
+// (which the CLI would report as a runtime failure).
+TEST(RunLog, ManifestThatIsNotAnObjectWithAStringStatusIsAnErrorNamingIt) {
+  TempDir tmp;
+  for (const char* text : {"[1]", "{\"status\": 5}", "{\"status\": null}", "\"done\"", "{\"checkpoint\": 3}"}) {
+    ddplab::testing::write_file(tmp.path() / "manifest.json", text);
+    std::string msg;
+    try {
+      read_manifest(tmp.path());
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_EQ(msg.rfind((tmp.path() / "manifest.json").string() + ": not a ddplab manifest", 0), 0u)
+        << text << ": " << msg;
+  }
+  ddplab::testing::write_file(tmp.path() / "manifest.json", "{\"status\": \"done\", \"checkpoint\": {}}");
+  EXPECT_EQ(read_manifest(tmp.path())["status"], "done");
+}
+
 }  // namespace
 }  // namespace ddplab::log

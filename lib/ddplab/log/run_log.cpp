@@ -115,8 +115,21 @@ nlohmann::json read_json(const fs::path& file) {
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(file.string() + ": malformed JSON: " + e.what());
+    // nlohmann's text starts with its own id, "[json.exception.parse_error.101] ": not for a person.
+    std::string what = e.what();
+    if (!what.empty() && what.front() == '[' && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    throw Error(file.string() + ": malformed JSON: " + what);
   }
+}
+
+nlohmann::json read_manifest(const fs::path& dir) {
+  const fs::path file = dir / "manifest.json";
+  auto manifest = read_json(file);
+  if (!manifest.is_object() || (manifest.contains("status") && !manifest["status"].is_string()) ||
+      (manifest.contains("checkpoint") && !manifest["checkpoint"].is_object()))
+    throw Error(file.string() + ": not a ddplab manifest (expected a JSON object with a string \"status\"), got " +
+                manifest.dump().substr(0, 80) + "; remove the run directory, or pass --force to replace it");
+  return manifest;
 }
 
 std::string utc_now() {
@@ -182,7 +195,7 @@ std::optional<RunLog> RunLog::resume(const spec::ExperimentSpec& spec, const std
   fs::path dir = run_dir(spec);
   if (!fs::exists(dir / "manifest.json") || !fs::exists(dir / "checkpoint.pt") || !fs::exists(dir / "spec.json"))
     return std::nullopt;
-  auto manifest = read_json(dir / "manifest.json");
+  auto manifest = read_manifest(dir);
   const std::string status = manifest.value("status", "");
   if (status == "done" || status == "diverged" || !manifest.contains("checkpoint")) return std::nullopt;
   auto comparable = [](nlohmann::json j) {
@@ -225,7 +238,7 @@ void RunLog::append(const EpochRecord& record) const {
 }
 
 void RunLog::update_manifest(const nlohmann::json& fields) const {
-  auto manifest = read_json(dir_ / "manifest.json");
+  auto manifest = read_manifest(dir_);
   manifest.merge_patch(fields);
   write_file_atomic(dir_ / "manifest.json", manifest.dump(2) + "\n");
 }

@@ -67,7 +67,11 @@ void append_line(const std::filesystem::path& file, const std::string& line);
 // Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 
+// Parses a JSON file. Throws ddplab::Error naming the file (cannot read, or where the JSON breaks).
 nlohmann::json read_json(const std::filesystem::path& file);
+// <dir>/manifest.json: a JSON object whose "status" (if any) is a string and "checkpoint" (if any)
+// an object. Throws ddplab::Error naming the file otherwise.
+nlohmann::json read_manifest(const std::filesystem::path& dir);
 
 class RunLog {
  public:

@@ -130,12 +130,7 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
   RunData run;
   run.dir = dir;
   run.run_id = dir.filename().string();
-  json manifest;
-  try {
-    manifest = log::read_json(dir / "manifest.json");
-  } catch (const std::exception& e) {
-    throw Error((dir / "manifest.json").string() + ": unreadable manifest: " + e.what());
-  }
+  json manifest = log::read_json(dir / "manifest.json");  // an Error naming the file
   if (!manifest.is_object()) throw Error((dir / "manifest.json").string() + ": expected a JSON object");
   run.run_id = str_field(manifest, "run_id", run.run_id);
   run.status = str_field(manifest, "status", "unknown");
@@ -147,7 +142,7 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
     try {
       run.spec = log::read_json(spec_file);
     } catch (const std::exception& e) {
-      warnings.push_back(spec_file.string() + ": unreadable spec (" + e.what() + "); grouped alone");
+      warnings.push_back(std::string(e.what()) + "; grouped alone");
     }
   } else {
     warnings.push_back(spec_file.string() + ": missing; grouped alone");
