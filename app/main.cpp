@@ -67,7 +67,7 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
       std::cerr << "ddplab: " << e.what() << "; logs in " << run.dir().string() << std::endl;
       return 128 + e.signal;
     } catch (const std::exception& e) {
-      run.finish("failed", e.what());
+      run.finish("failed", message_of(e));
       throw;
     }
   }
@@ -117,14 +117,11 @@ int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
   return result.exit_code;
 }
 
+// "" when there is no manifest; a malformed one is an Error naming it.
 std::string manifest_status(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "manifest.json", ec)) return "";
-  try {
-    return log::read_json(dir / "manifest.json").value("status", "");
-  } catch (const std::exception&) {
-    return "";
-  }
+  return log::read_manifest(dir).value("status", "");
 }
 
 // The conditions under which log::RunLog::resume continues a run rather than declining.
@@ -133,11 +130,7 @@ bool resumable(const fs::path& dir) {
   if (!fs::exists(dir / "checkpoint.pt", ec) || !fs::exists(dir / "spec.json", ec)) return false;
   const std::string status = manifest_status(dir);
   if (status.empty() || status == "done" || status == "diverged") return false;
-  try {
-    return log::read_json(dir / "manifest.json").contains("checkpoint");
-  } catch (const std::exception&) {
-    return false;
-  }
+  return log::read_manifest(dir).contains("checkpoint");
 }
 
 std::string minutes_seconds(double seconds) {
@@ -158,8 +151,9 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
   const bool sweep = spec::has_sweep(doc);
   const size_t n = runs.size();
   auto finished = [&](size_t i) {
+    if (force) return false;
     auto status = manifest_status(log::run_dir(runs[i].spec));
-    return !force && (status == "done" || status == "diverged");
+    return status == "done" || status == "diverged";
   };
   if (dry_run) {
     nlohmann::json base = runs.front().spec.resolved;
@@ -222,12 +216,16 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
       code = run_single_or_launch(run.spec, /*force=*/force || !resumable(log::run_dir(run.spec)));
     } catch (const std::exception& e) {
       code = dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
-      reason = e.what();
+      reason = message_of(e);
       std::cerr << "ddplab: " << run.run_id << " failed: " << reason << std::endl;
     }
     spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++ran;
-    const std::string status = manifest_status(log::run_dir(run.spec));
+    std::string status;
+    try {
+      status = manifest_status(log::run_dir(run.spec));
+    } catch (const Error&) {  // already reported as this run's failure
+    }
     if (code == 0) {
       ++done;
     } else if (code >= 128 || status == "interrupted") {
@@ -239,7 +237,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     } else {
       if (reason.empty()) {
         try {
-          reason = log::read_json(log::run_dir(run.spec) / "manifest.json").value("message", "");
+          reason = log::read_manifest(log::run_dir(run.spec)).value("message", "");
         } catch (const std::exception&) {
         }
       }
@@ -263,7 +261,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     std::cout << "ddplab: report of " << summary.runs << " runs in " << summary.groups << " groups: "
               << (experiment_dir / "report.html").string() << std::endl;
   } catch (const std::exception& e) {
-    std::cerr << "ddplab: the report could not be written: " << e.what() << std::endl;
+    std::cerr << "ddplab: the report could not be written: " << message_of(e) << std::endl;
   }
   return failures.empty() ? 0 : 1;
 }
@@ -301,6 +299,7 @@ int run_worker(const spec::ExperimentSpec& spec) {
   bool resume = resume_env != nullptr && std::string(resume_env) == "1";
   fs::path run_dir;
   std::optional<log::RunLog> own_run;
+  std::optional<data::DatasetPair> data;
   if (run_dir_env != nullptr && *run_dir_env != '\0') {
     run_dir = run_dir_env;
   } else {
@@ -309,8 +308,16 @@ int run_worker(const spec::ExperimentSpec& spec) {
     // A restarted attempt (torchrun --max-restarts) continues from the checkpoint if there is one.
     resume = world.restart_count > 0 && fs::exists(run_dir / "checkpoint.pt");
     if (world.rank == 0) {
-      data::check_dataset_files(s.dataset);
+      // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
+      data = data::load_dataset(s.dataset);
+      train::check_setup(s, *data);
       if (resume) own_run = log::RunLog::resume(s, "torchrun restart " + std::to_string(world.restart_count));
+      // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
+      const std::string status = world.restart_count == 0 ? manifest_status(run_dir) : "";
+      const char* force_env = std::getenv("DDPLAB_FORCE");
+      if ((status == "done" || status == "diverged") && !(force_env != nullptr && std::string(force_env) == "1"))
+        throw Error(run_dir.string() + ": holds a finished run (status " + status +
+                    "); set DDPLAB_FORCE=1 to replace it, or give another name or output");
       if (!own_run) own_run = log::RunLog::create(s, true);
       own_run->update_manifest({{"launcher", world.launcher}});
     }
@@ -324,9 +331,11 @@ int run_worker(const spec::ExperimentSpec& spec) {
                              std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
     }
     options.comm = comm;
+    options.data = data ? &*data : nullptr;
     options.resume = resume;
     train::install_stop_handlers();
     train::train_replica(s, world, options);
+    if (comm) dist::shutdown(*comm);
     if (own_run) own_run->finish("done");
   } catch (const train::Diverged& e) {
     std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
@@ -341,9 +350,10 @@ int run_worker(const spec::ExperimentSpec& spec) {
     if (own_run) own_run->finish("interrupted", e.what());
     return 128 + e.signal;
   } catch (const std::exception& e) {
-    std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
-    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, e.what());
-    if (own_run) own_run->finish("failed", "rank 0: " + std::string(e.what()));
+    const std::string message = message_of(e);
+    std::cerr << "ddplab worker rank " << world.rank << ": " << message << std::endl;
+    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, message);
+    if (own_run) own_run->finish("failed", "rank 0: " + message);
     return dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
   }
   return 0;
@@ -400,17 +410,31 @@ int main(int argc, char** argv) {
     if (run->parsed()) return run_experiment(spec_path, overrides, force, dry_run);
     if (report_cmd->parsed()) return run_report(report_dirs, report_out, report_target);
     auto spec = spec::load(spec_path, overrides);
+    auto doc = spec::load_json_file(spec_path);
+    for (const auto& o : overrides) spec::apply_override(doc, o);
     if (validate->parsed()) {
+      // A sweep is checked whole: every run it expands to must resolve (as `run --dry-run`).
+      if (spec::has_sweep(doc)) {
+        const auto runs = spec::expand_sweep(doc, spec_path, spec::sweep_key_order(spec_path));
+        std::cerr << "ddplab: a sweep of " << runs.size() << " run" << (runs.size() == 1 ? "" : "s")
+                  << ", all valid; below, the spec without its sweep keys (`ddplab run --dry-run` lists the runs)"
+                  << std::endl;
+      }
       std::cout << spec.resolved.dump(2) << std::endl;
       return 0;
     }
-    if (worker->parsed()) return run_worker(spec);
+    if (worker->parsed()) {
+      if (spec::has_sweep(doc))
+        throw Error(spec_path + ": has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
+                    "sweep with `ddplab run`, or give the worker a spec file without them");
+      return run_worker(spec);
+    }
     return run_single_or_launch(spec, force);
   } catch (const Error& e) {
     std::cerr << "ddplab: error: " << e.what() << std::endl;
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "ddplab: failed: " << e.what() << std::endl;
+    std::cerr << "ddplab: failed: " << message_of(e) << std::endl;
     return 1;
   }
 }

@@ -74,6 +74,58 @@ TEST(Cli, BadOverrideIsAUserError) {
   expect_user_error(ws, ws.write_spec(ws.base_spec("bad")), "replicas.count=0", "/replicas/count");
 }
 
+// Found once the data are read, still before anything is written: --force must not have wiped
+// the finished run for a spec that cannot run a single step.
+TEST(Cli, GlobalBatchLargerThanTheTrainingSetKeepsTheFinishedRun) {
+  Workspace ws(64, 32);
+  auto path = ws.write_spec(ws.base_spec("keep"));
+  auto ok = run_ddplab("run " + path);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  auto r = run_ddplab("run --force " + path + " batch.global=128");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("/batch: the global batch 128 (1 x 128) is larger than the 64 training samples"),
+            std::string::npos)
+      << r.output;
+  fs::path dir = ws.out() / "keep" / "seed=3";
+  EXPECT_EQ(read_records(dir).size(), 2u) << "the finished run's records are intact";
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "manifest.json"))["status"], "done");
+}
+
+// Under torchrun or srun (`ddplab worker` with RANK and WORLD_SIZE set), a first attempt does not
+// replace a finished run either; DDPLAB_FORCE=1 does.
+TEST(Cli, WorkerDoesNotReplaceAFinishedRunUnlessForced) {
+  Workspace ws(64, 32);
+  auto path = ws.write_spec(ws.base_spec("again"));
+  const std::string worker = "RANK=0 WORLD_SIZE=1 " + std::string(DDPLAB_BIN) + " worker " + path;
+  auto first = run_command(worker);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  fs::path dir = ws.out() / "again" / "seed=3";
+  auto second = run_command(worker);
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_NE(second.output.find(dir.string() + ": holds a finished run (status done); set DDPLAB_FORCE=1"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(read_records(dir).size(), 2u);
+  auto forced = run_command("DDPLAB_FORCE=1 " + worker);
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_EQ(read_records(dir).size(), 2u);
+}
+
+TEST(Cli, ValidateChecksEveryRunOfASweepAndWorkerRefusesOne) {
+  Workspace ws(64, 32);
+  auto path = ws.write_spec(ws.base_spec("sw"));
+  auto bad = run_ddplab("validate " + path + " 'sweep={\"optimizer.lr\":[0.1,-1]}'");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("/sweep/optimizer.lr/1: must be > 0, got -1"), std::string::npos) << bad.output;
+  auto good = run_ddplab("validate " + path + " 'sweep={\"optimizer.lr\":[0.1,0.2]}' repeats=2");
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  EXPECT_NE(good.output.find("a sweep of 4 runs, all valid"), std::string::npos) << good.output;
+  auto worker = run_command("RANK=0 WORLD_SIZE=1 " + std::string(DDPLAB_BIN) + " worker " + path + " repeats=2");
+  EXPECT_EQ(worker.exit_code, 2) << worker.output;
+  EXPECT_NE(worker.output.find("has sweep keys"), std::string::npos) << worker.output;
+  EXPECT_FALSE(fs::exists(ws.out() / "sw"));
+}
+
 TEST(Cli, ValidatePrintsResolvedSpecAndSchemaPrintsSchema) {
   Workspace ws(64, 32);
   auto r = run_ddplab("validate " + ws.write_spec(ws.base_spec("ok")) + " epochs=5");

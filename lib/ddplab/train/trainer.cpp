@@ -118,9 +118,19 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
   return {image.channels, image.height, image.width, data.num_classes};
 }
 
+// One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
+void check_batch_fits(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+  if (spec.global_batch > data.train.size())
+    throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " (" +
+                std::to_string(spec.replicas.count) + " x " + std::to_string(spec.per_replica_batch) +
+                ") is larger than the " + std::to_string(data.train.size()) + " training samples" +
+                (spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : "") + "; not one step would run");
+}
+
 }  // namespace
 
 void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+  check_batch_fits(spec, data);
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
   auto model = models::make_model(spec.model, input_shape(*transform, data));
@@ -218,10 +228,9 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed,
                            /*prefetch=*/4, /*pin_memory=*/device.is_cuda());
   dist::BatchMover mover(device);  // on CUDA, batch k+1's copy overlaps step k
+  check_batch_fits(spec, data);
   const int64_t steps = loader.steps_per_epoch();
-  if (steps == 0)
-    throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " is larger than the " +
-                std::to_string(data.train.size()) + " training samples");
+  TORCH_INTERNAL_ASSERT(steps > 0, "no step in an epoch of ", data.train.size(), " samples");
   ReplicaSync replica_sync(spec.replicas.sync, steps, params, comm);
   LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
   std::optional<log::RunLog> run;  // only rank 0 writes the run directory

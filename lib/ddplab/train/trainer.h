@@ -82,7 +82,8 @@ int stop_signal();  // 0 while no stop was asked for
 
 // Builds the transform, model and optimizer of `spec` once on `data` (cheap) so that errors only
 // they can find (an augment crop larger than the images, a weight_decay_groups entry that matches
-// no parameter) are ddplab::Errors raised before a run directory is made.
+// no parameter, a global batch larger than the training set) are ddplab::Errors raised before a
+// run directory is made.
 void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data);
 
 // Trains replica `world.rank`. Throws ddplab::Error on a failed audit and other exceptions on
