@@ -186,8 +186,25 @@ TEST(SweepSpec, ObjectValuesShowTheirWordsInRunIds) {
 TEST(SweepSpec, DuplicateRunIdsAreAnError) {
   std::string e = expand_error({{"name", "x"}, {"sweep", {{"dataset.root", {"a/b", "a_b"}}}}});
   EXPECT_NE(e.find("get the same run id \"dataset.root=a_b,seed=1\""), std::string::npos) << e;
-  e = expand_error({{"name", "x"}, {"sweep", {{"replicas.count", {2, 2}}}}});
-  EXPECT_NE(e.find("same run id"), std::string::npos) << e;
+  // The same value twice is named as such, not blamed on the sanitizing of run ids.
+  e = expand_error({{"name", "x"}, {"sweep", {{"replicas.count", {2, 4, 2}}}}});
+  EXPECT_EQ(e, "/sweep/replicas.count/2: repeats value 0, 2; give each value once (`repeats` runs a point with "
+               "several seeds)");
+}
+
+// A run id names a directory: over 255 characters, mkdir would fail only when the run starts.
+TEST(SweepSpec, RunIdLongerThanADirectoryNameIsAnError) {
+  json sweep = json::object();
+  for (const char* key : {"optimizer.lr", "optimizer.momentum", "optimizer.weight_decay", "schedule.warmup_epochs",
+                          "schedule.base_batch", "replicas.bucket_mb", "dataset.train_limit", "dataset.test_limit",
+                          "model.dropout", "replicas.max_restarts", "checkpoint.every_epochs", "epochs"})
+    sweep[key] = json::array({1});
+  sweep["optimizer.lr"] = json::array({0.1});
+  sweep["optimizer.momentum"] = json::array({0.5});
+  sweep["model.dropout"] = json::array({0.5});
+  std::string e = expand_error({{"name", "x"}, {"sweep", sweep}});
+  EXPECT_EQ(e.rfind("/sweep: run id \"", 0), 0u) << e;
+  EXPECT_NE(e.find("more than the 255 a directory name may have"), std::string::npos) << e;
 }
 
 TEST(SweepSpec, NoSweepGivesOneRunNamedBySeed) {

@@ -99,6 +99,11 @@ void check_entry(const std::string& section, const std::string& key, const json&
     throw Error(where + ": cannot be swept (name and output place the runs; sweep, sweep_zip and repeats are not settings)");
   if (!values.is_array() || values.empty())
     throw Error(where + ": must be a non-empty array of values, got " + values.dump());
+  for (size_t j = 1; j < values.size(); ++j)
+    for (size_t i = 0; i < j; ++i)
+      if (values[i] == values[j])
+        throw Error(where + "/" + std::to_string(j) + ": repeats value " + std::to_string(i) + ", " + values[j].dump() +
+                    "; give each value once (`repeats` runs a point with several seeds)");
 }
 
 std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& order) {
@@ -264,6 +269,10 @@ std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string&
         throw Error("/sweep: runs " + runs[it->second].assignments.dump() + " and " + values.dump() +
                     " get the same run id \"" + spec.run_id +
                     "\" (run ids keep only [A-Za-z0-9._=,+-]; give values that differ there)");
+      if (spec.run_id.size() > kMaxRunIdChars)
+        throw Error("/sweep: run id \"" + spec.run_id.substr(0, 60) + "...\" is " + std::to_string(spec.run_id.size()) +
+                    " characters, more than the " + std::to_string(kMaxRunIdChars) +
+                    " a directory name may have; sweep fewer keys in one spec");
       runs.push_back(SweepRun{spec.run_id, std::move(values), std::move(spec)});
     }
     for (size_t a = axes.size(); a-- > 0;) {

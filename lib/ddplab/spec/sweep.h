@@ -40,6 +40,8 @@ struct SweepRun {
 
 // The most runs one spec may expand to (also the schema's maximum of `repeats`).
 constexpr size_t kMaxSweepRuns = 100000;
+// The longest run id: a run directory's name (NAME_MAX on Linux file systems).
+constexpr size_t kMaxRunIdChars = 255;
 
 // Expands `doc` (a whole spec, overrides already applied) into its runs, in order.
 // `source` names the file in messages that are not about one field; `key_order` lists sweep and
