@@ -268,8 +268,18 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
 
 int run_report(const std::vector<std::string>& dirs, const std::string& out, double target) {
   report::ReportOptions options;
-  for (const auto& d : dirs) options.inputs.emplace_back(d);
+  for (const auto& d : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec))
+      throw Error(d + (fs::exists(d, ec) ? ": not a directory" : ": does not exist") + "; give run or experiment directories");
+    options.inputs.emplace_back(d);
+  }
   options.out_dir = out.empty() ? fs::path(dirs.front()) : fs::path(out);
+  if (!(target == 0 || (target > 0 && target <= 1))) {  // 0: not given
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", target);
+    throw Error(std::string("--target: must be a test accuracy in (0, 1], e.g. 0.9, got ") + got);
+  }
   if (target > 0) options.target_acc = target;
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
@@ -409,17 +419,18 @@ int main(int argc, char** argv) {
     }
     if (run->parsed()) return run_experiment(spec_path, overrides, force, dry_run);
     if (report_cmd->parsed()) return run_report(report_dirs, report_out, report_target);
-    auto spec = spec::load(spec_path, overrides);
     auto doc = spec::load_json_file(spec_path);
     for (const auto& o : overrides) spec::apply_override(doc, o);
+    // validate checks a sweep whole, as `run --dry-run`: every run it expands to must resolve.
+    size_t sweep_runs = 0;
+    if (validate->parsed() && spec::has_sweep(doc))
+      sweep_runs = spec::expand_sweep(doc, spec_path, spec::sweep_key_order(spec_path)).size();
+    auto spec = spec::resolve(doc, spec_path);
     if (validate->parsed()) {
-      // A sweep is checked whole: every run it expands to must resolve (as `run --dry-run`).
-      if (spec::has_sweep(doc)) {
-        const auto runs = spec::expand_sweep(doc, spec_path, spec::sweep_key_order(spec_path));
-        std::cerr << "ddplab: a sweep of " << runs.size() << " run" << (runs.size() == 1 ? "" : "s")
+      if (sweep_runs > 0)
+        std::cerr << "ddplab: a sweep of " << sweep_runs << " run" << (sweep_runs == 1 ? "" : "s")
                   << ", all valid; below, the spec without its sweep keys (`ddplab run --dry-run` lists the runs)"
                   << std::endl;
-      }
       std::cout << spec.resolved.dump(2) << std::endl;
       return 0;
     }

@@ -126,6 +126,19 @@ TEST(Cli, ValidateChecksEveryRunOfASweepAndWorkerRefusesOne) {
   EXPECT_FALSE(fs::exists(ws.out() / "sw"));
 }
 
+TEST(Cli, ReportOfAMissingDirectoryOrABadTargetIsAUserErrorThatCreatesNothing) {
+  Workspace ws(64, 32);
+  const std::string missing = ws.dir().str("no_runs_here");
+  auto r = run_ddplab("report " + missing);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(missing + ": does not exist"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(missing)) << "the report must not create the directory it was asked to read";
+  auto t = run_ddplab("report " + ws.dir().str("") + " --target 5");
+  EXPECT_EQ(t.exit_code, 2) << t.output;
+  EXPECT_NE(t.output.find("--target: must be a test accuracy in (0, 1], e.g. 0.9, got 5"), std::string::npos)
+      << t.output;
+}
+
 TEST(Cli, ValidatePrintsResolvedSpecAndSchemaPrintsSchema) {
   Workspace ws(64, 32);
   auto r = run_ddplab("validate " + ws.write_spec(ws.base_spec("ok")) + " epochs=5");
