@@ -135,6 +135,19 @@ TEST(Dataset, MissingDirectoryOrFile) {
   EXPECT_NE(msg.find("see docs/data.md"), std::string::npos) << msg;
 }
 
+// What is there but of the wrong kind is named as such, not as missing.
+TEST(Dataset, RootThatIsAFileOrDataFileThatIsADirectory) {
+  TempDir dir;
+  write_tiny_mnist(dir.path(), 10, 5, true);
+  const std::string file_root = dir.str("train-labels-idx1-ubyte.gz");
+  std::string msg = error_of([&] { check_dataset_files(idx_spec(file_root)); });
+  EXPECT_NE(msg.find(file_root + " is not a directory"), std::string::npos) << msg;
+  std::filesystem::remove(dir.path() / "t10k-images-idx3-ubyte.gz");
+  std::filesystem::create_directory(dir.path() / "t10k-images-idx3-ubyte");
+  msg = error_of([&] { check_dataset_files(idx_spec(dir.str())); });
+  EXPECT_NE(msg.find(dir.str("t10k-images-idx3-ubyte") + " is not a regular file"), std::string::npos) << msg;
+}
+
 TEST(Dataset, RealFashionMnist) {
   const std::string root = "/usr/share/datasets/fashion-mnist";
   if (!std::filesystem::exists(root + "/train-images-idx3-ubyte.gz") &&

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ddplab/data/idx.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -118,6 +119,20 @@ TEST(Ddp, AnUpdateOfOnlyTheFirstVariableIsCaught) {
   auto single = run_spec(ws, spec, "first_only_single");
   EXPECT_EQ(single.command.exit_code, 1) << single.command.output;
   EXPECT_NE(single.command.output.find("'fc1.bias' did not change"), std::string::npos) << single.command.output;
+}
+
+// A parameter that cannot learn because its gradients are exactly zero is not blamed on the
+// optimizer: the audit says why it did not change.
+TEST(Ddp, AParameterWithOnlyZeroGradientsIsNotBlamedOnTheOptimizer) {
+  Workspace ws(128, 32);
+  data::write_idx((ws.data() / "train-images-idx3-ubyte.gz").string(), {128, 28, 28},
+                  std::vector<uint8_t>(128 * 28 * 28, 0), /*gzip=*/true);
+  auto r = run_spec(ws, ws.base_spec("zeros"), "zeros");
+  EXPECT_EQ(r.command.exit_code, 1) << r.command.output;
+  EXPECT_NE(r.command.output.find("parameter 'fc1.weight' did not change: its gradients were exactly zero"),
+            std::string::npos)
+      << r.command.output;
+  EXPECT_EQ(r.command.output.find("returns after the first variable"), std::string::npos) << r.command.output;
 }
 
 // Whether any live process has `needle` in its command line (scans /proc).

@@ -93,8 +93,11 @@ void check_root(const spec::DatasetSpec& spec) {
       hint = " (unpack the official " + std::string(spec.name == "cifar10" ? "cifar-10" : "cifar-100") +
              "-binary.tar.gz there, or set dataset.root)";
     }
-    throw Error("dataset '" + spec.name + "': data directory " + spec.root + " does not exist" + hint +
-                "; see docs/data.md");
+    const bool other = fs::exists(spec.root, ec);
+    throw Error("dataset '" + spec.name + "': data directory " + spec.root +
+                (other ? " is not a directory (dataset.root names the directory that holds the files)"
+                       : " does not exist") +
+                hint + "; see docs/data.md");
   }
 }
 
@@ -105,6 +108,9 @@ std::string find_file(const spec::DatasetSpec& spec, const std::string& base) {
   std::error_code ec;
   if (fs::is_regular_file(raw, ec)) return raw.string();
   if (fs::is_regular_file(gz, ec)) return gz.string();
+  for (const auto& path : {raw, gz})
+    if (fs::exists(path, ec))
+      throw Error("dataset '" + spec.name + "': " + path.string() + " is not a regular file; see docs/data.md");
   throw Error("dataset '" + spec.name + "': missing file " + raw.string() + " (or " +
               gz.string() + "); see docs/data.md");
 }

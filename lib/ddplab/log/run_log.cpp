@@ -157,7 +157,10 @@ RunLog RunLog::create(const spec::ExperimentSpec& spec, bool overwrite) {
   if (fs::exists(dir / "epochs.jsonl")) {
     if (!overwrite)
       throw Error(dir.string() + ": run directory already holds a run (epochs.jsonl); pass --force to replace it");
-    for (const auto& entry : fs::directory_iterator(dir)) fs::remove_all(entry.path());
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      fs::remove_all(entry.path(), ec);
+      if (ec) throw Error(entry.path().string() + ": cannot remove it to replace the run (--force): " + ec.message());
+    }
   }
   RunLog run(dir);
   write_file_atomic(dir / "spec.json", spec.resolved.dump(2) + "\n");

@@ -497,6 +497,12 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         if (!got[i])
           throw AuditFailure("gradient audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
                       "' received no gradient (is it used in forward? is the loss connected to it?)");
+        const auto& grad = params[i].grad();
+        if (torch::equal(params[i], snapshot[i]) && grad.defined() && !grad.any().item<bool>())
+          throw AuditFailure("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" +
+                             named[i].first +
+                             "' did not change: its gradients were exactly zero (constant inputs, such as all-zero "
+                             "images? a layer whose ReLUs are all dead?)");
         if (torch::equal(params[i], snapshot[i]))
           throw AuditFailure("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
                       "' did not change although it received gradients; the optimizer did not update it (a "
