@@ -405,6 +405,18 @@ int main(int argc, char** argv) {
   worker->add_option("spec", spec_path, "Experiment spec (JSON)")->required();
   worker->add_option("overrides", overrides, "Overrides key.path=value");
 
+  // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
+  std::string names;
+  bool known = false;
+  for (const auto* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "ddplab: error: unknown command \"" << argv[1] << "\"; commands: " << names << " (ddplab --help)"
+              << std::endl;
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -139,6 +139,14 @@ TEST(Cli, ReportOfAMissingDirectoryOrABadTargetIsAUserErrorThatCreatesNothing) {
       << t.output;
 }
 
+TEST(Cli, UnknownCommandIsNamedWithTheChoices) {
+  auto r = run_ddplab("trian x.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown command \"trian\"; commands: run, validate, schema, report, worker"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Cli, ValidatePrintsResolvedSpecAndSchemaPrintsSchema) {
   Workspace ws(64, 32);
   auto r = run_ddplab("validate " + ws.write_spec(ws.base_spec("ok")) + " epochs=5");
