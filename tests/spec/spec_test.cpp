@@ -220,6 +220,29 @@ TEST(Spec, DirectoryOrNulByteIsNamedNotMalformedJson) {
   EXPECT_EQ(load_error(path), path + ": a NUL byte at offset 13; a JSON text holds none");
 }
 
+// JSON parsers keep the last of two equal keys; in a spec the first would be silently ignored.
+TEST(Spec, AKeyGivenTwiceInOneObjectIsAnError) {
+  testing::TempDir dir;
+  std::string path = dir.str("twice.json");
+  testing::write_file(path, R"({"name": "x", "optimizer": {"lr": 0.1, "momentum": 0.9, "lr": 0.2}})");
+  EXPECT_EQ(load_error(path), path + ": key \"lr\" appears twice in the object at /optimizer; JSON keeps only the "
+                                     "last, so the first would be silently ignored");
+  testing::write_file(path, R"({"name": "x", "optimizer": {"weight_decay_groups": [{"match": "a", "match": "b"}]}})");
+  EXPECT_NE(load_error(path).find("key \"match\" appears twice in the object under /optimizer/weight_decay_groups"),
+            std::string::npos)
+      << load_error(path);
+  // The same key in sibling objects is fine.
+  testing::write_file(path, R"({"name": "x", "sweep": {"epochs": [1]}, "sweep_zip": {"epochs": [2]}})");
+  EXPECT_EQ(load_error(path), "");
+  json doc = minimal();
+  try {
+    apply_override(doc, R"(optimizer={"lr": 1, "lr": 2})");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("key \"lr\" appears twice"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Spec, OversizedSpecFileIsRefusedWithoutReadingItAll) {
   testing::TempDir dir;
   std::string path = dir.str("big.json");

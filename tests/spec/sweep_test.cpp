@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "ddplab/error.h"
 #include "ddplab/log/run_log.h"
 #include "test_util.h"
@@ -190,6 +192,30 @@ TEST(SweepSpec, DuplicateRunIdsAreAnError) {
   e = expand_error({{"name", "x"}, {"sweep", {{"replicas.count", {2, 4, 2}}}}});
   EXPECT_EQ(e, "/sweep/replicas.count/2: repeats value 0, 2; give each value once (`repeats` runs a point with "
                "several seeds)");
+}
+
+// A value twice in a zip axis is fine when its partners differ (seed_gpus_86_vs_84: 1, 2, 2 GPUs
+// at three step counts).
+TEST(SweepSpec, AZipAxisMayRepeatAValue) {
+  auto runs = expand_sweep({{"name", "x"}, {"sweep_zip", {{"replicas.count", {1, 2, 2}}, {"epochs", {4, 2, 4}}}}}, "spec");
+  EXPECT_EQ(runs.size(), 3u);
+}
+
+// Every spec shipped in experiments/ expands and resolves (they are the documentation's examples).
+TEST(SweepSpec, EveryShippedExperimentResolves) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DDPLAB_SOURCE_DIR) + "/experiments")) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string path = entry.path().string();
+    try {
+      auto runs = expand_sweep(load_json_file(path), path, sweep_key_order(path));
+      EXPECT_GE(runs.size(), 1u) << path;
+    } catch (const Error& e) {
+      ADD_FAILURE() << path << ": " << e.what();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10) << "experiments/ holds the seed questions' specs";
 }
 
 // A run id names a directory: over 255 characters, mkdir would fail only when the run starts.

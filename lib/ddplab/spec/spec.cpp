@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -422,11 +423,37 @@ ExperimentSpec to_typed(const json& doc) {
   return s;
 }
 
-// json::parse with a nesting limit (see kMaxJsonDepth in spec.h).
+// json::parse with a nesting limit (see kMaxJsonDepth in spec.h) that refuses a key given twice
+// in one object: JSON parsers keep the last, so the first would be silently ignored.
 json parse_bounded(const std::string& text, const std::string& source) {
-  return json::parse(text, [&source](int depth, json::parse_event_t, json&) {
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<Frame> frames;
+  return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth)
       throw Error(source + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      frames.push_back({event == E::object_start, {}, {}});
+    } else if ((event == E::object_end || event == E::array_end) && !frames.empty()) {
+      frames.pop_back();
+    } else if (event == E::key && !frames.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!frames.back().keys.insert(key).second) {
+        std::string where;
+        bool in_array = false;
+        for (size_t i = 0; i + 1 < frames.size() && !in_array; ++i) {
+          in_array = !frames[i].object;
+          if (!in_array) where += "/" + escape_token(frames[i].last_key);
+        }
+        throw Error(source + ": key \"" + key + "\" appears twice in the object " + (in_array ? "under " : "at ") +
+                    (where.empty() ? "/" : where) + "; JSON keeps only the last, so the first would be silently ignored");
+      }
+      frames.back().last_key = key;
+    }
     return true;
   });
 }

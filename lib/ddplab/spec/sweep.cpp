@@ -99,7 +99,8 @@ void check_entry(const std::string& section, const std::string& key, const json&
     throw Error(where + ": cannot be swept (name and output place the runs; sweep, sweep_zip and repeats are not settings)");
   if (!values.is_array() || values.empty())
     throw Error(where + ": must be a non-empty array of values, got " + values.dump());
-  for (size_t j = 1; j < values.size(); ++j)
+  // In a zip a key may repeat a value (its partners differ); in a product it would repeat runs.
+  for (size_t j = 1; section == "sweep" && j < values.size(); ++j)
     for (size_t i = 0; i < j; ++i)
       if (values[i] == values[j])
         throw Error(where + "/" + std::to_string(j) + ": repeats value " + std::to_string(i) + ", " + values[j].dump() +
