@@ -8,7 +8,7 @@
 # It builds ddplab against that torch with the staged dependencies, runs the unit tests (the
 # GPU-only ones, NCCL included, must not skip), the quickstart on cuda (1 replica, and 2 replicas
 # over gloo sharing the one GPU; one epoch each of bf16 autocast and of bf16 gradient all-reduce),
-# the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
+# a stop and resume on cuda, the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the bare loop) at batch 64
 # and 512, and the time from the start of training to a target test accuracy (99% on MNIST when
 # .offline/data/mnist was staged, else 90% on Fashion-MNIST), and writes everything to
 # <out_dir>/gpu-check.txt. About 8 minutes on one H200. The data travels in .offline/data (that
@@ -74,7 +74,8 @@ STEP_LIMIT=360 step "unit tests" ctest --test-dir $build -j 8 --timeout 300 --ou
 step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
   [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
 # Every run: the quickstart spec on the staged data (later overrides win), into $runs.
-quickstart=($build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" output="$runs" --force)
+again=($build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" output="$runs")
+quickstart=("${again[@]}" --force)
 # One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
 # NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
 step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl name=gpu_nccl1
@@ -84,8 +85,16 @@ step "quickstart cuda, bf16 autocast, 1 replica" "${quickstart[@]}" replicas.dev
   name=gpu_bf16
 step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
   replicas.backend=gloo replicas.grad_dtype=bf16 epochs=1 name=gpu_wire16
+# A GPU run stopped mid-epoch resumes from its checkpoint (CUDA tensors, the CUDA dropout
+# generator's state, pinned batches restarting mid-epoch): exit 143 at step 60, then done.
+step "resume on cuda after a stop" bash -c 'dir=$1; shift
+  "$@" --force debug.fault=stop debug.step=60; rc=$?
+  [ $rc -eq 143 ] || { echo "the stopped run exited $rc, not 143"; exit 1; }
+  "$@" && grep -q "\"status\": \"done\"" "$dir/manifest.json" && [ "$(wc -l <"$dir/epochs.jsonl")" -eq 2 ] &&
+    grep -q "\"restarts\"" "$dir/manifest.json"' _ "$runs/gpu_resume/seed=1" "${again[@]}" replicas.device=$dev \
+  replicas.backend=$nccl epochs=2 name=gpu_resume
 step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
-  $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl"
+  $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl $runs/gpu_resume/seed=1/epochs.jsonl"
 # Time to accuracy: the quickstart (1 replica) on MNIST to 99% if it was staged, else the
 # Fashion-MNIST quickstart above to 90%; wall_s counts from the start of training.
 target=$fashion_target target_run=$runs/gpu_nccl1

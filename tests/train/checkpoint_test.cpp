@@ -38,6 +38,34 @@ TEST(Checkpoint, SaveThenLoadRestoresModelAndState) {
   EXPECT_TRUE(torch::equal(a.model->weight, b.model->weight));
 }
 
+// Every rank of an N-GPU run loads rank 0's checkpoint, saved from cuda:0. Without mapping,
+// LibTorch restores each tensor where it was saved and Module::load moves rank r's parameters
+// there (set_data). With one GPU the same mistake shows as a checkpoint saved on the CPU pulling
+// a CUDA model's parameters and momentum buffers back to the CPU.
+TEST(Checkpoint, OnCudaLoadsOntoTheModelsDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  TempDir tmp;
+  const fs::path file = tmp.path() / "checkpoint.pt";
+  ModelAndOptimizer a;
+  a.model->weight.sum().backward();
+  a.sgd.step();  // a momentum buffer to save
+  CheckpointState state;
+  state.rng_states = {torch::arange(16, torch::kUInt8)};
+  save_checkpoint(file, *a.model, a.sgd, state);
+  ModelAndOptimizer b;
+  b.model->to(torch::Device(torch::kCUDA, 0));
+  torch::optim::SGD sgd{b.model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
+  CheckpointState loaded = load_checkpoint(file, *b.model, sgd);
+  for (const auto& p : b.model->parameters()) EXPECT_TRUE(p.is_cuda()) << p.device();
+  EXPECT_TRUE(torch::equal(a.model->weight, b.model->weight.cpu()));
+  for (const auto& [key, param_state] : sgd.state()) {
+    const auto& buffer = static_cast<torch::optim::SGDParamState&>(*param_state).momentum_buffer();
+    EXPECT_TRUE(buffer.is_cuda()) << buffer.device();
+  }
+  ASSERT_EQ(loaded.rng_states.size(), 1u);
+  EXPECT_TRUE(loaded.rng_states[0].device().is_cpu()) << "generator states are CPU tensors";
+}
+
 TEST(Checkpoint, AFullDiskKeepsThePreviousCheckpointAndNoTempFile) {
   TempDir tmp;
   const fs::path file = tmp.path() / "checkpoint.pt";

@@ -72,7 +72,11 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
   CheckpointState s;
   try {
     torch::serialize::InputArchive archive, model_archive, optimizer_archive, rng_archive;
-    archive.load_from(file.string());
+    // Without a device LibTorch restores each tensor on the device it was saved from (rank 0's
+    // cuda:0), and Module::load then moves rank r's parameters there with set_data.
+    const auto params = model.parameters();
+    const c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+    archive.load_from(file.string(), device);
     archive.read("model", model_archive);
     model.load(model_archive);
     archive.read("optimizer", optimizer_archive);
@@ -92,7 +96,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     for (int64_t r = 0; r < ranks; ++r) {
       at::Tensor t;
       rng_archive.read(std::to_string(r), t);
-      s.rng_states.push_back(t);
+      s.rng_states.push_back(t.cpu());
     }
     s.comm_bytes = static_cast<int64_t>(read_scalar_or(archive, "comm_bytes", 0));
     s.gns_trace = read_scalar_or(archive, "gns_trace", 0);

@@ -44,7 +44,9 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
                      torch::optim::Optimizer& optimizer, const CheckpointState& state);
 
 // Loads into `model` and `optimizer` (which must have the spec's architecture) and returns the
-// state. Throws ddplab::Error naming the file if it is unreadable or does not match the model.
+// state. Tensors land on the model's device, whatever device rank 0 saved them from (every rank
+// of an N-GPU run loads rank 0's file); rng_states stay on the CPU, where generator states live.
+// Throws ddplab::Error naming the file if it is unreadable or does not match the model.
 CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer);
 
