@@ -228,6 +228,78 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16
   return out;
 }
 
+// DDP's find_unused_parameters=False case that must not hang: a bucket whose only parameter
+// gets no gradient is never ready during backward (and so neither is any later bucket);
+// finalize() launches them all, in order, on every rank.
+TEST(GradSync, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
+  std::vector<float> used_grad(2), unused_grad(2);
+  testing::run_ranks(
+      2,
+      [&](const std::shared_ptr<Comm>& comm) {
+        auto used = torch::ones({300000}, torch::requires_grad());
+        auto unused = torch::ones({300000}, torch::requires_grad());
+        std::vector<at::Tensor> ps{used, unused};
+        GradSyncOptions options = small_buckets();
+        options.rebuild_buckets = false;
+        GradSync sync(ps, comm, options);
+        ASSERT_EQ(sync.bucket_params(0), (std::vector<size_t>{1})) << "the unused parameter's bucket is first";
+        for (int step = 0; step < 2; ++step) {
+          sync.prepare_for_backward();
+          (used * (comm->rank == 0 ? 1.0 : 3.0)).sum().backward();
+          sync.finalize();
+        }
+        used_grad[comm->rank] = used.grad()[0].item<float>();
+        unused_grad[comm->rank] = unused.grad().abs().max().item<float>();
+      },
+      std::chrono::seconds(20));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(used_grad[r], 2.0f) << "rank " << r << ": the mean of 1 and 3";
+    EXPECT_EQ(unused_grad[r], 0.0f) << "rank " << r;
+  }
+}
+
+// After the first step the buckets follow the order in which gradients arrived on rank 0
+// (broadcast, so every rank agrees even when its own order differed), as DDP's rebuild.
+TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
+  std::vector<std::vector<std::vector<size_t>>> before(2), after(2);
+  std::vector<float> reduced(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    // 600000 floats (2.4 MB) each: one parameter per bucket at caps of 1 and 2 MB.
+    auto a = torch::zeros({600000}, torch::requires_grad());
+    auto b = torch::zeros({600000}, torch::requires_grad());
+    auto c = torch::zeros({600000}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b, c};
+    GradSync sync(ps, comm, small_buckets());
+    auto buckets = [&] {
+      std::vector<std::vector<size_t>> out;
+      for (int k = 0; k < sync.bucket_count(); ++k) out.push_back(sync.bucket_params(k));
+      return out;
+    };
+    before[r] = buckets();
+    // The ranks write the loss's terms in opposite orders, and their gradients arrive in
+    // opposite orders: rank 0's a, b, c, rank 1's c, b, a (with the orders swapped, both ranks
+    // end with buckets c, b, a: the rebuild follows whichever order rank 0 had).
+    auto loss = [&] {
+      return r == 0 ? (a * 3.0).sum() + (b * 2.0).sum() + (c * 1.0).sum()
+                    : (c * 1.0).sum() + (b * 2.0).sum() + (a * 3.0).sum();
+    };
+    for (int step = 0; step < 2; ++step) {
+      sync.prepare_for_backward();
+      loss().backward();
+      sync.finalize();
+      if (step == 0) after[r] = buckets();
+    }
+    reduced[r] = a.grad()[0].item<float>() + 10 * b.grad()[0].item<float>() + 100 * c.grad()[0].item<float>();
+  });
+  using Order = std::vector<std::vector<size_t>>;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(before[r], (Order{{2}, {1}, {0}})) << "reverse registration order at first";
+    EXPECT_EQ(after[r], (Order{{0}, {1}, {2}})) << "rank " << r << " takes rank 0's arrival order";
+    EXPECT_FLOAT_EQ(reduced[r], 3 + 10 * 2 + 100 * 1) << "rank " << r << ": every gradient reduced after the rebuild";
+  }
+}
+
 TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
   auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/-1);
   const double n = 300000;
