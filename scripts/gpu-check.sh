@@ -88,7 +88,7 @@ step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" "${quickstart[@]}"
 # A GPU run stopped mid-epoch resumes from its checkpoint (CUDA tensors, the CUDA dropout
 # generator's state, pinned batches restarting mid-epoch): exit 143 at step 60, then done.
 step "resume on cuda after a stop" bash -c 'dir=$1; shift
-  "$@" --force debug.fault=stop debug.step=60; rc=$?
+  "$@" --force debug.fault=stop debug.rank=0 debug.step=60; rc=$?
   [ $rc -eq 143 ] || { echo "the stopped run exited $rc, not 143"; exit 1; }
   "$@" && grep -q "\"status\": \"done\"" "$dir/manifest.json" && [ "$(wc -l <"$dir/epochs.jsonl")" -eq 2 ] &&
     grep -q "\"restarts\"" "$dir/manifest.json"' _ "$runs/gpu_resume/seed=1" "${again[@]}" replicas.device=$dev \

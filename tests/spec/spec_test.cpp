@@ -292,6 +292,18 @@ TEST(Spec, IntegralFloatsAreIntegers) {
   EXPECT_EQ(resolve(with("optimizer.lr=1.0")).resolved["optimizer"]["lr"].dump(), "1.0") << "numbers stay numbers";
 }
 
+// A fault aimed at a rank that does not exist would silently never happen (debug.rank is 1 by default).
+TEST(Spec, FaultRankMustBeARankOfTheRun) {
+  EXPECT_EQ(resolve_error(with("debug.fault=stop")),
+            "/debug/rank: must be < replicas.count (1) for fault \"stop\" (its default is 1), got 1");
+  json doc = with("debug.fault=crash");
+  apply_override(doc, "replicas.count=2");
+  EXPECT_EQ(resolve_error(doc), "");
+  apply_override(doc, "replicas.mode=simulated");
+  EXPECT_NE(resolve_error(doc).find("simulated replicas run in one process"), std::string::npos) << resolve_error(doc);
+  EXPECT_EQ(resolve_error(with("debug.fault=update_first_only")), "") << "a fault of every rank";
+}
+
 TEST(Spec, OutOfRange) {
   EXPECT_EQ(resolve_error(with("optimizer.lr=-1")), "/optimizer/lr: must be > 0, got -1");
   EXPECT_EQ(resolve_error(with("epochs=0")), "/epochs: must be >= 1, got 0");

@@ -294,6 +294,15 @@ void check_cross_fields(json& doc) {
     throw Error("/batch: give exactly one of per_replica and global");
   json& replicas = doc["replicas"];
   int64_t count = replicas["count"].get<int64_t>();
+  // A fault aimed at a rank that does not exist would silently never happen.
+  const std::string fault = doc["debug"]["fault"].get<std::string>();
+  const int64_t fault_rank = doc["debug"]["rank"].get<int64_t>();
+  const bool one_process = replicas["mode"] == "simulated";
+  if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
+    throw Error("/debug/rank: must be < " +
+                std::string(one_process ? "1 (simulated replicas run in one process)"
+                                        : "replicas.count (" + std::to_string(count) + ")") +
+                " for fault \"" + fault + "\" (its default is 1), got " + std::to_string(fault_rank));
   if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
     throw Error("/batch/global: must be divisible by replicas.count (" + std::to_string(count) + "), got " +
                 batch["global"].dump());
