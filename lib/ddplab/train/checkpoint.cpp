@@ -113,7 +113,8 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
       }
     }
   } catch (const c10::Error& e) {
-    throw Error(file.string() + ": cannot resume from this checkpoint: " + e.what_without_backtrace());
+    throw Error(file.string() + ": cannot resume from this checkpoint: " + e.what_without_backtrace() +
+                " (`ddplab run --force` starts the run over)");
   }
   return s;
 }
