@@ -41,11 +41,12 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 World discover_world(const std::map<std::string, std::string>& env) {
   World w;
-  if ((find(env, "RANK") != nullptr) != (find(env, "WORLD_SIZE") != nullptr))
-    throw Error(std::string("environment variable ") + (find(env, "RANK") != nullptr ? "WORLD_SIZE" : "RANK") +
-                ": is not set, but " + (find(env, "RANK") != nullptr ? "RANK" : "WORLD_SIZE") +
+  const bool has_rank = find(env, "RANK") != nullptr, has_size = find(env, "WORLD_SIZE") != nullptr;
+  if (has_rank != has_size)
+    throw Error(std::string("environment variable ") + (has_rank ? "WORLD_SIZE" : "RANK") + ": is not set, but " +
+                (has_rank ? "RANK" : "WORLD_SIZE") +
                 " is; a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together");
-  if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
+  if (has_rank && has_size) {
     w.rank = to_int(env, "RANK", 0);
     w.size = to_int(env, "WORLD_SIZE", 1);
     w.local_rank = to_int(env, "LOCAL_RANK", w.rank);
