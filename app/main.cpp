@@ -124,15 +124,6 @@ std::string manifest_status(const fs::path& dir) {
   return log::read_manifest(dir).value("status", "");
 }
 
-// The conditions under which log::RunLog::resume continues a run rather than declining.
-bool resumable(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir / "checkpoint.pt", ec) || !fs::exists(dir / "spec.json", ec)) return false;
-  const std::string status = manifest_status(dir);
-  if (status.empty() || status == "done" || status == "diverged") return false;
-  return log::read_manifest(dir).contains("checkpoint");
-}
-
 std::string minutes_seconds(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
@@ -213,7 +204,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     try {
       // An unfinished run with a checkpoint continues from it (as a plain `ddplab run` does);
       // any other unfinished run starts over in a fresh directory.
-      code = run_single_or_launch(run.spec, /*force=*/force || !resumable(log::run_dir(run.spec)));
+      code = run_single_or_launch(run.spec, /*force=*/force || !log::holds_resumable_run(log::run_dir(run.spec)));
     } catch (const std::exception& e) {
       code = dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
       reason = message_of(e);

@@ -115,10 +115,7 @@ nlohmann::json read_json(const fs::path& file) {
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    // nlohmann's text starts with its own id, "[json.exception.parse_error.101] ": not for a person.
-    std::string what = e.what();
-    if (!what.empty() && what.front() == '[' && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-    throw Error(file.string() + ": malformed JSON: " + what);
+    throw Error(file.string() + ": malformed JSON: " + spec::json_message(e));
   }
 }
 
@@ -194,13 +191,21 @@ RunLog RunLog::open(const fs::path& dir) {
   return RunLog(dir);
 }
 
+bool holds_resumable_run(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / "manifest.json", ec) || !fs::exists(dir / "checkpoint.pt", ec) ||
+      !fs::exists(dir / "spec.json", ec))
+    return false;
+  const auto manifest = read_manifest(dir);
+  const std::string status = manifest.value("status", "");
+  return !status.empty() && status != "done" && status != "diverged" && manifest.contains("checkpoint");
+}
+
 std::optional<RunLog> RunLog::resume(const spec::ExperimentSpec& spec, const std::string& reason) {
   fs::path dir = run_dir(spec);
-  if (!fs::exists(dir / "manifest.json") || !fs::exists(dir / "checkpoint.pt") || !fs::exists(dir / "spec.json"))
-    return std::nullopt;
+  if (!holds_resumable_run(dir)) return std::nullopt;
   auto manifest = read_manifest(dir);
-  const std::string status = manifest.value("status", "");
-  if (status == "done" || status == "diverged" || !manifest.contains("checkpoint")) return std::nullopt;
+  const std::string status = manifest["status"].get<std::string>();
   auto comparable = [](nlohmann::json j) {
     j.erase("debug");
     j.erase("checkpoint");

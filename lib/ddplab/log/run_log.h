@@ -80,8 +80,7 @@ class RunLog {
   static RunLog create(const spec::ExperimentSpec& spec, bool overwrite);
   // Opens an existing run directory (made by the launcher) without touching it.
   static RunLog open(const std::filesystem::path& dir);
-  // The run directory of `spec` if it holds an unfinished run (status running, failed or
-  // interrupted) with a checkpoint, ready to continue: records after the checkpoint are dropped,
+  // The run directory of `spec` if it holds_resumable_run(), ready to continue: records after the checkpoint are dropped,
   // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
   // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint and
   // timeout settings aside).
@@ -98,6 +97,10 @@ class RunLog {
   explicit RunLog(std::filesystem::path dir) : dir_(std::move(dir)) {}
   std::filesystem::path dir_;
 };
+
+// Whether `dir` holds an unfinished run (status running, failed or interrupted) with a
+// checkpoint, which RunLog::resume continues. Throws ddplab::Error on a malformed manifest.
+bool holds_resumable_run(const std::filesystem::path& dir);
 
 // ISO 8601 UTC time, "2026-12-02T08:46:03Z".
 std::string utc_now();

@@ -467,13 +467,6 @@ json parse_bounded(const std::string& text, const std::string& source) {
   });
 }
 
-// "[json.exception.out_of_range.406] number overflow ..." without the bracketed prefix.
-std::string json_message(const json::exception& e) {
-  std::string what = e.what();
-  size_t end = what.find("] ");
-  return end == std::string::npos ? what : what.substr(end + 2);
-}
-
 // Whether nlohmann can write `text` as a JSON string (it throws on invalid UTF-8).
 bool is_utf8(const std::string& text) {
   try {
@@ -485,6 +478,12 @@ bool is_utf8(const std::string& text) {
 }
 
 }  // namespace
+
+std::string json_message(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
 
 nlohmann::json load_json_file(const std::string& path) {
   std::error_code ec;

@@ -125,6 +125,10 @@ nlohmann::json load_json_file(const std::string& path);
 constexpr int kMaxJsonDepth = 64;
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
+// nlohmann's exception text for a person: "[json.exception.out_of_range.406] number overflow ..."
+// without the bracketed id.
+std::string json_message(const nlohmann::json::exception& e);
+
 // Applies one command-line override "a.b.c=value" to `doc`. The value is parsed as JSON
 // (number, bool, null, list, object; an object replaces the whole section), else taken as a
 // string. Missing intermediate objects are created. Throws Error on a malformed assignment
