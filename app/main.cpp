@@ -13,16 +13,16 @@
 #include <CLI/CLI.hpp>
 
 #include "ddplab/data/dataset.h"
-#include "ddplab/dist/comm.h"
-#include "ddplab/dist/launcher.h"
-#include "ddplab/dist/world.h"
-#include "ddplab/error.h"
-#include "ddplab/log/run_log.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/launch/launcher.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/base/error.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
-#include "ddplab/spec/spec.h"
-#include "ddplab/spec/sweep.h"
+#include "ddplab/config/spec.h"
+#include "ddplab/config/sweep.h"
 #include "ddplab/train/trainer.h"
-#include "ddplab/version.h"
+#include "ddplab/base/version.h"
 
 namespace fs = std::filesystem;
 using namespace ddplab;
@@ -31,97 +31,96 @@ namespace {
 
 constexpr int kExitDiverged = 3;
 
-int run_single_or_launch(const spec::ExperimentSpec& spec, bool force) {
+int run_single_or_launch(const config::ExperimentSpec& spec, bool force) {
   // Read the data and build the model before anything is written: a missing or corrupt file, or
   // a spec that does not fit the data or the model, is a user error and leaves no run directory.
   auto data = data::load_dataset(spec.dataset);
   train::check_setup(spec, data);
   // An unfinished run with a checkpoint continues where it stopped, unless --force.
-  std::optional<log::RunLog> resumed = force ? std::nullopt : log::RunLog::resume(spec, "ddplab run again");
-  auto run = resumed ? *resumed : log::RunLog::create(spec, force);
+  std::optional<rundir::RunLog> resumed = force ? std::nullopt : rundir::RunLog::resume(spec, "ddplab run again");
+  auto run = resumed ? *resumed : rundir::RunLog::create(spec, force);
   if (resumed)
     std::cout << "ddplab: resuming " << run.dir().string() << " from its checkpoint (--force starts over)" << std::endl;
-  std::cout << "ddplab: " << spec.name << "/" << log::run_id(spec) << ": " << spec.replicas.count
-            << (spec.replicas.mode == "simulated" ? " simulated" : "") << " replica" << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
+  std::cout << "ddplab: " << spec.name << "/" << rundir::run_id(spec) << ": " << spec.replicas.count
+            << (spec.replicas.mode == config::ReplicaMode::kSimulated ? " simulated" : "") << " replica" << (spec.replicas.count > 1 ? "s" : "") << " x batch " << spec.per_replica_batch << " (global "
             << spec.global_batch << "), " << spec.epochs << " epochs; logs in " << run.dir().string() << std::endl;
   // One replica, or N simulated in this process (replicas.mode "simulated"): no workers.
-  if (spec.replicas.count == 1 || spec.replicas.mode == "simulated") {
+  if (spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated) {
     try {
       train::ReplicaOptions options;
       options.run_dir = run.dir();
       options.data = &data;
       options.resume = resumed.has_value();
       train::install_stop_handlers();
-      auto result = train::train_replica(spec, dist::World{}, options);
-      run.finish("done");
+      auto result = train::train_replica(spec, distributed::World{}, options);
+      run.finish(rundir::RunStatus::kDone);
       std::cout << "ddplab: done, test accuracy " << 100 * result.final_test_acc << "%; logs in "
                 << run.dir().string() << std::endl;
       return 0;
     } catch (const train::Diverged& e) {
       run.update_manifest({{"diverged_epoch", e.epoch}, {"diverged_step", e.step}});
-      run.finish("diverged", e.what());
+      run.finish(rundir::RunStatus::kDiverged, e.what());
       std::cerr << "ddplab: " << e.what() << "; logs in " << run.dir().string() << std::endl;
       return kExitDiverged;
     } catch (const train::Interrupted& e) {
-      run.finish("interrupted", e.what());
+      run.finish(rundir::RunStatus::kInterrupted, e.what());
       std::cerr << "ddplab: " << e.what() << "; logs in " << run.dir().string() << std::endl;
       return 128 + e.signal;
     } catch (const std::exception& e) {
-      run.finish("failed", message_of(e));
+      run.finish(rundir::RunStatus::kFailed, message_of(e));
       throw;
     }
   }
-  dist::LaunchOptions options;
+  launch::LaunchOptions options;
   options.nproc = spec.replicas.count;
   options.run_dir = run.dir();
-  options.spec_path = (run.dir() / "spec.json").string();
+  options.spec_path = rundir::spec_file(run.dir()).string();
   options.timeout_s = spec.replicas.timeout_s;
   options.resume = resumed.has_value();
-  auto result = dist::launch_workers(options);
+  auto result = launch::launch_workers(options);
   // replicas.max_restarts: a failed rank stops all; they start again from the last checkpoint.
   for (int restart = 1; result.exit_code == 1 && restart <= spec.replicas.max_restarts; ++restart) {
     std::cerr << "ddplab: rank " << result.failed_rank << " " << result.reason << "; restart " << restart << " of "
               << spec.replicas.max_restarts << std::endl;
-    auto again = log::RunLog::resume(spec, "rank " + std::to_string(result.failed_rank) + " " + result.reason);
+    auto again = rundir::RunLog::resume(spec, "rank " + std::to_string(result.failed_rank) + " " + result.reason);
     if (!again) {
       std::cerr << "ddplab: no checkpoint yet; starting over" << std::endl;
-      run = log::RunLog::create(spec, true);
+      run = rundir::RunLog::create(spec, true);
     }
     options.resume = again.has_value();
     options.restart_count = restart;
-    result = dist::launch_workers(options);
+    result = launch::launch_workers(options);
   }
   if (result.exit_code == 0) {
-    run.finish("done");
+    run.finish(rundir::RunStatus::kDone);
     std::cout << "ddplab: done; logs in " << run.dir().string() << std::endl;
     return 0;
   }
   std::string message;
   if (result.exit_code == kExitDiverged) {
-    run.finish("diverged", result.reason);
+    run.finish(rundir::RunStatus::kDiverged, result.reason);
     std::cerr << "ddplab: " << result.reason << "; logs in " << run.dir().string() << std::endl;
     return kExitDiverged;
   }
   if (result.failed_rank >= 0) {
-    auto log = run.dir() / ("rank-" + std::to_string(result.failed_rank) + ".log");
+    auto log = rundir::rank_log_file(run.dir(), result.failed_rank);
     message = "rank " + std::to_string(result.failed_rank) + " " + result.reason;
     std::error_code ec;
-    for (int r = 0; r < spec.replicas.count; ++r) fs::remove(run.dir() / ("rank-" + std::to_string(r) + ".error"), ec);
+    for (int r = 0; r < spec.replicas.count; ++r) fs::remove(rundir::rank_error_file(run.dir(), r), ec);
     std::cerr << "ddplab: " << message << "; the other ranks were stopped. Last lines of " << log.string() << ":\n"
-              << dist::tail_file(log, 15);
+              << launch::tail_file(log, 15);
   } else {
     message = result.reason;
     std::cerr << "ddplab: " << message << "; all ranks stopped" << std::endl;
   }
-  run.finish(result.exit_code >= 128 ? "interrupted" : "failed", message);
+  run.finish(result.exit_code >= 128 ? rundir::RunStatus::kInterrupted : rundir::RunStatus::kFailed, message);
   return result.exit_code;
 }
 
 // "" when there is no manifest; a malformed one is an Error naming it.
 std::string manifest_status(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir / "manifest.json", ec)) return "";
-  return log::read_manifest(dir).value("status", "");
+  const auto status = rundir::read_status(dir);
+  return status ? rundir::name(*status) : "";
 }
 
 std::string minutes_seconds(double seconds) {
@@ -136,14 +135,14 @@ std::string minutes_seconds(double seconds) {
 // diverged) unless --force, resumes unfinished runs that have a checkpoint, reruns the others, and
 // goes on after a failed run; SIGINT stops it after the current run.
 int run_experiment(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run) {
-  auto doc = spec::load_json_file(path);
-  for (const auto& o : overrides) spec::apply_override(doc, o);
-  auto runs = spec::expand_sweep(doc, path, spec::sweep_key_order(path));
-  const bool sweep = spec::has_sweep(doc);
+  auto doc = config::load_json_file(path);
+  for (const auto& o : overrides) config::apply_override(doc, o);
+  auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  const bool sweep = config::has_sweep(doc);
   const size_t n = runs.size();
   auto finished = [&](size_t i) {
     if (force) return false;
-    auto status = manifest_status(log::run_dir(runs[i].spec));
+    auto status = manifest_status(rundir::run_dir(runs[i].spec));
     return status == "done" || status == "diverged";
   };
   if (dry_run) {
@@ -151,7 +150,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     try {
       auto plain = doc;
       for (const char* k : {"sweep", "sweep_zip", "repeats"}) plain.erase(k);
-      base = spec::resolve(plain, path).resolved;
+      base = config::resolve(plain, path).resolved;
     } catch (const Error&) {
     }
     std::cout << "ddplab: " << runs.front().spec.name << ": " << n << " run" << (n == 1 ? "" : "s")
@@ -159,7 +158,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     for (size_t i = 0; i < n; ++i) {
       std::cout << "[" << i + 1 << "/" << n << "] " << runs[i].run_id
                 << (!finished(i) ? "" : sweep ? "  (done: would be skipped)" : "  (done: --force runs it again)") << "\n";
-      for (const auto& line : spec::resolved_differences(base, runs[i].spec.resolved)) std::cout << "    " << line << "\n";
+      for (const auto& line : config::resolved_differences(base, runs[i].spec.resolved)) std::cout << "    " << line << "\n";
     }
     std::cout << std::flush;
     // The data are checked too (cheap: files and sizes), so a missing dataset shows up before a
@@ -167,7 +166,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     std::set<std::pair<std::string, std::string>> checked;
     int code = 0;
     for (const auto& r : runs) {
-      if (!checked.insert({r.spec.dataset.name, r.spec.dataset.root}).second) continue;
+      if (!checked.insert({config::name(r.spec.dataset.name), r.spec.dataset.root}).second) continue;
       try {
         data::check_dataset_files(r.spec.dataset);
       } catch (const Error& e) {
@@ -192,7 +191,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     const auto& run = runs[i];
     const std::string counter = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] ";
     if (skip[i]) {
-      std::cout << counter << "skipping " << run.run_id << ": " << manifest_status(log::run_dir(run.spec)) << std::endl;
+      std::cout << counter << "skipping " << run.run_id << ": " << manifest_status(rundir::run_dir(run.spec)) << std::endl;
       ++skipped;
       continue;
     }
@@ -204,7 +203,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     try {
       // An unfinished run with a checkpoint continues from it (as a plain `ddplab run` does);
       // any other unfinished run starts over in a fresh directory.
-      code = run_single_or_launch(run.spec, /*force=*/force || !log::holds_resumable_run(log::run_dir(run.spec)));
+      code = run_single_or_launch(run.spec, /*force=*/force || !rundir::holds_resumable_run(rundir::run_dir(run.spec)));
     } catch (const std::exception& e) {
       code = dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
       reason = message_of(e);
@@ -214,7 +213,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     ++ran;
     std::string status;
     try {
-      status = manifest_status(log::run_dir(run.spec));
+      status = manifest_status(rundir::run_dir(run.spec));
     } catch (const Error&) {  // already reported as this run's failure
     }
     if (code == 0) {
@@ -228,7 +227,7 @@ int run_experiment(const std::string& path, const std::vector<std::string>& over
     } else {
       if (reason.empty()) {
         try {
-          reason = log::read_manifest(log::run_dir(run.spec)).value("message", "");
+          reason = rundir::read_manifest(rundir::run_dir(run.spec)).value("message", "");
         } catch (const std::exception&) {
         }
       }
@@ -281,54 +280,54 @@ int run_report(const std::vector<std::string>& dirs, const std::string& out, dou
   return 0;
 }
 
-int run_worker(const spec::ExperimentSpec& spec) {
-  if (spec.replicas.mode == "simulated")
+int run_worker(const config::ExperimentSpec& spec) {
+  if (spec.replicas.mode == config::ReplicaMode::kSimulated)
     throw Error("/replicas/mode: \"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
-  auto world = dist::discover_world_from_environment();
+  auto world = distributed::discover_world_from_environment();
   if (world.size != spec.replicas.count)
     std::cerr << "ddplab worker: note: WORLD_SIZE " << world.size << " overrides replicas.count "
               << spec.replicas.count << std::endl;
-  spec::ExperimentSpec s = spec;
+  config::ExperimentSpec s = spec;
   if (world.size != spec.replicas.count) {
     auto doc = spec.resolved;
     doc["replicas"]["count"] = world.size;
     doc["replicas"]["threads"] = 0;
-    s = spec::resolve(doc, "worker");
+    s = config::resolve(doc, "worker");
   }
   const char* run_dir_env = std::getenv("DDPLAB_RUN_DIR");
   const char* resume_env = std::getenv("DDPLAB_RESUME");
   bool resume = resume_env != nullptr && std::string(resume_env) == "1";
   fs::path run_dir;
-  std::optional<log::RunLog> own_run;
+  std::optional<rundir::RunLog> own_run;
   std::optional<data::DatasetPair> data;
   if (run_dir_env != nullptr && *run_dir_env != '\0') {
     run_dir = run_dir_env;
   } else {
     // Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
-    run_dir = log::run_dir(s);
+    run_dir = rundir::run_dir(s);
     // A restarted attempt (torchrun --max-restarts) continues from the checkpoint if there is one.
-    resume = world.restart_count > 0 && fs::exists(run_dir / "checkpoint.pt");
+    resume = world.restart_count > 0 && fs::exists(rundir::checkpoint_file(run_dir));
     if (world.rank == 0) {
       // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
       data = data::load_dataset(s.dataset);
       train::check_setup(s, *data);
-      if (resume) own_run = log::RunLog::resume(s, "torchrun restart " + std::to_string(world.restart_count));
+      if (resume) own_run = rundir::RunLog::resume(s, "torchrun restart " + std::to_string(world.restart_count));
       // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
       const std::string status = world.restart_count == 0 ? manifest_status(run_dir) : "";
       const char* force_env = std::getenv("DDPLAB_FORCE");
       if ((status == "done" || status == "diverged") && !(force_env != nullptr && std::string(force_env) == "1"))
         throw Error(run_dir.string() + ": holds a finished run (status " + status +
                     "); set DDPLAB_FORCE=1 to replace it, or give another name or output");
-      if (!own_run) own_run = log::RunLog::create(s, true);
+      if (!own_run) own_run = rundir::RunLog::create(s, true);
       own_run->update_manifest({{"launcher", world.launcher}});
     }
   }
-  std::shared_ptr<dist::Comm> comm;  // outlives the catch below: peers see our error first
+  std::shared_ptr<distributed::Comm> comm;  // outlives the catch below: peers see our error first
   try {
     train::ReplicaOptions options;
     options.run_dir = run_dir;
     if (world.size > 1) {
-      comm = dist::make_comm(world, s.replicas.backend,
+      comm = distributed::make_comm(world, s.replicas.backend,
                              std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
     }
     options.comm = comm;
@@ -336,25 +335,25 @@ int run_worker(const spec::ExperimentSpec& spec) {
     options.resume = resume;
     train::install_stop_handlers();
     train::train_replica(s, world, options);
-    if (comm) dist::shutdown(*comm);
-    if (own_run) own_run->finish("done");
+    if (comm) distributed::shutdown(*comm);
+    if (own_run) own_run->finish(rundir::RunStatus::kDone);
   } catch (const train::Diverged& e) {
     std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
-    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, e.what());
+    if (run_dir_env != nullptr && *run_dir_env != '\0') launch::write_error_file(run_dir, world.rank, e.what());
     if (own_run) {
       own_run->update_manifest({{"diverged_epoch", e.epoch}, {"diverged_step", e.step}});
-      own_run->finish("diverged", e.what());
+      own_run->finish(rundir::RunStatus::kDiverged, e.what());
     }
     return kExitDiverged;
   } catch (const train::Interrupted& e) {
     std::cerr << "ddplab worker rank " << world.rank << ": " << e.what() << std::endl;
-    if (own_run) own_run->finish("interrupted", e.what());
+    if (own_run) own_run->finish(rundir::RunStatus::kInterrupted, e.what());
     return 128 + e.signal;
   } catch (const std::exception& e) {
     const std::string message = message_of(e);
     std::cerr << "ddplab worker rank " << world.rank << ": " << message << std::endl;
-    if (run_dir_env != nullptr && *run_dir_env != '\0') dist::write_error_file(run_dir, world.rank, message);
-    if (own_run) own_run->finish("failed", "rank 0: " + message);
+    if (run_dir_env != nullptr && *run_dir_env != '\0') launch::write_error_file(run_dir, world.rank, message);
+    if (own_run) own_run->finish(rundir::RunStatus::kFailed, "rank 0: " + message);
     return dynamic_cast<const Error*>(&e) != nullptr ? 2 : 1;
   }
   return 0;
@@ -422,13 +421,13 @@ int main(int argc, char** argv) {
     }
     if (run->parsed()) return run_experiment(spec_path, overrides, force, dry_run);
     if (report_cmd->parsed()) return run_report(report_dirs, report_out, report_target);
-    auto doc = spec::load_json_file(spec_path);
-    for (const auto& o : overrides) spec::apply_override(doc, o);
+    auto doc = config::load_json_file(spec_path);
+    for (const auto& o : overrides) config::apply_override(doc, o);
     // validate checks a sweep whole, as `run --dry-run`: every run it expands to must resolve.
     size_t sweep_runs = 0;
-    if (validate->parsed() && spec::has_sweep(doc))
-      sweep_runs = spec::expand_sweep(doc, spec_path, spec::sweep_key_order(spec_path)).size();
-    auto spec = spec::resolve(doc, spec_path);
+    if (validate->parsed() && config::has_sweep(doc))
+      sweep_runs = config::expand_sweep(doc, spec_path, config::sweep_key_order(spec_path)).size();
+    auto spec = config::resolve(doc, spec_path);
     if (validate->parsed()) {
       if (sweep_runs > 0)
         std::cerr << "ddplab: a sweep of " << sweep_runs << " run" << (sweep_runs == 1 ? "" : "s")
@@ -438,7 +437,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (worker->parsed()) {
-      if (spec::has_sweep(doc))
+      if (config::has_sweep(doc))
         throw Error(spec_path + ": has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
                     "sweep with `ddplab run`, or give the worker a spec file without them");
       return run_worker(spec);

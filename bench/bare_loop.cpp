@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
-  ddplab::spec::ModelSpec spec;
-  spec.name = model_name;
+  ddplab::config::ModelSpec spec;
+  spec.name = ddplab::config::parse_setting<ddplab::config::ModelName>(model_name, "argument 1 (model)");
   auto model = ddplab::models::make_model(spec, {});
   model->to(device);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));

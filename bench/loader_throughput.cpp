@@ -17,7 +17,7 @@
 #include "ddplab/data/transform.h"
 
 int main(int argc, char** argv) {
-  ddplab::spec::DatasetSpec spec;
+  ddplab::config::DatasetSpec spec;
   spec.root = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
   const int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
   const int epochs = argc > 3 ? std::stoi(argv[3]) : 3;
@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   const std::string augment = argc > 5 ? argv[5] : "none";
   at::set_num_threads(threads);
   auto data = ddplab::data::load_dataset(spec);
-  ddplab::data::TrainLoader loader(data, ddplab::data::make_transform(augment, data), batch, /*rank=*/0,
+  ddplab::data::TrainLoader loader(data, ddplab::data::make_transform(
+                                       ddplab::config::parse_setting<ddplab::config::Augment>(augment, "argument 5 (augment)"), data), batch, /*rank=*/0,
                                    /*world=*/1, /*seed=*/1);
   int64_t images = 0;
   double checksum = 0;

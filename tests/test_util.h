@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::testing {
 

@@ -1,5 +1,7 @@
-// Precompiled header for ddplab_lib and the tests: the LibTorch headers that almost
-// every translation unit pulls in, parsed once per target instead of once per file.
+// Precompiled header for every ddplab target (built once by ddplab_pch, reused by the layers,
+// the CLI and the tests): the LibTorch headers that almost every translation unit pulls in,
+// parsed once instead of once per file, plus nlohmann/json and fmt.
 #pragma once
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "ddplab/data/dataset.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "test_util.h"
 
 namespace ddplab::data {
@@ -19,9 +19,9 @@ using ddplab::testing::TempDir;
 using ddplab::testing::write_file;
 using ddplab::testing::write_tiny_cifar;
 
-spec::DatasetSpec cifar_spec(const std::string& name, const std::string& root) {
-  spec::DatasetSpec s;
-  s.name = name;
+config::DatasetSpec cifar_spec(const std::string& name, const std::string& root) {
+  config::DatasetSpec s;
+  s.name = config::parse_setting<config::DatasetName>(name, "/dataset/name");
   s.root = root;
   return s;
 }
@@ -133,8 +133,8 @@ TEST(Cifar, WriterRejectsSizeMismatch) {
 }
 
 TEST(CifarDataset, DefaultRootsAreTheTarballDirectories) {
-  EXPECT_EQ(default_root("cifar10"), "data/cifar-10-batches-bin");
-  EXPECT_EQ(default_root("cifar100"), "data/cifar-100-binary");
+  EXPECT_EQ(config::default_root(config::DatasetName::kCifar10), "data/cifar-10-batches-bin");
+  EXPECT_EQ(config::default_root(config::DatasetName::kCifar100), "data/cifar-100-binary");
 }
 
 TEST(CifarDataset, LoadsTheFiveTrainingBatchesInOrderAndTheTestBatch) {

@@ -5,7 +5,7 @@
 
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/idx.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "test_util.h"
 
 namespace ddplab::data {
@@ -15,17 +15,17 @@ using ddplab::testing::error_of;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_tiny_mnist;
 
-spec::DatasetSpec idx_spec(const std::string& root) {
-  spec::DatasetSpec s;
-  s.name = "idx";
+config::DatasetSpec idx_spec(const std::string& root) {
+  config::DatasetSpec s;
+  s.name = config::DatasetName::kIdx;
   s.root = root;
   return s;
 }
 
 TEST(Dataset, DefaultRoots) {
-  EXPECT_EQ(default_root("fashion-mnist"), "/usr/share/datasets/fashion-mnist");
-  EXPECT_EQ(default_root("mnist"), "data/mnist");
-  EXPECT_EQ(default_root("idx"), "");
+  EXPECT_EQ(config::default_root(config::DatasetName::kFashionMnist), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(config::default_root(config::DatasetName::kMnist), "data/mnist");
+  EXPECT_EQ(config::default_root(config::DatasetName::kIdx), "");
 }
 
 TEST(Dataset, LoadsTinyMnistGzAndRaw) {
@@ -64,7 +64,7 @@ TEST_P(DatasetLimits, KeepTheFirstSamples) {
     ddplab::testing::write_tiny_cifar(dir.path(), 40, 30, name == "cifar100");
   }
   auto spec = idx_spec(dir.str());
-  spec.name = name;
+  spec.name = config::parse_setting<config::DatasetName>(name, "/dataset/name");
   DatasetPair full = load_dataset(spec);
   EXPECT_EQ(full.num_classes, name == "cifar100" ? 100 : 10);
   spec.train_limit = 12;
@@ -154,8 +154,8 @@ TEST(Dataset, RealFashionMnist) {
       !std::filesystem::exists(root + "/train-images-idx3-ubyte")) {
     GTEST_SKIP() << root << " absent (apt install dataset-fashion-mnist)";
   }
-  spec::DatasetSpec s;
-  s.name = "fashion-mnist";
+  config::DatasetSpec s;
+  s.name = config::DatasetName::kFashionMnist;
   s.root = root;
   DatasetPair d = load_dataset(s);
   EXPECT_EQ(d.train.size(), 60000);

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ddplab/data/idx.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "test_util.h"
 
 namespace ddplab::data {

@@ -29,7 +29,7 @@ DatasetPair synthetic(int64_t n_train, int64_t n_test = 10) {
 }
 
 // The "none" transform: (v/255 - mean) / std, as before transforms existed.
-std::shared_ptr<const Transform> none(const DatasetPair& d) { return make_transform("none", d); }
+std::shared_ptr<const Transform> none(const DatasetPair& d) { return make_transform(config::Augment::kNone, d); }
 
 std::vector<int64_t> to_vec(const at::Tensor& t) {
   auto c = t.contiguous();

@@ -14,7 +14,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/data/cifar.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "fuzz_check.h"
 
 namespace {

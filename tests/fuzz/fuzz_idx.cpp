@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ddplab/data/idx.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "fuzz_check.h"
 
 namespace {

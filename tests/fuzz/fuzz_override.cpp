@@ -1,4 +1,4 @@
-// libFuzzer target: command-line overrides (spec::apply_override) on a spec document, as in
+// libFuzzer target: command-line overrides (config::apply_override) on a spec document, as in
 // `ddplab run spec.json key=value ...`. The input is the document's JSON text, then each
 // override, separated by NUL bytes (an argv string cannot hold one); a document that does not
 // parse is replaced by {"name":"fuzz"} so that the overrides still get exercised. After the
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "ddplab/error.h"
-#include "ddplab/spec/spec.h"
-#include "ddplab/spec/sweep.h"
+#include "ddplab/base/error.h"
+#include "ddplab/config/spec.h"
+#include "ddplab/config/sweep.h"
 #include "fuzz_check.h"
 #include "spec_checks.h"
 
@@ -46,17 +46,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   nlohmann::json doc;
   try {
-    doc = spec::parse_json_text(parts[0], "fuzz.json");
+    doc = config::parse_json_text(parts[0], "fuzz.json");
   } catch (const Error&) {
     doc = {{"name", "fuzz"}};
   }
   try {
     for (size_t i = 1; i < parts.size(); ++i) {
-      spec::apply_override(doc, parts[i]);
+      config::apply_override(doc, parts[i]);
       DDPLAB_FUZZ_CHECK(value_at(doc, parts[i]) != nullptr);
       (void)doc.dump();  // error messages and spec.json dump what overrides set
     }
-    fuzz::check_runs(spec::expand_sweep(doc, "fuzz.json", {}, fuzz::kMaxRuns));
+    fuzz::check_runs(config::expand_sweep(doc, "fuzz.json", {}, fuzz::kMaxRuns));
   } catch (const Error&) {
   }
   return 0;

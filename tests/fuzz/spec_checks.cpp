@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "fuzz_check.h"
 
 namespace ddplab::fuzz {
@@ -30,7 +30,7 @@ bool safe_directory_name(const std::string& s) {
   return true;
 }
 
-void check_typed(const spec::ExperimentSpec& s) {
+void check_typed(const config::ExperimentSpec& s) {
   const json& r = s.resolved;
   DDPLAB_FUZZ_CHECK(safe_directory_name(s.name) && s.name.front() != '.');
   DDPLAB_FUZZ_CHECK(!s.dataset.root.empty());
@@ -63,10 +63,10 @@ void check_typed(const spec::ExperimentSpec& s) {
     DDPLAB_FUZZ_CHECK(s.optimizer.weight_decay_groups[i].match == groups[i]["match"]);
   const json& sync = r["replicas"]["sync"];
   if (sync.is_string()) {
-    DDPLAB_FUZZ_CHECK(sync == s.replicas.sync.method);
+    DDPLAB_FUZZ_CHECK(sync == config::name(s.replicas.sync.method));
   } else {
-    DDPLAB_FUZZ_CHECK(sync.is_object() && sync.size() == 1 && sync.contains(s.replicas.sync.method));
-    const json& method = sync[s.replicas.sync.method];
+    DDPLAB_FUZZ_CHECK(sync.is_object() && sync.size() == 1 && sync.contains(config::name(s.replicas.sync.method)));
+    const json& method = sync[config::name(s.replicas.sync.method)];
     DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.period, method["period"]) && s.replicas.sync.period >= 1);
     if (method.contains("start_epoch")) DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.start_epoch, method["start_epoch"]));
     if (method.contains("alpha")) DDPLAB_FUZZ_CHECK(same_number(s.replicas.sync.alpha, method["alpha"]));
@@ -76,7 +76,7 @@ void check_typed(const spec::ExperimentSpec& s) {
 
 }  // namespace
 
-void check_runs(const std::vector<spec::SweepRun>& runs) {
+void check_runs(const std::vector<config::SweepRun>& runs) {
   DDPLAB_FUZZ_CHECK(!runs.empty());
   std::set<std::string> ids;
   for (const auto& run : runs) {
@@ -88,9 +88,9 @@ void check_runs(const std::vector<spec::SweepRun>& runs) {
     // spec.json, manifest.json and `ddplab run --dry-run` write these.
     (void)run.spec.resolved.dump();
     (void)run.assignments.dump();
-    (void)spec::resolved_differences(runs.front().spec.resolved, run.spec.resolved);
+    (void)config::resolved_differences(runs.front().spec.resolved, run.spec.resolved);
     try {
-      spec::ExperimentSpec again = spec::resolve(run.spec.resolved, "spec.json");
+      config::ExperimentSpec again = config::resolve(run.spec.resolved, "spec.json");
       DDPLAB_FUZZ_CHECK(again.resolved == run.spec.resolved);
     } catch (const Error& e) {
       std::fprintf(stderr, "a resolved spec does not resolve again: %s\n", e.what());

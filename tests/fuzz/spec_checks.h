@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ddplab/spec/sweep.h"
+#include "ddplab/config/sweep.h"
 
 namespace ddplab::fuzz {
 
@@ -16,6 +16,6 @@ namespace ddplab::fuzz {
 // exercised.
 constexpr size_t kMaxRuns = 64;
 
-void check_runs(const std::vector<spec::SweepRun>& runs);
+void check_runs(const std::vector<config::SweepRun>& runs);
 
 }  // namespace ddplab::fuzz

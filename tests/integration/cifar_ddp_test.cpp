@@ -11,7 +11,7 @@
 
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
-#include "ddplab/spec/spec.h"
+#include "ddplab/config/spec.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -69,7 +69,7 @@ std::pair<RunOutput, RunOutput> run_on_one_and_two(const Workspace& ws, nlohmann
 double saved_model_test_loss(const Workspace& ws, nlohmann::json spec, const std::string& name,
                              const models::InputShape& shape) {
   spec["name"] = name;
-  const auto s = spec::resolve(spec);
+  const auto s = config::resolve(spec);
   const auto data = data::load_dataset(s.dataset);
   auto model = models::make_model(s.model, shape);
   torch::load(model, (ws.out() / name / "seed=3" / "model.pt").string());

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "ddplab/models/models.h"
-#include "ddplab/spec/spec.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::testing {
 
@@ -56,7 +56,7 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
 std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
                                      const models::InputShape& shape) {
   nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
-  auto spec = spec::resolve(doc);
+  auto spec = config::resolve(doc);
   auto model = models::make_model(spec.model, shape);
   torch::load(model, (run_dir / "model.pt").string());
   std::vector<float> flat;

@@ -9,9 +9,9 @@
 namespace ddplab::models {
 namespace {
 
-spec::ModelSpec model(const std::string& name, bool sync_bn = false) {
-  spec::ModelSpec m;
-  m.name = name;
+config::ModelSpec model(const std::string& name, bool sync_bn = false) {
+  config::ModelSpec m;
+  m.name = config::parse_setting<config::ModelName>(name, "/model/name");
   m.sync_bn = sync_bn;
   return m;
 }

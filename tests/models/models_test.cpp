@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::models {
 namespace {
 
-spec::ModelSpec model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
-  spec::ModelSpec m;
-  m.name = name;
+config::ModelSpec model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
+  config::ModelSpec m;
+  m.name = config::parse_setting<config::ModelName>(name, "/model/name");
   m.dropout = dropout;
   m.hidden = hidden;
   return m;
@@ -74,7 +74,7 @@ TEST(Models, ModelNamesListsEveryModel) {
 }
 
 TEST(Models, SchemaEnumIsTheRegistry) {
-  auto schema = nlohmann::json::parse(spec::schema_text());
+  auto schema = nlohmann::json::parse(config::schema_text());
   EXPECT_EQ(schema["properties"]["model"]["properties"]["name"]["enum"].get<std::vector<std::string>>(), model_names());
 }
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <regex>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/report/svg.h"
 #include "test_util.h"

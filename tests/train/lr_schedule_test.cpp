@@ -5,18 +5,18 @@
 namespace ddplab::train {
 namespace {
 
-spec::OptimizerSpec sgd(double lr) {
-  spec::OptimizerSpec o;
+config::OptimizerSpec sgd(double lr) {
+  config::OptimizerSpec o;
   o.lr = lr;
   return o;
 }
 
-spec::ScheduleSpec constant(const std::string& rule = "none") {
-  spec::ScheduleSpec s;
-  s.scale_rule = rule;
+config::ScheduleSpec constant(const std::string& rule = "none") {
+  config::ScheduleSpec s;
+  s.scale_rule = config::parse_setting<config::ScaleRule>(rule, "/schedule/scale_rule");
   s.base_batch = 64;
   s.warmup_epochs = 0;
-  s.decay = "constant";
+  s.decay = config::Decay::kConstant;
   return s;
 }
 
@@ -59,7 +59,7 @@ TEST(LrSchedule, WarmupStartsAtStartFactorAndReachesOneAtWarmupEnd) {
 
 TEST(LrSchedule, StepDecayMultipliesByGammaEveryStepEpochs) {
   auto s = constant();
-  s.decay = "step";
+  s.decay = config::Decay::kStep;
   s.step_epochs = 30;
   s.gamma = 0.1;
   LrSchedule lr(sgd(1.0), s, 64, 100);
@@ -72,7 +72,7 @@ TEST(LrSchedule, StepDecayMultipliesByGammaEveryStepEpochs) {
 
 TEST(LrSchedule, MultistepDecayCountsMilestonesPassed) {
   auto s = constant();
-  s.decay = "multistep";
+  s.decay = config::Decay::kMultistep;
   s.milestones = {2.0, 5.0};
   s.gamma = 0.5;
   LrSchedule lr(sgd(1.0), s, 64, 10);
@@ -85,7 +85,7 @@ TEST(LrSchedule, MultistepDecayCountsMilestonesPassed) {
 
 TEST(LrSchedule, ExponentialDecayIsGammaToTheFractionalEpoch) {
   auto s = constant();
-  s.decay = "exponential";
+  s.decay = config::Decay::kExponential;
   s.gamma = 0.5;
   LrSchedule lr(sgd(1.0), s, 64, 10);
   EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
@@ -95,7 +95,7 @@ TEST(LrSchedule, ExponentialDecayIsGammaToTheFractionalEpoch) {
 
 TEST(LrSchedule, CosineGoesFromOneToMinFactor) {
   auto s = constant();
-  s.decay = "cosine";
+  s.decay = config::Decay::kCosine;
   s.min_factor = 0.1;
   LrSchedule lr(sgd(1.0), s, 64, 10);
   EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
@@ -106,7 +106,7 @@ TEST(LrSchedule, CosineGoesFromOneToMinFactor) {
 
 TEST(LrSchedule, CosineWithZeroMinFactorEndsAtZero) {
   auto s = constant();
-  s.decay = "cosine";
+  s.decay = config::Decay::kCosine;
   s.min_factor = 0.0;
   LrSchedule lr(sgd(0.2), s, 64, 4);
   EXPECT_NEAR(lr(4.0), 0.0, 1e-15);
@@ -117,7 +117,7 @@ TEST(LrSchedule, WarmupAndDecayMultiply) {
   auto s = constant("linear");
   s.warmup_epochs = 1.0;
   s.warmup_start_factor = 0.1;
-  s.decay = "cosine";
+  s.decay = config::Decay::kCosine;
   s.min_factor = 0.0;
   LrSchedule lr(sgd(0.1), s, 128, 10);  // scale 2
   // e = 0.5: warmup 0.1 + 0.9 * 0.5 = 0.55; cosine (1 + cos(pi * 0.05)) / 2 = 0.99384417029756889
@@ -130,7 +130,7 @@ TEST(LrSchedule, StepDecayDuringWarmupAlsoApplies) {
   auto s = constant();
   s.warmup_epochs = 4.0;
   s.warmup_start_factor = 0.0;
-  s.decay = "step";
+  s.decay = config::Decay::kStep;
   s.step_epochs = 2.0;
   s.gamma = 0.1;
   LrSchedule lr(sgd(1.0), s, 64, 10);
@@ -141,13 +141,13 @@ TEST(LrSchedule, StepDecayDuringWarmupAlsoApplies) {
 TEST(LrSchedule, DependsOnlyOnFractionalEpochNotOnBatchWhenUnscaled) {
   auto s = constant("none");
   s.warmup_epochs = 2.0;
-  s.decay = "cosine";
+  s.decay = config::Decay::kCosine;
   s.min_factor = 0.05;
   LrSchedule small(sgd(0.05), s, 64, 8);
   LrSchedule big(sgd(0.05), s, 512, 8);
   for (double e : {0.0, 0.25, 1.5, 2.0, 3.75, 7.9}) EXPECT_DOUBLE_EQ(small(e), big(e)) << "epoch " << e;
   // And with linear scaling they differ by exactly k = 8 at every epoch.
-  s.scale_rule = "linear";
+  s.scale_rule = config::ScaleRule::kLinear;
   LrSchedule small_l(sgd(0.05), s, 64, 8);
   LrSchedule big_l(sgd(0.05), s, 512, 8);
   EXPECT_NEAR(big_l(1.5), 8.0 * small_l(1.5), 1e-15);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "ddplab/models/models.h"
 
 namespace ddplab::train {
@@ -17,9 +17,9 @@ NamedParameters named(const torch::nn::Module& m) {
   return out;
 }
 
-spec::OptimizerSpec sgd(double weight_decay, std::vector<spec::WeightDecayGroup> groups) {
-  spec::OptimizerSpec s;
-  s.name = "sgd";
+config::OptimizerSpec sgd(double weight_decay, std::vector<config::WeightDecayGroup> groups) {
+  config::OptimizerSpec s;
+  s.name = config::OptimizerName::kSgd;
   s.lr = 0.1;
   s.momentum = 0.0;
   s.weight_decay = weight_decay;
@@ -32,8 +32,8 @@ double decay_of(const torch::optim::Optimizer& o, size_t group) {
 }
 
 std::shared_ptr<models::Model> tf_cnn() {
-  spec::ModelSpec m;
-  m.name = "cifar_tf_cnn";
+  config::ModelSpec m;
+  m.name = config::ModelName::kCifarTfCnn;
   return models::make_model(m, models::InputShape{3, 24, 24, 10});
 }
 
@@ -104,7 +104,7 @@ TEST(Optimizer, GroupsWorkForAdamAndAdamW) {
   auto net = tf_cnn();
   for (const char* name : {"adam", "adamw"}) {
     auto s = sgd(0.0, {{"^fc3", 0.3}});
-    s.name = name;
+    s.name = config::parse_setting<config::OptimizerName>(name, "/optimizer/name");
     auto o = make_optimizer(s, named(*net));
     ASSERT_EQ(o->param_groups().size(), 2u) << name;
     const auto& options = o->param_groups()[0].options();

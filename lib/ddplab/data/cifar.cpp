@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::data {
 namespace {

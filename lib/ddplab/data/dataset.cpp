@@ -9,7 +9,7 @@
 
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::data {
 namespace {
@@ -21,16 +21,19 @@ constexpr const char* kTrainLabels = "train-labels-idx1-ubyte";
 constexpr const char* kTestImages = "t10k-images-idx3-ubyte";
 constexpr const char* kTestLabels = "t10k-labels-idx1-ubyte";
 
-bool is_cifar(const std::string& name) { return name == "cifar10" || name == "cifar100"; }
+using config::DatasetName;
 
-CifarKind cifar_kind(const std::string& name) {
-  return name == "cifar10" ? CifarKind::kCifar10 : CifarKind::kCifar100;
-}
+bool is_cifar(DatasetName name) { return name == DatasetName::kCifar10 || name == DatasetName::kCifar100; }
+
+CifarKind cifar_kind(DatasetName name) { return name == DatasetName::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100; }
+
+// "dataset 'cifar10'", the prefix of this file's messages.
+std::string dataset_label(const config::DatasetSpec& spec) { return fmt::format("dataset '{}'", config::name(spec.name)); }
 
 // The official file names, train files in the order they are concatenated.
-std::vector<std::string> cifar_files(const spec::DatasetSpec& spec, bool train) {
+std::vector<std::string> cifar_files(const config::DatasetSpec& spec, bool train) {
   std::vector<std::string> names;
-  if (spec.name == "cifar10") {
+  if (spec.name == DatasetName::kCifar10) {
     if (train) {
       for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");
     } else {
@@ -82,19 +85,19 @@ void set_statistics(DatasetPair& pair) {
   moments(all, &pair.mean, &pair.std);
 }
 
-void check_root(const spec::DatasetSpec& spec) {
+void check_root(const config::DatasetSpec& spec) {
   std::error_code ec;
   if (spec.root.empty()) {
-    throw Error("dataset '" + spec.name + "': no dataset.root given; see docs/data.md");
+    throw Error(dataset_label(spec) + ": no dataset.root given; see docs/data.md");
   }
   if (!fs::is_directory(spec.root, ec)) {
     std::string hint;
-    if (spec.name == "cifar10" || spec.name == "cifar100") {
-      hint = " (unpack the official " + std::string(spec.name == "cifar10" ? "cifar-10" : "cifar-100") +
-             "-binary.tar.gz there, or set dataset.root)";
+    if (is_cifar(spec.name)) {
+      hint = fmt::format(" (unpack the official {}-binary.tar.gz there, or set dataset.root)",
+                         spec.name == DatasetName::kCifar10 ? "cifar-10" : "cifar-100");
     }
     const bool other = fs::exists(spec.root, ec);
-    throw Error("dataset '" + spec.name + "': data directory " + spec.root +
+    throw Error(dataset_label(spec) + ": data directory " + spec.root +
                 (other ? " is not a directory (dataset.root names the directory that holds the files)"
                        : " does not exist") +
                 hint + "; see docs/data.md");
@@ -102,7 +105,7 @@ void check_root(const spec::DatasetSpec& spec) {
 }
 
 // The raw file if present, else the ".gz" one; raw wins so a user can unpack in place.
-std::string find_file(const spec::DatasetSpec& spec, const std::string& base) {
+std::string find_file(const config::DatasetSpec& spec, const std::string& base) {
   fs::path raw = fs::path(spec.root) / base;
   fs::path gz = fs::path(spec.root) / (base + ".gz");
   std::error_code ec;
@@ -110,12 +113,12 @@ std::string find_file(const spec::DatasetSpec& spec, const std::string& base) {
   if (fs::is_regular_file(gz, ec)) return gz.string();
   for (const auto& path : {raw, gz})
     if (fs::exists(path, ec))
-      throw Error("dataset '" + spec.name + "': " + path.string() + " is not a regular file; see docs/data.md");
-  throw Error("dataset '" + spec.name + "': missing file " + raw.string() + " (or " +
+      throw Error(dataset_label(spec) + ": " + path.string() + " is not a regular file; see docs/data.md");
+  throw Error(dataset_label(spec) + ": missing file " + raw.string() + " (or " +
               gz.string() + "); see docs/data.md");
 }
 
-Dataset load_split(const spec::DatasetSpec& spec, const char* images_name,
+Dataset load_split(const config::DatasetSpec& spec, const char* images_name,
                    const char* labels_name, int64_t limit, int64_t num_classes) {
   std::string images_path = find_file(spec, images_name);
   std::string labels_path = find_file(spec, labels_name);
@@ -153,15 +156,7 @@ Dataset load_split(const spec::DatasetSpec& spec, const char* images_name,
 
 }  // namespace
 
-std::string default_root(const std::string& name) {
-  if (name == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
-  if (name == "mnist") return "data/mnist";
-  if (name == "cifar10") return "data/cifar-10-batches-bin";
-  if (name == "cifar100") return "data/cifar-100-binary";
-  return "";
-}
-
-void check_dataset_files(const spec::DatasetSpec& spec) {
+void check_dataset_files(const config::DatasetSpec& spec) {
   check_root(spec);
   if (is_cifar(spec.name)) {
     for (bool train : {true, false})
@@ -169,7 +164,7 @@ void check_dataset_files(const spec::DatasetSpec& spec) {
         try {
           check_cifar_file(path, cifar_kind(spec.name));
         } catch (const Error& e) {
-          throw Error("dataset '" + spec.name + "': " + e.what());
+          throw Error(dataset_label(spec) + ": " + e.what());
         }
       }
     return;
@@ -177,10 +172,10 @@ void check_dataset_files(const spec::DatasetSpec& spec) {
   for (const char* base : {kTrainImages, kTrainLabels, kTestImages, kTestLabels}) find_file(spec, base);
 }
 
-DatasetPair load_dataset(const spec::DatasetSpec& spec) {
+DatasetPair load_dataset(const config::DatasetSpec& spec) {
   check_dataset_files(spec);
   DatasetPair pair;
-  pair.name = spec.name;
+  pair.name = config::name(spec.name);
   if (is_cifar(spec.name)) {
     const CifarKind kind = cifar_kind(spec.name);
     pair.num_classes = cifar_classes(kind);
@@ -194,7 +189,7 @@ DatasetPair load_dataset(const spec::DatasetSpec& spec) {
   if (pair.train.images.size(1) != pair.test.images.size(1) ||
       pair.train.images.size(2) != pair.test.images.size(2) ||
       pair.train.images.size(3) != pair.test.images.size(3)) {
-    throw Error("dataset '" + spec.name + "' in " + spec.root +
+    throw Error(dataset_label(spec) + " in " + spec.root +
                 ": train and test images differ in size");
   }
   set_statistics(pair);

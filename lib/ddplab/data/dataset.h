@@ -18,7 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "ddplab/spec/spec.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::data {
 
@@ -41,15 +41,11 @@ struct DatasetPair {
   std::vector<double> channel_std{1.0};
 };
 
-// The default data directory for a dataset name ("" for idx: it has none). CIFAR's are the
-// directories the official binary tarballs unpack to, under data/.
-std::string default_root(const std::string& name);
-
 // Checks that root and the dataset's files exist, and for CIFAR that their sizes are whole
 // records (cheap, reads nothing; used before a run directory is made).
-void check_dataset_files(const spec::DatasetSpec& spec);
+void check_dataset_files(const config::DatasetSpec& spec);
 
 // Reads the files and applies train_limit / test_limit (the first N samples).
-DatasetPair load_dataset(const spec::DatasetSpec& spec);
+DatasetPair load_dataset(const config::DatasetSpec& spec);
 
 }  // namespace ddplab::data

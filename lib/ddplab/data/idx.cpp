@@ -11,7 +11,7 @@
 #include <iterator>
 #include <new>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::data {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::data {
 namespace {
@@ -43,26 +43,27 @@ bool is_identity(const TransformOptions& o) {
 
 }  // namespace
 
-TransformOptions transform_options(const std::string& name) {
+TransformOptions transform_options(config::Augment augment) {
   TransformOptions o;
-  o.name = name;
-  if (name == "none") return o;
-  if (name == "standard") {
-    o.pad = 4;
-    o.flip = true;
-    o.normalize = Normalize::kChannel;
-    return o;
+  o.name = config::name(augment);
+  switch (augment) {
+    case config::Augment::kNone:
+      return o;
+    case config::Augment::kStandard:
+      o.pad = 4;
+      o.flip = true;
+      o.normalize = Normalize::kChannel;
+      return o;
+    case config::Augment::kTfTutorial:
+      o.crop = 24;
+      o.flip = true;
+      o.max_brightness = 63;
+      o.min_contrast = 0.2;
+      o.max_contrast = 1.8;
+      o.normalize = Normalize::kPerImage;
+      return o;
   }
-  if (name == "tf_tutorial") {
-    o.crop = 24;
-    o.flip = true;
-    o.max_brightness = 63;
-    o.min_contrast = 0.2;
-    o.max_contrast = 1.8;
-    o.normalize = Normalize::kPerImage;
-    return o;
-  }
-  throw Error("/dataset/augment: unknown transform \"" + name + "\"");
+  TORCH_INTERNAL_ASSERT(false, "unhandled augment ", o.name);
 }
 
 Transform::Transform(TransformOptions options, const DatasetPair& data)
@@ -183,7 +184,7 @@ at::Tensor Transform::apply(const at::Tensor& images, const at::Tensor& indices,
   return out;
 }
 
-std::shared_ptr<const Transform> make_transform(const std::string& augment, const DatasetPair& data) {
+std::shared_ptr<const Transform> make_transform(config::Augment augment, const DatasetPair& data) {
   return std::make_shared<const Transform>(transform_options(augment), data);
 }
 

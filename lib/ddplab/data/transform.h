@@ -25,6 +25,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddplab/config/settings.h"
 #include "ddplab/data/dataset.h"
 
 namespace ddplab::data {
@@ -51,8 +52,8 @@ struct TransformOptions {
   Normalize normalize = Normalize::kGlobal;
 };
 
-// The recipe of dataset.augment `name`; throws Error (/dataset/augment) for an unknown one.
-TransformOptions transform_options(const std::string& name);
+// The recipe of dataset.augment `augment`.
+TransformOptions transform_options(config::Augment augment);
 
 // The random choices for one sample. Crop offsets are into the padded image.
 struct SampleAugmentation {
@@ -94,6 +95,6 @@ class Transform {
 };
 
 // transform_options(augment) for `data`, as the trainer builds it.
-std::shared_ptr<const Transform> make_transform(const std::string& augment, const DatasetPair& data);
+std::shared_ptr<const Transform> make_transform(config::Augment augment, const DatasetPair& data);
 
 }  // namespace ddplab::data

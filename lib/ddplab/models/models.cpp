@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 #include "ddplab/models/cifar_models.h"
 
 namespace ddplab::models {
@@ -53,20 +53,27 @@ class Mlp : public Model {
 
 }  // namespace
 
-std::shared_ptr<Model> make_model(const spec::ModelSpec& spec, const InputShape& shape) {
-  if (spec.name == "mnist_cnn") {
-    if (shape.height % 4 != 0 || shape.width % 4 != 0)
-      throw Error("/model/name: mnist_cnn needs an image size divisible by 4, got " +
-                  std::to_string(shape.height) + "x" + std::to_string(shape.width));
-    return std::make_shared<MnistCnn>(shape, spec.dropout);
+std::shared_ptr<Model> make_model(const config::ModelSpec& spec, const InputShape& shape) {
+  switch (spec.name) {
+    case config::ModelName::kMnistCnn:
+      if (shape.height % 4 != 0 || shape.width % 4 != 0)
+        throw Error(fmt::format("/model/name: mnist_cnn needs an image size divisible by 4, got {}x{}", shape.height,
+                                shape.width));
+      return std::make_shared<MnistCnn>(shape, spec.dropout);
+    case config::ModelName::kMlp:
+      return std::make_shared<Mlp>(shape, spec.hidden, spec.dropout);
+    case config::ModelName::kCifarTfCnn:
+      return make_cifar_tf_cnn(shape);
+    case config::ModelName::kResnet20:
+      return make_resnet20(shape, spec.sync_bn);
   }
-  if (spec.name == "mlp") return std::make_shared<Mlp>(shape, spec.hidden, spec.dropout);
-  if (spec.name == "cifar_tf_cnn") return make_cifar_tf_cnn(shape);
-  if (spec.name == "resnet20") return make_resnet20(shape, spec.sync_bn);
-  throw Error("/model/name: unknown model \"" + spec.name + "\"");
+  TORCH_INTERNAL_ASSERT(false, "unhandled model ", config::name(spec.name));
 }
 
-std::vector<std::string> model_names() { return {"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"}; }
+std::vector<std::string> model_names() {
+  const auto& names = config::SettingNames<config::ModelName>::names;
+  return {names.begin(), names.end()};
+}
 
 int64_t parameter_count(const torch::nn::Module& module) {
   int64_t n = 0;

@@ -19,7 +19,7 @@
 #include <torch/nn/module.h>
 
 #include "ddplab/models/batch_norm.h"
-#include "ddplab/spec/spec.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::models {
 
@@ -40,7 +40,7 @@ class Model : public torch::nn::Module {
 };
 
 // Throws ddplab::Error for an unknown name (the spec schema lists the known ones).
-std::shared_ptr<Model> make_model(const spec::ModelSpec& spec, const InputShape& shape);
+std::shared_ptr<Model> make_model(const config::ModelSpec& spec, const InputShape& shape);
 
 std::vector<std::string> model_names();
 

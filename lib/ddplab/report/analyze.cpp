@@ -5,8 +5,8 @@
 #include <map>
 #include <set>
 
-#include "ddplab/error.h"
-#include "ddplab/log/run_log.h"
+#include "ddplab/base/error.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
 
 namespace fs = std::filesystem;
@@ -130,7 +130,7 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
   RunData run;
   run.dir = dir;
   run.run_id = dir.filename().string();
-  json manifest = log::read_json(dir / "manifest.json");  // an Error naming the file
+  json manifest = rundir::read_json(dir / "manifest.json");  // an Error naming the file
   if (!manifest.is_object()) throw Error((dir / "manifest.json").string() + ": expected a JSON object");
   run.run_id = str_field(manifest, "run_id", run.run_id);
   run.status = str_field(manifest, "status", "unknown");
@@ -140,7 +140,7 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
   const fs::path spec_file = dir / "spec.json";
   if (fs::exists(spec_file)) {
     try {
-      run.spec = log::read_json(spec_file);
+      run.spec = rundir::read_json(spec_file);
     } catch (const std::exception& e) {
       warnings.push_back(std::string(e.what()) + "; grouped alone");
     }

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "ddplab/error.h"
-#include "ddplab/log/run_log.h"
+#include "ddplab/base/error.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
 #include "ddplab/report/svg.h"
 
@@ -433,7 +433,7 @@ ReportSummary write_report(const ReportOptions& options) {
     throw Error(options.out_dir.string() + ": cannot create the report directory" + (ec ? ": " + ec.message() : ""));
   auto put = [&](const std::string& name, const std::string& text) {
     const fs::path file = options.out_dir / name;
-    log::write_file_atomic(file, text);
+    rundir::write_file_atomic(file, text);
     summary.files.push_back(file);
   };
   put("report.html", render_html(d));

@@ -2,8 +2,8 @@
 
 #include <torch/torch.h>
 
-#include "ddplab/error.h"
-#include "ddplab/log/run_log.h"
+#include "ddplab/base/error.h"
+#include "ddplab/rundir/run_log.h"
 
 namespace ddplab::train {
 namespace {
@@ -64,7 +64,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
     bytes.append(static_cast<const char*>(data), n);
     return n;
   });
-  log::write_file_atomic(file, bytes);
+  rundir::write_file_atomic(file, bytes);
 }
 
 CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,

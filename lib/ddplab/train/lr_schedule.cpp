@@ -4,12 +4,12 @@
 
 namespace ddplab::train {
 
-LrSchedule::LrSchedule(const spec::OptimizerSpec& optimizer, const spec::ScheduleSpec& schedule,
+LrSchedule::LrSchedule(const config::OptimizerSpec& optimizer, const config::ScheduleSpec& schedule,
                        int64_t global_batch, int epochs)
     : base_lr_(optimizer.lr), scale_(1.0), schedule_(schedule), epochs_(epochs) {
   double k = static_cast<double>(global_batch) / static_cast<double>(schedule.base_batch);
-  if (schedule.scale_rule == "linear") scale_ = k;
-  if (schedule.scale_rule == "sqrt") scale_ = std::sqrt(k);
+  if (schedule.scale_rule == config::ScaleRule::kLinear) scale_ = k;
+  if (schedule.scale_rule == config::ScaleRule::kSqrt) scale_ = std::sqrt(k);
 }
 
 double LrSchedule::operator()(double e) const {
@@ -18,15 +18,15 @@ double LrSchedule::operator()(double e) const {
   if (s.warmup_epochs > 0 && e < s.warmup_epochs)
     warmup = s.warmup_start_factor + (1.0 - s.warmup_start_factor) * e / s.warmup_epochs;
   double decay = 1.0;
-  if (s.decay == "step") {
+  if (s.decay == config::Decay::kStep) {
     decay = std::pow(s.gamma, std::floor(e / s.step_epochs));
-  } else if (s.decay == "multistep") {
+  } else if (s.decay == config::Decay::kMultistep) {
     int passed = 0;
     for (double m : s.milestones) passed += (e >= m) ? 1 : 0;
     decay = std::pow(s.gamma, passed);
-  } else if (s.decay == "exponential") {
+  } else if (s.decay == config::Decay::kExponential) {
     decay = std::pow(s.gamma, e);
-  } else if (s.decay == "cosine") {
+  } else if (s.decay == config::Decay::kCosine) {
     decay = s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + std::cos(M_PI * e / epochs_));
   }
   return base_lr_ * scale_ * warmup * decay;

@@ -12,13 +12,13 @@
 #pragma once
 #include <cstdint>
 
-#include "ddplab/spec/spec.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::train {
 
 class LrSchedule {
  public:
-  LrSchedule(const spec::OptimizerSpec& optimizer, const spec::ScheduleSpec& schedule,
+  LrSchedule(const config::OptimizerSpec& optimizer, const config::ScheduleSpec& schedule,
              int64_t global_batch, int epochs);
 
   double scale() const { return scale_; }
@@ -26,7 +26,7 @@ class LrSchedule {
 
  private:
   double base_lr_, scale_;
-  spec::ScheduleSpec schedule_;
+  config::ScheduleSpec schedule_;
   int epochs_;
 };
 

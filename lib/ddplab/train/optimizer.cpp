@@ -4,7 +4,7 @@
 
 #include <regex>
 
-#include "ddplab/error.h"
+#include "ddplab/base/error.h"
 
 namespace ddplab::train {
 namespace {
@@ -65,7 +65,7 @@ class ForeachSGD : public optim::SGD {
 };
 
 // Parameter groups by weight decay: one per weight_decay_groups entry, then the rest.
-std::vector<std::pair<std::vector<at::Tensor>, double>> decay_groups(const spec::OptimizerSpec& s,
+std::vector<std::pair<std::vector<at::Tensor>, double>> decay_groups(const config::OptimizerSpec& s,
                                                                      const NamedParameters& params) {
   std::vector<std::pair<std::vector<at::Tensor>, double>> groups;
   std::vector<bool> taken(params.size(), false);
@@ -113,21 +113,20 @@ std::unique_ptr<optim::Optimizer> build(const std::vector<std::pair<std::vector<
 
 }  // namespace
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const spec::OptimizerSpec& s, const NamedParameters& params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::OptimizerSpec& s, const NamedParameters& params) {
   const auto groups = decay_groups(s, params);
-  if (s.name == "sgd") {
-    return build<ForeachSGD>(groups,
-                             optim::SGDOptions(s.lr).momentum(s.momentum).nesterov(s.nesterov).weight_decay(s.weight_decay));
+  switch (s.name) {
+    case config::OptimizerName::kSgd:
+      return build<ForeachSGD>(
+          groups, optim::SGDOptions(s.lr).momentum(s.momentum).nesterov(s.nesterov).weight_decay(s.weight_decay));
+    case config::OptimizerName::kAdam:
+      return build<optim::Adam>(
+          groups, optim::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
+    case config::OptimizerName::kAdamw:
+      return build<optim::AdamW>(
+          groups, optim::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
   }
-  if (s.name == "adam") {
-    return build<optim::Adam>(groups,
-                              optim::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
-  }
-  if (s.name == "adamw") {
-    return build<optim::AdamW>(
-        groups, optim::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
-  }
-  throw Error("/optimizer/name: unknown optimizer \"" + s.name + "\"");
+  TORCH_INTERNAL_ASSERT(false, "unhandled optimizer ", config::name(s.name));
 }
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {

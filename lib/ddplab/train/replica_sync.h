@@ -24,20 +24,20 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "ddplab/dist/comm.h"
-#include "ddplab/dist/param_average.h"
-#include "ddplab/spec/spec.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/distributed/param_average.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::train {
 
 class ReplicaSync {
  public:
   // `params` updated in place; `comm` null with one replica.
-  ReplicaSync(const spec::SyncSpec& spec, int64_t steps_per_epoch, std::vector<at::Tensor> params,
-              std::shared_ptr<dist::Comm> comm);
+  ReplicaSync(const config::SyncSpec& spec, int64_t steps_per_epoch, std::vector<at::Tensor> params,
+              std::shared_ptr<distributed::Comm> comm);
 
-  const std::string& method() const { return spec_.method; }
-  bool talks_every_step() const { return spec_.method == "allreduce"; }
+  config::SyncMethod method() const { return spec_.method; }
+  bool talks_every_step() const { return spec_.method == config::SyncMethod::kAllreduce; }
   // Whether step `global_step` all-reduces its gradients.
   bool reduces_gradients(int64_t global_step) const;
 
@@ -68,9 +68,9 @@ class ReplicaSync {
  private:
   bool local_from(int64_t global_step) const;
 
-  spec::SyncSpec spec_;
+  config::SyncSpec spec_;
   int64_t steps_per_epoch_;
-  std::optional<dist::ParamAverager> averager_;
+  std::optional<distributed::ParamAverager> averager_;
 };
 
 }  // namespace ddplab::train

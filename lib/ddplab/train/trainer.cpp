@@ -19,12 +19,12 @@
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
-#include "ddplab/dist/comm.h"
-#include "ddplab/dist/device.h"
-#include "ddplab/dist/grad_sync.h"
-#include "ddplab/dist/noise_scale.h"
-#include "ddplab/error.h"
-#include "ddplab/log/run_log.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/runtime/device.h"
+#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/train/noise_scale.h"
+#include "ddplab/base/error.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/models/models.h"
 #include "ddplab/train/checkpoint.h"
 #include "ddplab/train/lr_schedule.h"
@@ -59,7 +59,7 @@ std::string format_duration(double s) {
 }
 
 // `what` names the tensors in the message ("parameter", "EASGD center variable of parameter").
-void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std::string, at::Tensor>>& named,
+void check_replica_consistency(distributed::Comm& comm, const std::vector<std::pair<std::string, at::Tensor>>& named,
                                int epoch, const std::string& what) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> sums;
@@ -70,7 +70,7 @@ void check_replica_consistency(dist::Comm& comm, const std::vector<std::pair<std
   }
   auto local = torch::cat(sums);
   auto both = torch::cat({local, -local});
-  dist::allreduce_max(comm, both);
+  distributed::allreduce_max(comm, both);
   auto n = local.numel();
   auto hi = both.narrow(0, 0, n), lo = -both.narrow(0, n, n);
   auto differs = (hi != lo).nonzero();
@@ -119,7 +119,7 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
 }
 
 // One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
-void check_batch_fits(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
   if (spec.global_batch > data.train.size())
     throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " (" +
                 std::to_string(spec.replicas.count) + " x " + std::to_string(spec.per_replica_batch) +
@@ -129,7 +129,7 @@ void check_batch_fits(const spec::ExperimentSpec& spec, const data::DatasetPair&
 
 }  // namespace
 
-void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data) {
+void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
   check_batch_fits(spec, data);
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
@@ -151,11 +151,11 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop_signal; }
 
-ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World& world, const ReplicaOptions& options) {
+ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world, const ReplicaOptions& options) {
   const int rank = world.rank, size = world.size;
   const bool lead = rank == 0;
   // N replicas: `size` processes, or one process simulating them (simulated.h).
-  const bool simulated = spec.replicas.mode == "simulated";
+  const bool simulated = spec.replicas.mode == config::ReplicaMode::kSimulated;
   const int replicas = simulated ? spec.replicas.count : size;
   TORCH_INTERNAL_ASSERT(!simulated || size == 1, "simulated replicas run in one process, got world size ", size);
   at::set_num_threads(spec.replicas.threads);
@@ -165,41 +165,41 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   const auto transform = data::make_transform(spec.dataset.augment, data);
   const models::InputShape shape = input_shape(*transform, data);
 
-  const bool skip_broadcast = spec.debug.fault == "skip_broadcast";
+  const bool skip_broadcast = spec.debug.fault == config::Fault::kSkipBroadcast;
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
   auto model = models::make_model(spec.model, shape);
   // CUDA: rank -> GPU local_rank. NCCL needs a GPU per rank; gloo may put several ranks on one GPU
   // (local_rank modulo the GPU count), which lets one GPU test N > 1. Without a CUDA build the
   // spec rejects device "cuda".
   torch::Device device(torch::kCPU);
-  if (spec.replicas.device == "cuda") {
+  if (spec.replicas.device == config::Device::kCuda) {
     const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-    if (gpus == 0 || (spec.replicas.backend == "nccl" && gpus <= world.local_rank))
+    if (gpus == 0 || (spec.replicas.backend == config::Backend::kNccl && gpus <= world.local_rank))
       throw Error("/replicas/device: cuda: local rank " + std::to_string(world.local_rank) + " needs GPU " +
                   std::to_string(world.local_rank) + ", but " + std::to_string(gpus) +
                   " GPU(s) are visible (NCCL needs one GPU per rank; backend gloo can share one)");
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank % gpus));
-    dist::select_device(device);
+    runtime::select_device(device);
     model->to(device);
   }
-  const bool bf16 = spec.precision == "bf16";
+  const bool bf16 = spec.precision == config::Precision::kBf16;
 
-  std::shared_ptr<dist::Comm> comm = options.comm;
+  std::shared_ptr<distributed::Comm> comm = options.comm;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
   if (size > 1) {
-    if (!comm) comm = dist::make_comm(world, spec.replicas.backend, timeout);
+    if (!comm) comm = distributed::make_comm(world, spec.replicas.backend, timeout);
     std::vector<at::Tensor> state;
     for (auto& p : model->parameters()) state.push_back(p);
     for (auto& b : model->buffers()) state.push_back(b);
-    if (!skip_broadcast) dist::broadcast_coalesced(*comm, state, 0);
-    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { dist::allreduce_sum(*comm, t); });
+    if (!skip_broadcast) distributed::broadcast_coalesced(*comm, state, 0);
+    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
   }
   // BatchNorm running statistics: rank 0's are broadcast before every training forward (DDP's
   // broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
   std::vector<at::Tensor> buffers;
   for (auto& b : model->buffers()) buffers.push_back(b);
   auto broadcast_buffers = [&] {
-    if (comm && !buffers.empty()) dist::broadcast_coalesced(*comm, buffers, 0);
+    if (comm && !buffers.empty()) distributed::broadcast_coalesced(*comm, buffers, 0);
   };
   // Each replica draws its own dropout masks, as separate DDP processes do.
   auto dropout_seed = [&](int r) { return static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + r; };
@@ -211,30 +211,30 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   for (const auto& [name, p] : named) params.push_back(p);
 
   auto optimizer = make_optimizer(spec.optimizer, named);
-  dist::GradSyncOptions sync_options;
+  distributed::GradSyncOptions sync_options;
   sync_options.bucket_mb = spec.replicas.bucket_mb;
-  sync_options.mean = spec.replicas.reduce == "mean";
-  sync_options.compress_bf16 = spec.replicas.grad_dtype == "bf16";
-  dist::GradSync sync(params, comm, sync_options);
+  sync_options.mean = spec.replicas.reduce == config::Reduce::kMean;
+  sync_options.compress_bf16 = spec.replicas.grad_dtype == config::WireDtype::kBf16;
+  distributed::GradSync sync(params, comm, sync_options);
   std::optional<SimulatedReplicas> sim;
   if (simulated) {
     std::vector<uint64_t> seeds;
     for (int r = 0; r < replicas; ++r) seeds.push_back(dropout_seed(r));
     sim.emplace(*model, params, seeds, sync_options.mean, device);
   }
-  dist::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
+  train::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
 
   // A simulating process loads the whole global batch and splits it into the replicas' shards.
   data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed,
                            /*prefetch=*/4, /*pin_memory=*/device.is_cuda());
-  dist::BatchMover mover(device);  // on CUDA, batch k+1's copy overlaps step k
+  runtime::BatchMover mover(device);  // on CUDA, batch k+1's copy overlaps step k
   check_batch_fits(spec, data);
   const int64_t steps = loader.steps_per_epoch();
   TORCH_INTERNAL_ASSERT(steps > 0, "no step in an epoch of ", data.train.size(), " samples");
   ReplicaSync replica_sync(spec.replicas.sync, steps, params, comm);
   LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
-  std::optional<log::RunLog> run;  // only rank 0 writes the run directory
-  if (lead) run = log::RunLog::open(options.run_dir);
+  std::optional<rundir::RunLog> run;  // only rank 0 writes the run directory
+  if (lead) run = rundir::RunLog::open(options.run_dir);
   const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
   // The replicas this process computes, and so the test shards it evaluates.
   std::vector<int> local_replicas;
@@ -249,7 +249,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
   };
 
   CheckpointState resumed;
-  const auto checkpoint_file = options.run_dir / "checkpoint.pt";
+  const auto checkpoint_file = rundir::checkpoint_file(options.run_dir);
   if (options.resume) {
     resumed = load_checkpoint(checkpoint_file, *model, *optimizer);
     const int64_t state_bytes = dropout_state().numel();
@@ -276,7 +276,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       state.rng_states = sim->rng_states();
     } else {
       const at::Tensor rng = dropout_state();
-      state.rng_states = comm ? dist::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
+      state.rng_states = comm ? distributed::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
     }
     state.gns_trace = noise_scale.raw_trace();
     state.gns_grad_sq = noise_scale.raw_grad_sq();
@@ -289,7 +289,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
                             {"step_in_epoch", state.step_in_epoch},
                             {"global_step", state.global_step},
                             {"records", state.records},
-                            {"time", log::utc_now()}}}});
+                            {"time", rundir::utc_now()}}}});
   };
 
   ReplicaResult result;
@@ -323,7 +323,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     loader.start_epoch(epoch, first_step);
     // Each step's gradient norm and stop flag are read on the host one step late (on CUDA the
     // host then never waits for the step it just queued); the epoch's last step is read at once.
-    dist::HostReadback readback(device);
+    runtime::HostReadback readback(device);
     std::deque<std::pair<int64_t, double>> unread;  // global step and lr of each value pushed
     // Returns whether the replicas agreed to stop after that step.
     auto read_step = [&] {
@@ -350,14 +350,14 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       auto [batch_x, batch_y] = mover.take();
       if (step + 1 < steps) stage_next(step + 1);
       const bool fault_now = faults_armed && rank == spec.debug.rank && global_step == spec.debug.step;
-      if (spec.debug.fault == "crash" && fault_now) std::raise(SIGKILL);
-      if (spec.debug.fault == "throw" && fault_now)
+      if (spec.debug.fault == config::Fault::kCrash && fault_now) std::raise(SIGKILL);
+      if (spec.debug.fault == config::Fault::kThrow && fault_now)
         throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
       lr = schedule(epoch + static_cast<double>(step) / steps);
       set_lr(*optimizer, lr);
       const bool reduce = replica_sync.reduces_gradients(global_step);
       sync.set_require_sync(reduce);
-      sync.request_stop(stop_signal() != 0 || (spec.debug.fault == "stop" && fault_now));
+      sync.request_stop(stop_signal() != 0 || (spec.debug.fault == config::Fault::kStop && fault_now));
       broadcast_buffers();
       if (sim) sim->begin_step();
       const int64_t shard = spec.per_replica_batch;
@@ -382,14 +382,14 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
       if (sim) sim->end_step();
       const at::Tensor grad_sq = sync.grad_norm_squared();  // of the reduced gradient
       if (reduce && replicas > 1) {
-        comm_bytes += dist::ring_allreduce_bytes(sync.payload_bytes(), replicas);
+        comm_bytes += distributed::ring_allreduce_bytes(sync.payload_bytes(), replicas);
         // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
         const auto mean_sq = sync_options.mean ? grad_sq : grad_sq / (static_cast<double>(replicas) * replicas);
         noise_scale.update(sim ? sim->local_norm_squared_mean() : sync.local_norm_squared_mean(), mean_sq);
       }
       readback.push(torch::cat({grad_sq.reshape({1}), sync.stop_flag()}).to(torch::kFloat64));
       unread.emplace_back(global_step, lr);
-      if (spec.debug.fault == "update_first_only")
+      if (spec.debug.fault == config::Fault::kUpdateFirstOnly)
         for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
       optimizer->step();
       bool stop = false;
@@ -413,7 +413,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         state.wall_s = seconds_since(train_start);
         // The partial train metrics are per rank: store their sum; rank 0 alone restores it.
         auto partial_totals = torch::stack({loss_sum, correct.to(torch::kFloat64)}).cpu();
-        if (comm) dist::allreduce_sum(*comm, partial_totals);
+        if (comm) distributed::allreduce_sum(*comm, partial_totals);
         state.loss_sum = partial_totals[0].item<double>();
         state.correct = partial_totals[1].item<double>();
         state.grad_norm_sum = grad_norm_sum;
@@ -435,7 +435,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
         std::fflush(stdout);
       }
     }
-    dist::synchronize(device);
+    runtime::synchronize(device);
     double epoch_s = seconds_since(epoch_start);
     comm_wait += sync.take_comm_wait_s();
 
@@ -476,8 +476,8 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
                                 test_correct.to(torch::kFloat64)}).cpu();
     if (comm) {
-      dist::allreduce_sum(*comm, totals);
-      if (replica_sync.method() == "easgd") {
+      distributed::allreduce_sum(*comm, totals);
+      if (replica_sync.method() == config::SyncMethod::kEasgd) {
         std::vector<std::pair<std::string, at::Tensor>> center;
         const auto c = replica_sync.center();
         for (size_t i = 0; i < named.size(); ++i) center.emplace_back(named[i].first, c[i]);
@@ -511,7 +511,7 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     }
     auto t = totals.accessor<double, 1>();
     const double train_n = static_cast<double>(steps * spec.global_batch);
-    log::EpochRecord rec;
+    rundir::EpochRecord rec;
     rec.epoch = epoch + 1;
     rec.step = global_step;
     rec.lr = lr;
@@ -572,12 +572,13 @@ ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World&
     for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(final_params[i]);
   }
   if (lead) {
-    auto tmp = options.run_dir / "model.pt.tmp";
+    const auto model_file = rundir::model_file(options.run_dir);
+    const auto tmp = rundir::temp_file(model_file);
     model->to(torch::kCPU);
     torch::save(model, tmp.string());
-    std::filesystem::rename(tmp, options.run_dir / "model.pt");
+    std::filesystem::rename(tmp, model_file);
   }
-  if (comm) dist::barrier(*comm);
+  if (comm) distributed::barrier(*comm);
   return result;
 }
 

@@ -23,10 +23,10 @@
 #include <string>
 
 #include "ddplab/data/dataset.h"
-#include "ddplab/dist/world.h"
-#include "ddplab/spec/spec.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/config/spec.h"
 
-namespace ddplab::dist {
+namespace ddplab::distributed {
 struct Comm;
 }
 
@@ -39,7 +39,7 @@ struct ReplicaOptions {
   const data::DatasetPair* data = nullptr;  // already loaded data (else loaded from spec.dataset)
   // The process group (else made here when world.size > 1). A caller that owns it keeps the
   // connections open while it reports a failure, so peers see this rank's error first.
-  std::shared_ptr<dist::Comm> comm;
+  std::shared_ptr<distributed::Comm> comm;
   // Continue from <run_dir>/checkpoint.pt (see checkpoint.h); debug faults crash/throw do not
   // fire in a resumed attempt.
   bool resume = false;
@@ -84,11 +84,11 @@ int stop_signal();  // 0 while no stop was asked for
 // they can find (an augment crop larger than the images, a weight_decay_groups entry that matches
 // no parameter, a global batch larger than the training set) are ddplab::Errors raised before a
 // run directory is made.
-void check_setup(const spec::ExperimentSpec& spec, const data::DatasetPair& data);
+void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& data);
 
 // Trains replica `world.rank`. Throws ddplab::Error on a failed audit and other exceptions on
 // runtime failures; writes nothing to the manifest (the caller records the status).
-ReplicaResult train_replica(const spec::ExperimentSpec& spec, const dist::World& world,
+ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world,
                             const ReplicaOptions& options);
 
 }  // namespace ddplab::train

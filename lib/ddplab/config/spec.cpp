@@ -1,0 +1,598 @@
+#include "ddplab/config/spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validation_results.hpp>
+#include <valijson/validator.hpp>
+
+#include "ddplab/base/error.h"
+#include "ddplab/base/version.h"
+
+namespace ddplab::config {
+namespace {
+
+using nlohmann::json;
+
+const json& schema_doc() {
+  static const json doc = json::parse(ddplab::schema_json());
+  return doc;
+}
+
+// Built once: schema parsing is the slow part of validation. Schema is not copyable.
+const valijson::Schema& compiled_schema() {
+  static const valijson::Schema* schema = [] {
+    auto* s = new valijson::Schema;  // leaked on purpose: lives for the process
+    valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
+    valijson::adapters::NlohmannJsonAdapter adapter(schema_doc());
+    parser.populateSchema(adapter, *s);
+    return s;
+  }();
+  return *schema;
+}
+
+std::string number_text(const json& n) { return n.dump(); }
+
+// RFC 6901 escaping, so a key with '/' or '~' still yields a valid pointer.
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+size_t levenshtein(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// For a node with "oneOf" alternatives (replicas.sync): the alternative that `value` is meant
+// for (an enum listing it, or an object alternative whose required keys it has), else nullptr.
+// A node without alternatives is its own branch.
+const json* branch_for(const json& value, const json& schema) {
+  if (!schema.contains("oneOf")) return &schema;
+  const json* found = nullptr;
+  for (const auto& alt : schema["oneOf"]) {
+    bool fits = false;
+    if (alt.contains("enum")) {
+      fits = std::find(alt["enum"].begin(), alt["enum"].end(), value) != alt["enum"].end();
+    } else if (value.is_object() && alt.value("type", "") == "object" && alt.contains("required")) {
+      fits = std::all_of(alt["required"].begin(), alt["required"].end(),
+                         [&](const json& k) { return value.contains(k.get<std::string>()); });
+    }
+    if (!fits) continue;
+    if (found != nullptr) return nullptr;  // ambiguous: let validation phrase it
+    found = &alt;
+  }
+  return found;
+}
+
+// "\"allreduce\", {\"local_sgd\": {...}}, {\"easgd\": {...}}": what a oneOf node accepts.
+std::string alternatives_text(const json& schema) {
+  std::string out;
+  for (const auto& alt : schema["oneOf"]) {
+    if (alt.contains("enum")) {
+      for (const auto& v : alt["enum"]) out += (out.empty() ? "" : ", ") + v.dump();
+    } else if (alt.contains("required") && !alt["required"].empty()) {
+      out += (out.empty() ? "" : ", ") + std::string("{\"") + alt["required"][0].get<std::string>() + "\": {...}}";
+    }
+  }
+  return out;
+}
+
+// The properties a node may hold: its own, or (oneOf) those of every object alternative.
+json known_properties(const json& schema) {
+  if (schema.contains("properties")) return schema["properties"];
+  json props = json::object();
+  if (schema.contains("oneOf"))
+    for (const auto& alt : schema["oneOf"])
+      if (alt.contains("properties")) props.update(alt["properties"]);
+  return props;
+}
+
+// Rejects, before valijson sees the document: the first key the schema does not know (before
+// defaults hide typos), and strings longer than their maxLength (valijson would also try their
+// pattern with std::regex, which recurses once per character: a long name overflowed the stack).
+void precheck(const json& doc, const json& node_schema, const std::string& pointer) {
+  if (doc.is_string() && node_schema.contains("maxLength") &&
+      doc.get_ref<const std::string&>().size() > node_schema["maxLength"].get<size_t>())
+    throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(node_schema["maxLength"]) +
+                " characters, got " + std::to_string(doc.get_ref<const std::string&>().size()));
+  if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
+    for (size_t i = 0; i < doc.size(); ++i) precheck(doc[i], node_schema["items"], pointer + "/" + std::to_string(i));
+    return;
+  }
+  if (!doc.is_object()) return;
+  const json* branch = branch_for(doc, node_schema);
+  const json& schema = branch != nullptr ? *branch : node_schema;
+  const json props = known_properties(schema);
+  if (props.empty()) return;
+  bool closed = schema.value("additionalProperties", true) == false || schema.contains("oneOf");
+  for (const auto& [key, value] : doc.items()) {
+    std::string child = pointer + "/" + escape_token(key);
+    if (props.contains(key)) {
+      precheck(value, props[key], child);
+      continue;
+    }
+    if (!closed) continue;
+    std::string best;
+    size_t best_distance = 4;
+    std::string allowed;
+    for (const auto& [known, unused] : props.items()) {
+      size_t d = levenshtein(key, known);
+      if (d < best_distance) best_distance = d, best = known;
+      allowed += (allowed.empty() ? "" : ", ") + known;
+    }
+    if (!best.empty()) throw Error(child + ": unknown key; did you mean \"" + best + "\"?");
+    throw Error(child + ": unknown key; allowed keys: " + allowed);
+  }
+}
+
+void fill_defaults(json& doc, const json& node_schema) {
+  if (!doc.is_object()) return;
+  const json* schema = branch_for(doc, node_schema);
+  if (schema == nullptr || !schema->contains("properties")) return;
+  for (const auto& [key, sub] : (*schema)["properties"].items()) {
+    if (!doc.contains(key) && sub.contains("default")) doc[key] = sub["default"];
+    if (doc.contains(key)) fill_defaults(doc[key], sub);
+  }
+}
+
+bool is_integer(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+}
+
+// JSON Schema counts 64.0 and 1e2 as integers (a number with no fractional part); valijson does
+// not. Writes them as integers wherever the schema asks for one, so they validate and read back.
+void normalize_integers(json& doc, const json& node_schema) {
+  if (doc.is_number_float() && node_schema.value("type", "") == "integer" && is_integer(doc) &&
+      std::fabs(doc.get<double>()) <= 9007199254740992.0) {
+    doc = static_cast<int64_t>(doc.get<double>());
+    return;
+  }
+  if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
+    for (auto& item : doc) normalize_integers(item, node_schema["items"]);
+    return;
+  }
+  if (!doc.is_object()) return;
+  const json* schema = branch_for(doc, node_schema);
+  if (schema == nullptr || !schema->contains("properties")) return;
+  for (const auto& [key, sub] : (*schema)["properties"].items())
+    if (doc.contains(key)) normalize_integers(doc[key], sub);
+}
+
+// Phrases what `schema` expects of `value`, or "" when this node's own keywords are satisfied
+// (then the failure came from deeper or from a keyword we do not phrase).
+std::string expectation(const json& value, const json& schema) {
+  if (schema.contains("type")) {
+    const std::string type = schema["type"].get<std::string>();
+    bool ok = (type == "integer" && is_integer(value)) || (type == "number" && value.is_number()) ||
+              (type == "string" && value.is_string()) || (type == "boolean" && value.is_boolean()) ||
+              (type == "object" && value.is_object()) || (type == "array" && value.is_array()) ||
+              (type == "null" && value.is_null());
+    if (!ok) {
+      bool vowel = type == "integer" || type == "object" || type == "array";
+      return std::string("must be ") + (vowel ? "an " : "a ") + type;
+    }
+  }
+  if (schema.contains("enum")) {
+    const json& options = schema["enum"];
+    if (std::find(options.begin(), options.end(), value) == options.end()) {
+      std::string list;
+      for (const auto& o : options) list += (list.empty() ? "" : ", ") + o.dump();
+      return "must be one of " + list;
+    }
+  }
+  if (value.is_number()) {
+    double v = value.get<double>();
+    if (schema.contains("minimum") && v < schema["minimum"].get<double>())
+      return "must be >= " + number_text(schema["minimum"]);
+    if (schema.contains("exclusiveMinimum") && v <= schema["exclusiveMinimum"].get<double>())
+      return "must be > " + number_text(schema["exclusiveMinimum"]);
+    if (schema.contains("maximum") && v > schema["maximum"].get<double>())
+      return "must be <= " + number_text(schema["maximum"]);
+    if (schema.contains("exclusiveMaximum") && v >= schema["exclusiveMaximum"].get<double>())
+      return "must be < " + number_text(schema["exclusiveMaximum"]);
+  }
+  if (value.is_string()) {
+    const auto& s = value.get_ref<const std::string&>();
+    if (schema.contains("minLength") && s.size() < schema["minLength"].get<size_t>())
+      return "must be at least " + number_text(schema["minLength"]) + " characters";
+    if (schema.contains("maxLength") && s.size() > schema["maxLength"].get<size_t>())
+      return "must be at most " + number_text(schema["maxLength"]) + " characters";
+    if (schema.contains("pattern") && !std::regex_search(s, std::regex(schema["pattern"].get<std::string>())))
+      return "must match " + schema["pattern"].dump();
+  }
+  if (value.is_array()) {
+    if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>())
+      return "must have at least " + number_text(schema["minItems"]) + " items";
+    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>())
+      return "must have at most " + number_text(schema["maxItems"]) + " items";
+  }
+  return "";
+}
+
+// Turns the most specific valijson error into "<pointer>: <expectation>, got <value>".
+std::string describe(const json& doc, const valijson::ValidationResults::Error& error) {
+  std::string pointer;
+  const json* value = &doc;
+  const json* schema = &schema_doc();
+  // context is {"<root>", "[key]", "[index]", ...}
+  for (size_t i = 1; i < error.context.size(); ++i) {
+    if (value != nullptr && schema != nullptr) schema = branch_for(*value, *schema);
+    std::string token = error.context[i];
+    if (token.size() >= 2 && token.front() == '[' && token.back() == ']') token = token.substr(1, token.size() - 2);
+    pointer += "/" + escape_token(token);
+    if (value != nullptr && value->is_array() && schema != nullptr && schema->contains("items")) {
+      size_t index = std::stoul(token);
+      value = index < value->size() ? &(*value)[index] : nullptr;
+      schema = &(*schema)["items"];
+    } else if (value != nullptr && value->is_object()) {
+      value = value->contains(token) ? &(*value)[token] : nullptr;
+      schema = (schema != nullptr && schema->contains("properties") && (*schema)["properties"].contains(token))
+                   ? &(*schema)["properties"][token]
+                   : nullptr;
+    } else {
+      value = nullptr;
+      schema = nullptr;
+    }
+  }
+  if (value != nullptr && schema != nullptr && schema->contains("oneOf")) {
+    const json* branch = branch_for(*value, *schema);
+    if (branch == nullptr)
+      return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
+    schema = branch;
+  }
+  if (value != nullptr && schema != nullptr) {
+    if (value->is_object() && schema->contains("required")) {
+      for (const auto& key : (*schema)["required"])
+        if (!value->contains(key.get<std::string>())) return pointer + "/" + key.get<std::string>() + ": is required";
+    }
+    std::string what = expectation(*value, *schema);
+    if (!what.empty()) return pointer + ": " + what + ", got " + value->dump();
+  }
+  return (pointer.empty() ? "/" : pointer) + ": " + error.description;
+}
+
+void validate(const json& doc) {
+  valijson::Validator validator;
+  valijson::ValidationResults results;
+  valijson::adapters::NlohmannJsonAdapter target(doc);
+  if (validator.validate(compiled_schema(), target, &results)) return;
+  // The deepest context is the most specific; among equals, the first reported.
+  const valijson::ValidationResults::Error* best = nullptr;
+  for (const auto& e : results) {
+    if (best == nullptr || e.context.size() > best->context.size()) best = &e;
+  }
+  throw Error(describe(doc, *best));
+}
+
+void check_cross_fields(json& doc) {
+  const json& batch = doc["batch"];
+  if (batch.contains("per_replica") == batch.contains("global"))
+    throw Error("/batch: give exactly one of per_replica and global");
+  json& replicas = doc["replicas"];
+  int64_t count = replicas["count"].get<int64_t>();
+  // A fault aimed at a rank that does not exist would silently never happen.
+  const std::string fault = doc["debug"]["fault"].get<std::string>();
+  const int64_t fault_rank = doc["debug"]["rank"].get<int64_t>();
+  const bool one_process = replicas["mode"] == "simulated";
+  if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
+    throw Error("/debug/rank: must be < " +
+                std::string(one_process ? "1 (simulated replicas run in one process)"
+                                        : "replicas.count (" + std::to_string(count) + ")") +
+                " for fault \"" + fault + "\" (its default is 1), got " + std::to_string(fault_rank));
+  if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
+    throw Error("/batch/global: must be divisible by replicas.count (" + std::to_string(count) + "), got " +
+                batch["global"].dump());
+  const std::string device = replicas["device"].get<std::string>();
+  if (replicas["backend"] == "nccl" && !ddplab::built_with_cuda())
+    throw Error("/replicas/backend: nccl needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"nccl\"");
+  if (device == "cuda" && !ddplab::built_with_cuda())
+    throw Error("/replicas/device: cuda needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"cuda\"");
+  if (replicas["backend"] == "auto") replicas["backend"] = device == "cuda" ? "nccl" : "gloo";
+  const std::string backend = replicas["backend"].get<std::string>();
+  if (backend == "nccl" && device != "cuda")
+    throw Error("/replicas/backend: nccl needs replicas.device \"cuda\", got device " + replicas["device"].dump());
+  if (backend == "nccl" && !ddplab::built_with_nccl())
+    throw Error("/replicas/backend: nccl: this ddplab was built without NCCL (nccl.h was not found at build time; set "
+                "NCCL_INCLUDE_DIR and rebuild), got \"nccl\"; \"gloo\" also reduces CUDA tensors");
+
+  json& dataset = doc["dataset"];
+  const std::string name = dataset["name"].get<std::string>();
+  if (dataset["root"].get<std::string>().empty()) {
+    if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
+    dataset["root"] = default_root(parse_setting<DatasetName>(name, "/dataset/name"));
+  }
+  const json& groups = doc["optimizer"]["weight_decay_groups"];
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string& pattern = groups[i]["match"].get_ref<const std::string&>();
+    try {
+      std::regex re(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error("/optimizer/weight_decay_groups/" + std::to_string(i) + "/match: must be a valid regular expression (" +
+                  e.what() + "), got " + groups[i]["match"].dump());
+    }
+  }
+  const bool simulated = replicas["mode"] == "simulated";
+  const json& sync = replicas["sync"];
+  if (simulated && sync.is_object())
+    throw Error("/replicas/sync: simulated replicas (replicas.mode \"simulated\") support \"allreduce\" only, got " +
+                sync.dump());
+  if (simulated && doc["model"]["sync_bn"] == true)
+    throw Error("/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
+                "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
+  if (sync.is_object() && sync.contains("easgd")) {
+    const double alpha = sync["easgd"]["alpha"].get<double>();
+    if (alpha * static_cast<double>(count) > 1.0)
+      throw Error("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (" + std::to_string(count) +
+                  ") so that the center variable does not overshoot, got " + sync["easgd"]["alpha"].dump());
+  }
+  if (replicas["threads"].get<int64_t>() == 0) {
+    int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+    replicas["threads"] = std::max<int64_t>(1, simulated ? cores : cores / count);
+  }
+}
+
+ExperimentSpec to_typed(const json& doc) {
+  ExperimentSpec s;
+  s.name = doc["name"].get<std::string>();
+  const json& d = doc["dataset"];
+  s.dataset.name = parse_setting<DatasetName>(d["name"].get<std::string>(), "/dataset/name");
+  s.dataset.root = d["root"].get<std::string>();
+  s.dataset.train_limit = d["train_limit"].get<int64_t>();
+  s.dataset.test_limit = d["test_limit"].get<int64_t>();
+  s.dataset.augment = parse_setting<Augment>(d["augment"].get<std::string>(), "/dataset/augment");
+  const json& m = doc["model"];
+  s.model.name = parse_setting<ModelName>(m["name"].get<std::string>(), "/model/name");
+  s.model.dropout = m["dropout"].get<double>();
+  s.model.hidden = m["hidden"].get<int64_t>();
+  s.model.sync_bn = m["sync_bn"].get<bool>();
+  const json& o = doc["optimizer"];
+  s.optimizer.name = parse_setting<OptimizerName>(o["name"].get<std::string>(), "/optimizer/name");
+  s.optimizer.lr = o["lr"].get<double>();
+  s.optimizer.momentum = o["momentum"].get<double>();
+  s.optimizer.nesterov = o["nesterov"].get<bool>();
+  s.optimizer.weight_decay = o["weight_decay"].get<double>();
+  for (const auto& g : o["weight_decay_groups"])
+    s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
+  s.optimizer.beta1 = o["betas"][0].get<double>();
+  s.optimizer.beta2 = o["betas"][1].get<double>();
+  s.optimizer.eps = o["eps"].get<double>();
+  const json& c = doc["schedule"];
+  s.schedule.scale_rule = parse_setting<ScaleRule>(c["scale_rule"].get<std::string>(), "/schedule/scale_rule");
+  s.schedule.base_batch = c["base_batch"].get<int64_t>();
+  s.schedule.warmup_epochs = c["warmup_epochs"].get<double>();
+  s.schedule.warmup_start_factor = c["warmup_start_factor"].get<double>();
+  s.schedule.decay = parse_setting<Decay>(c["decay"].get<std::string>(), "/schedule/decay");
+  s.schedule.step_epochs = c["step_epochs"].get<double>();
+  s.schedule.milestones = c["milestones"].get<std::vector<double>>();
+  s.schedule.gamma = c["gamma"].get<double>();
+  s.schedule.min_factor = c["min_factor"].get<double>();
+  const json& r = doc["replicas"];
+  s.replicas.count = r["count"].get<int>();
+  s.replicas.device = parse_setting<Device>(r["device"].get<std::string>(), "/replicas/device");
+  s.replicas.backend = parse_setting<Backend>(r["backend"].get<std::string>(), "/replicas/backend");
+  s.replicas.reduce = parse_setting<Reduce>(r["reduce"].get<std::string>(), "/replicas/reduce");
+  s.replicas.bucket_mb = r["bucket_mb"].get<double>();
+  s.replicas.grad_dtype = parse_setting<WireDtype>(r["grad_dtype"].get<std::string>(), "/replicas/grad_dtype");
+  s.replicas.threads = r["threads"].get<int>();
+  s.replicas.timeout_s = r["timeout_s"].get<double>();
+  s.replicas.max_restarts = r["max_restarts"].get<int>();
+  s.replicas.mode = parse_setting<ReplicaMode>(r["mode"].get<std::string>(), "/replicas/mode");
+  const json& sync = r["sync"];
+  if (sync.is_object() && sync.contains("local_sgd")) {
+    s.replicas.sync.method = SyncMethod::kLocalSgd;
+    s.replicas.sync.period = sync["local_sgd"]["period"].get<int64_t>();
+    s.replicas.sync.start_epoch = sync["local_sgd"]["start_epoch"].get<int64_t>();
+  } else if (sync.is_object() && sync.contains("easgd")) {
+    s.replicas.sync.method = SyncMethod::kEasgd;
+    s.replicas.sync.period = sync["easgd"]["period"].get<int64_t>();
+    s.replicas.sync.alpha = sync["easgd"]["alpha"].get<double>();
+  }
+  const json& b = doc["batch"];
+  s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
+                                                  : b["global"].get<int64_t>() / s.replicas.count;
+  s.global_batch = s.per_replica_batch * s.replicas.count;
+  s.epochs = doc["epochs"].get<int>();
+  s.precision = parse_setting<Precision>(doc["precision"].get<std::string>(), "/precision");
+  s.seed = doc["seed"].get<int64_t>();
+  s.output = doc["output"].get<std::string>();
+  const json& g = doc["debug"];
+  s.debug.fault = parse_setting<Fault>(g["fault"].get<std::string>(), "/debug/fault");
+  s.debug.rank = g["rank"].get<int>();
+  s.debug.step = g["step"].get<int64_t>();
+  s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
+  s.resolved = doc;
+  return s;
+}
+
+// json::parse with a nesting limit (see kMaxJsonDepth in spec.h) that refuses a key given twice
+// in one object: JSON parsers keep the last, so the first would be silently ignored.
+json parse_bounded(const std::string& text, const std::string& source) {
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<Frame> frames;
+  return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth)
+      throw Error(source + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      frames.push_back({event == E::object_start, {}, {}});
+    } else if ((event == E::object_end || event == E::array_end) && !frames.empty()) {
+      frames.pop_back();
+    } else if (event == E::key && !frames.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!frames.back().keys.insert(key).second) {
+        std::string where;
+        bool in_array = false;
+        for (size_t i = 0; i + 1 < frames.size() && !in_array; ++i) {
+          in_array = !frames[i].object;
+          if (!in_array) where += "/" + escape_token(frames[i].last_key);
+        }
+        throw Error(source + ": key \"" + key + "\" appears twice in the object " + (in_array ? "under " : "at ") +
+                    (where.empty() ? "/" : where) + "; JSON keeps only the last, so the first would be silently ignored");
+      }
+      frames.back().last_key = key;
+    }
+    return true;
+  });
+}
+
+// Whether nlohmann can write `text` as a JSON string (it throws on invalid UTF-8).
+bool is_utf8(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string json_message(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
+
+nlohmann::json load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a spec file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read spec file");
+  // Bounded: a spec is a few kilobytes; /dev/zero or a wrong file must not take all memory.
+  constexpr size_t kMaxSpecBytes = 16 << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxSpecBytes) throw Error(path + ": larger than 16 MiB; not a spec file");
+  }
+  if (in.bad()) throw Error(path + ": cannot read spec file");
+  return parse_json_text(text, path);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  // nlohmann's parser stops at a NUL byte as at the end of the text; what follows would be lost.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error(source + ": a NUL byte at offset " + std::to_string(nul) + "; a JSON text holds none");
+  try {
+    return parse_bounded(text, source);
+  } catch (const json::parse_error& e) {
+    // e.byte counts characters read, 1-based; the culprit is the last one read.
+    size_t at = e.byte == 0 ? 0 : std::min(e.byte - 1, text.size());
+    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + at, '\n'));
+    size_t line_start = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+    size_t col = line_start == std::string::npos ? at + 1 : at - line_start;
+    std::string what = e.what();
+    size_t column_pos = what.find("column ");
+    size_t colon = column_pos == std::string::npos ? std::string::npos : what.find(": ", column_pos);
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + what);
+  } catch (const json::exception& e) {
+    // out_of_range 406 "number overflow parsing '1e999'": no position is known.
+    throw Error(source + ": malformed JSON: " + json_message(e));
+  }
+}
+
+void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  // A value or key that is not UTF-8 would make every later dump() (error messages, spec.json)
+  // throw; nothing on a command line needs it.
+  if (!is_utf8(assignment)) throw Error("override \"" + assignment + "\": not valid UTF-8");
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos)
+    throw Error("override \"" + assignment + "\": expected key.path=value");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  if (key.empty() || key.back() == '.' ||
+      std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); }))
+    throw Error("override \"" + assignment + "\": empty key");
+  json value;
+  try {
+    value = parse_bounded(text, "override \"" + assignment + "\"");
+  } catch (const json::parse_error&) {
+    value = text;  // bare words are strings: name=foo
+  } catch (const json::exception& e) {
+    throw Error("override \"" + assignment + "\": " + json_message(e));
+  }
+  if (doc.is_null()) doc = json::object();
+  json* node = &doc;
+  std::string walked;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node->is_object())
+      throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    json& next = (*node)[parts[i]];
+    if (next.is_null()) next = json::object();
+    node = &next;
+  }
+  if (!node->is_object())
+    throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+  (*node)[parts.back()] = std::move(value);
+}
+
+ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
+  if (!doc.is_object()) throw Error(source + ": the spec must be a JSON object, got " + doc.dump());
+  precheck(doc, schema_doc(), "");
+  fill_defaults(doc, schema_doc());
+  normalize_integers(doc, schema_doc());
+  validate(doc);
+  check_cross_fields(doc);
+  for (const char* key : {"sweep", "sweep_zip", "repeats"}) doc.erase(key);
+  return to_typed(doc);
+}
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides) {
+  json doc = load_json_file(path);
+  for (const auto& o : overrides) apply_override(doc, o);
+  return resolve(std::move(doc), path);
+}
+
+const char* schema_text() { return ddplab::schema_json(); }
+
+std::string default_root(DatasetName name) {
+  switch (name) {
+    case DatasetName::kFashionMnist:
+      return "/usr/share/datasets/fashion-mnist";
+    case DatasetName::kMnist:
+      return "data/mnist";
+    case DatasetName::kCifar10:
+      return "data/cifar-10-batches-bin";
+    case DatasetName::kCifar100:
+      return "data/cifar-100-binary";
+    case DatasetName::kIdx:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace ddplab::config

@@ -1,0 +1,163 @@
+// The experiment spec: JSON in, a validated and fully resolved ExperimentSpec out.
+//
+// lib/ddplab/spec/schema.json is the source of truth (compiled into the binary, printed by
+// `ddplab schema`); its "default" values are filled in for every missing field, so the
+// resolved JSON (`ExperimentSpec::resolved`, written as spec.json) names every setting.
+// Validation uses valijson; every error is a ddplab::Error whose message starts with the JSON
+// pointer of the culprit and says what was expected, e.g.
+//   "/optimizer/lr: must be > 0, got -1"
+//   "/optimiser: unknown key; did you mean \"optimizer\"?"
+//   "exp.json:3:14: malformed JSON: ..."
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddplab/config/settings.h"
+
+namespace ddplab::config {
+
+struct DatasetSpec {
+  DatasetName name = DatasetName::kFashionMnist;
+  std::string root;                    // resolved: never empty after resolve()
+  int64_t train_limit = 0;             // 0: all
+  int64_t test_limit = 0;              // 0: all
+  Augment augment = Augment::kNone;  // data/transform.h
+};
+
+struct ModelSpec {
+  ModelName name = ModelName::kMnistCnn;
+  double dropout = 0.5;            // mnist_cnn and mlp
+  int64_t hidden = 128;            // mlp only
+  bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
+};
+
+// optimizer.weight_decay_groups entry: parameters whose name `match` finds (std::regex, ECMAScript,
+// regex_search) take `weight_decay`; the first matching entry wins.
+struct WeightDecayGroup {
+  std::string match;
+  double weight_decay = 0.0;
+};
+
+struct OptimizerSpec {
+  OptimizerName name = OptimizerName::kSgd;
+  double lr = 0.01;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;  // parameters no weight_decay_groups entry matches
+  std::vector<WeightDecayGroup> weight_decay_groups;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct ScheduleSpec {
+  ScaleRule scale_rule = ScaleRule::kNone;
+  int64_t base_batch = 64;
+  double warmup_epochs = 0.0;
+  double warmup_start_factor = 0.1;
+  Decay decay = Decay::kConstant;
+  double step_epochs = 30.0;
+  std::vector<double> milestones;
+  double gamma = 0.1;
+  double min_factor = 0.0;
+};
+
+// replicas.sync: how the replicas stay together.
+struct SyncSpec {
+  SyncMethod method = SyncMethod::kAllreduce;
+  int64_t period = 1;       // local_sgd: average every `period` local steps; easgd: tau
+  int64_t start_epoch = 0;  // local_sgd: epochs of all-reduce before local steps begin
+  double alpha = 0.0;       // easgd: moving rate (<= 1 / replicas.count)
+};
+
+struct ReplicasSpec {
+  int count = 1;
+  Device device = Device::kCpu;
+  Backend backend = Backend::kGloo;  // schema "auto": nccl on cuda, gloo on cpu
+  Reduce reduce = Reduce::kMean;
+  double bucket_mb = 25.0;
+  WireDtype grad_dtype = WireDtype::kFp32;  // all-reduce wire format
+  int threads = 0;  // resolved: >= 1 after resolve()
+  double timeout_s = 300.0;
+  int max_restarts = 0;
+  ReplicaMode mode = ReplicaMode::kProcesses;  // simulated: count replicas in one process
+  SyncSpec sync;
+};
+
+struct DebugSpec {
+  Fault fault = Fault::kNone;
+  int rank = 1;
+  int64_t step = 0;
+};
+
+struct CheckpointSpec {
+  int every_epochs = 1;  // 0: only at the end and on a clean stop
+};
+
+struct ExperimentSpec {
+  std::string name;
+  DatasetSpec dataset;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+  int64_t per_replica_batch = 64;  // resolved from batch.per_replica or batch.global / count
+  int64_t global_batch = 64;       // per_replica_batch * replicas.count
+  ReplicasSpec replicas;
+  int epochs = 1;
+  Precision precision = Precision::kFp32;  // bf16: autocast
+  int64_t seed = 1;
+  std::string output = "runs";
+  DebugSpec debug;
+  CheckpointSpec checkpoint;
+  std::string run_id;       // the run directory's name; "" means "seed=<seed>" (sweeps set it)
+  nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
+};
+
+// Reads and parses a JSON file. Throws Error naming the file (missing, unreadable) or
+// "file:line:col: malformed JSON: ..." on a syntax error.
+nlohmann::json load_json_file(const std::string& path);
+
+// Parses JSON text the way load_json_file parses a file's contents; `source` (the file name)
+// prefixes every message. Besides syntax errors, a number out of double's range
+// ("source: malformed JSON: number overflow parsing '1e999'") and nesting deeper than
+// kMaxJsonDepth are Errors: a spec is 4 levels deep at most, and nlohmann's dump, copy and
+// comparison recurse once per level, so a deeper document would only overflow the stack.
+constexpr int kMaxJsonDepth = 64;
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
+// nlohmann's exception text for a person: "[json.exception.out_of_range.406] number overflow ..."
+// without the bracketed id.
+std::string json_message(const nlohmann::json::exception& e);
+
+// Applies one command-line override "a.b.c=value" to `doc`. The value is parsed as JSON
+// (number, bool, null, list, object; an object replaces the whole section), else taken as a
+// string. Missing intermediate objects are created. Throws Error on a malformed assignment
+// (no '=', empty key, a key path through a non-object, text that is not UTF-8, a number out of
+// double's range, a value nested deeper than kMaxJsonDepth).
+void apply_override(nlohmann::json& doc, const std::string& assignment);
+
+// Fills defaults from the schema, validates, checks cross-field rules (exactly one of
+// batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
+// CUDA build; dataset idx needs a root; simulated replicas sync by all-reduce only; easgd alpha at
+// most 1 / replicas.count; weight_decay_groups patterns are valid regular expressions) and returns
+// the typed spec. Every integer in the schema has a maximum (at most 2^53 - 1) that its typed
+// field and the arithmetic on it can hold, so nothing is narrowed or overflows; strings longer
+// than their maxLength are rejected before their pattern is tried. `source` (a file name)
+// prefixes nothing; it is only used in messages that are not about one field. The sweep keys
+// (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
+// expanding them is expand_sweep's job (ddplab/spec/sweep.h).
+ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
+
+// load_json_file + every override in order + resolve.
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The JSON Schema text (same as ddplab::schema_json()).
+const char* schema_text();
+
+// The data directory a dataset reads when dataset.root is "" ("" for idx: it has none). CIFAR's
+// are the directories the official binary tarballs unpack to, under data/.
+std::string default_root(DatasetName name);
+
+}  // namespace ddplab::config

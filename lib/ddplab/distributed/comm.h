@@ -1,0 +1,56 @@
+// A process group over c10d: a TCPStore for rendezvous and a ProcessGroupGloo backend (CPU and
+// CUDA tensors) or, in CUDA builds, a ProcessGroupNCCL backend (CUDA tensors only).
+//
+// make_comm() connects rank `world.rank` of `world.size` and returns when every rank has
+// joined (or throws after `timeout`). All collectives below are blocking wrappers over the
+// c10d Work objects; they take tensors on any device and move them to `Comm::device` and back
+// when the backend needs it (NCCL cannot reduce host tensors). GradSync (grad_sync.h) uses the
+// asynchronous backend calls directly on its device buckets.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "ddplab/config/settings.h"
+#include "ddplab/distributed/world.h"
+
+namespace ddplab::distributed {
+
+struct Comm {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+  int rank = 0;
+  int size = 1;
+  c10::Device device{c10::kCPU};  // NCCL: its GPU, where tensors must live; gloo: cpu (takes any tensor)
+};
+
+// backend: gloo (CPU tensors; CUDA tensors too) or nccl (CUDA builds with NCCL only; rank r
+// uses GPU world.local_rank, which must be the current device: runtime::select_device).
+std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend,
+                                std::chrono::milliseconds timeout);
+
+// Hosts a TCPStore server on host:0 (a free port) for a launcher; returns it, port via getPort().
+c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout,
+                                           int* port);
+
+// Bytes one rank sends in a bandwidth-optimal (ring) all-reduce of `payload_bytes` over `world`
+// ranks: 2 (world - 1) / world x payload (reduce-scatter, then all-gather). 0 for one rank.
+int64_t ring_allreduce_bytes(int64_t payload_bytes, int world);
+
+void allreduce_sum(Comm& comm, at::Tensor& t);
+void allreduce_max(Comm& comm, at::Tensor& t);
+// Broadcasts every tensor from `root` in place (flattened into one message).
+void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root);
+void barrier(Comm& comm);
+// Ends the process group after its last collective, as torch.distributed.destroy_process_group()
+// does: NCCL flushes and frees its communicators (a ProcessGroupNCCL destroyed without it warns
+// that peers may be left waiting). Nothing to do for gloo. Call it on the success path only.
+void shutdown(Comm& comm);
+// Every rank's `t` (same shape and dtype on all ranks), in rank order.
+std::vector<at::Tensor> allgather(Comm& comm, const at::Tensor& t);
+
+}  // namespace ddplab::distributed

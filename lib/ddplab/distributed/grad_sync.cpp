@@ -1,0 +1,222 @@
+#include "ddplab/distributed/grad_sync.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+namespace ddplab::distributed {
+namespace {
+
+class ReadyHook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void operator()(const torch::autograd::Variable&) override { fn_(); }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options)
+    : params_(std::move(params)),
+      comm_(std::move(comm)),
+      options_(options),
+      timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
+  received_.assign(params_.size(), false);
+  std::vector<size_t> order;
+  for (size_t i = params_.size(); i-- > 0;)
+    if (params_[i].requires_grad()) order.push_back(i);
+  build_buckets(order);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) continue;
+    torch::autograd::impl::set_post_acc_grad_hooks(params_[i],
+                                                   std::make_unique<ReadyHook>([this, i] { mark_ready(i); }));
+  }
+  options_.rebuild_buckets = options_.rebuild_buckets && comm_ != nullptr;
+}
+
+GradSync::~GradSync() {
+  for (auto& p : params_)
+    if (p.requires_grad()) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+}
+
+void GradSync::build_buckets(const std::vector<size_t>& order) {
+  buckets_.clear();
+  bucket_of_.assign(params_.size(), -1);
+  index_in_.assign(params_.size(), -1);
+  auto cap_bytes = [&](size_t b) {
+    return static_cast<int64_t>((b == 0 ? options_.first_bucket_mb : options_.bucket_mb) * 1024 * 1024);
+  };
+  std::vector<std::vector<size_t>> groups(1);
+  int64_t bytes = 0;
+  for (size_t i : order) {
+    if (!groups.back().empty() && bytes >= cap_bytes(groups.size() - 1)) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(i);
+    bytes += params_[i].numel() * params_[i].element_size();
+  }
+  if (groups.back().empty()) groups.pop_back();
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    auto& g = groups[gi];
+    Bucket b;
+    b.params = g;
+    int64_t numel = 0;
+    for (size_t i : g) {
+      b.offsets.push_back(numel);
+      numel += params_[i].numel();
+    }
+    b.grad_numel = numel;
+    const bool last = gi + 1 == groups.size();
+    b.flat = torch::zeros({numel + (last ? kExtraSlots : 0)}, params_[g.front()].options().requires_grad(false));
+    if (options_.compress_bf16) b.wire = torch::empty_like(b.flat, b.flat.options().dtype(torch::kBFloat16));
+    for (size_t k = 0; k < g.size(); ++k) {
+      bucket_of_[g[k]] = static_cast<int>(buckets_.size());
+      index_in_[g[k]] = static_cast<int64_t>(k);
+    }
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void GradSync::prepare_for_backward() {
+  torch::NoGradGuard no_grad;
+  for (auto& b : buckets_) {
+    b.flat.zero_();
+    b.pending = b.params.size();
+    b.work.reset();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
+    }
+  }
+  if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
+  if (reducing() && !buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
+  next_bucket_ = 0;
+}
+
+void GradSync::mark_ready(size_t param) {
+  received_[param] = true;
+  if (!rebuilt_ && steps_ == 0) arrival_.push_back(param);
+  int b = bucket_of_[param];
+  TORCH_INTERNAL_ASSERT(b >= 0, "gradient hook fired for a parameter without a bucket");
+  Bucket& bucket = buckets_[b];
+  // A parameter used twice in one graph still accumulates once; its hook fires once per backward.
+  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b, " got more gradients than it has parameters");
+  auto& p = params_[param];
+  auto view = bucket.flat.narrow(0, bucket.offsets[index_in_[param]], p.numel());
+  if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad().reshape({-1}));
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void GradSync::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) launch(buckets_[next_bucket_++]);
+}
+
+void GradSync::launch(Bucket& bucket) {
+  if (!reducing()) return;
+  auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
+  local_sq_ += grads.dot(grads);
+  if (&bucket == &buckets_.back()) bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
+  if (options_.mean) bucket.flat.div_(comm_->size);
+  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
+  std::vector<at::Tensor> tensors{bucket.wire.defined() ? bucket.wire : bucket.flat};
+  bucket.work = comm_->backend->allreduce(tensors);
+}
+
+void GradSync::finalize() {
+  torch::NoGradGuard no_grad;
+  while (next_bucket_ < buckets_.size()) {
+    buckets_[next_bucket_].pending = 0;
+    launch(buckets_[next_bucket_++]);
+  }
+  // On CUDA, wait() only makes the compute stream wait for the all-reduce; the timer's events
+  // measure that stall on the stream itself. Nothing to wait for (one replica, no_sync): no timing.
+  if (reducing()) {
+    timer_.start();
+    for (auto& b : buckets_)
+      if (b.work) b.work->wait();
+    timer_.stop();
+  }
+  for (auto& b : buckets_)
+    if (b.work && b.wire.defined()) b.flat.copy_(b.wire);
+  // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
+  // reduced values back where the optimizer reads them.
+  for (auto& b : buckets_)
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      auto& p = params_[b.params[k]];
+      auto view = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
+      if (p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
+    }
+  reduced_ = reducing() && !buckets_.empty();
+  if (reduced_) {
+    const Bucket& last = buckets_.back();
+    // The control slot is > 0 if any rank asked (divided by N under mean, still > 0).
+    stop_flag_ = last.flat.narrow(0, last.grad_numel, 1);
+    local_sq_mean_ = last.flat[last.grad_numel + 1].clone();
+    if (!options_.mean) local_sq_mean_.div_(comm_->size);
+  } else {
+    // One replica: its own request; no_sync steps agree nothing (the averaging step does).
+    if (!no_stop_.defined())
+      no_stop_ = torch::zeros({1}, buckets_.empty() ? torch::TensorOptions() : buckets_.back().flat.options());
+    const bool own = require_sync_ && !buckets_.empty();
+    stop_flag_ = own ? buckets_.back().flat.narrow(0, buckets_.back().grad_numel, 1) : no_stop_;
+    local_sq_mean_ = at::Tensor();
+  }
+  ++steps_;
+  maybe_rebuild();
+}
+
+void GradSync::maybe_rebuild() {
+  if (!options_.rebuild_buckets || rebuilt_) return;
+  rebuilt_ = true;
+  // Rank 0's arrival order decides; parameters that never arrived go last.
+  std::vector<bool> seen(params_.size(), false);
+  std::vector<int64_t> order;
+  for (size_t i : arrival_) {
+    if (!seen[i]) order.push_back(static_cast<int64_t>(i));
+    seen[i] = true;
+  }
+  for (size_t i = params_.size(); i-- > 0;)
+    if (!seen[i] && params_[i].requires_grad()) order.push_back(static_cast<int64_t>(i));
+  auto t = torch::tensor(order, torch::kInt64);
+  broadcast_coalesced(*comm_, {t}, 0);
+  std::vector<size_t> agreed;
+  auto acc = t.accessor<int64_t, 1>();
+  for (int64_t k = 0; k < t.numel(); ++k) agreed.push_back(static_cast<size_t>(acc[k]));
+  // Keep the reduced gradients of this step: the optimizer has not stepped yet.
+  std::vector<at::Tensor> grads;
+  for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  build_buckets(agreed);
+  prepare_for_backward();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
+}
+
+at::Tensor GradSync::grad_norm_squared() const {
+  if (buckets_.empty()) return torch::zeros({});
+  // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
+  at::Tensor total;
+  for (const auto& b : buckets_) {
+    auto g = b.flat.narrow(0, 0, b.grad_numel);
+    total = total.defined() ? total + g.dot(g) : g.dot(g);
+  }
+  return total;
+}
+
+at::Tensor GradSync::mean_grad_norm_squared() const {
+  auto sq = grad_norm_squared();
+  if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_) sq.div_(static_cast<double>(comm_->size) * comm_->size);
+  return sq;
+}
+
+int64_t GradSync::payload_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_) bytes += b.flat.numel() * (b.wire.defined() ? b.wire : b.flat).element_size();
+  return bytes;
+}
+
+void GradSync::reset_received() { received_.assign(params_.size(), false); }
+
+}  // namespace ddplab::distributed

@@ -1,0 +1,148 @@
+// Gradient synchronization as DistributedDataParallel's reducer does it
+// (torch/csrc/distributed/c10d/reducer.cpp), for CPU and CUDA tensors alike.
+//
+// Buckets: parameters are taken in reverse registration order (roughly the order backward
+// produces their gradients) and packed into flat buffers; the first bucket is capped at
+// `first_bucket_mb` (1 MiB, DDP's kDefaultFirstBucketBytes), the others at `bucket_mb` (25).
+// Each parameter's .grad is a view into its bucket (DDP's gradient_as_bucket_view=True), so
+// there is no copy and no allocation per step.
+//
+// Overlap: a post-accumulate-grad hook per parameter marks its gradient ready. When every
+// gradient of a bucket is ready, the bucket (and any following ready ones) is all-reduced
+// asynchronously at once, in bucket-index order on every rank, while backward goes on.
+// finalize() makes the optimizer step wait for all of them; `mean` divides by the world
+// size first (as DDP), `sum` adds.
+//
+// After the first step the buckets are rebuilt once in the order gradients actually arrived
+// on rank 0 (broadcast, so every rank agrees), as DDP does. Parameters that received no
+// gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
+// `received_grad()` reports them to the audits.
+//
+// The last bucket (the last to be reduced) carries two extra floats after the gradients. The
+// control slot: request_stop() sets it before backward; after finalize(), stop_flag() is > 0
+// on every rank if any rank asked, so all ranks stop after the same step without an extra
+// collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
+// its local squared norm (this replica's gradient, before the all-reduce) is added to a running
+// 0-dim tensor; the last bucket writes the total into the slot, so after finalize() it holds the
+// mean over replicas of |local gradient|^2 (local_norm_squared_mean(); the gradient noise scale's
+// |G_small|^2, see noise_scale.h), again without an extra collective.
+//
+// compress_bf16 (replicas.grad_dtype "bf16") is DDP's bf16_compress_hook: a launched bucket is
+// divided by the world size in fp32, cast into a persistent bfloat16 buffer of the same length,
+// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize().
+//
+// set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
+// EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
+//
+// Without a Comm (one replica) the same buckets and views are used, minus the collectives.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "ddplab/distributed/comm.h"
+#include "ddplab/runtime/device.h"
+
+namespace ddplab::distributed {
+
+struct GradSyncOptions {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool mean = true;  // false: sum
+  bool rebuild_buckets = true;
+  bool compress_bf16 = false;  // all-reduce in bfloat16 (see above)
+};
+
+class GradSync {
+ public:
+  // `params` in registration order (module.parameters()); `comm` may be null (one replica).
+  GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options = {});
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
+  void prepare_for_backward();
+  // Launches any bucket not yet launched and waits for all (on CUDA the compute stream waits;
+  // the host does not).
+  void finalize();
+  // Seconds finalize() stood waiting for all-reduces since the last call (on CUDA: how long the
+  // compute stream stood, from CUDA events; this call waits for the device).
+  double take_comm_wait_s() { return timer_.take_seconds(); }
+
+  int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  // Parameter indices (into `params`) of bucket b, in bucket order.
+  const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
+  // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
+  int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
+  // Bytes all-reduced per step: every bucket, extra slots included, in the wire dtype.
+  int64_t payload_bytes() const;
+  // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
+  at::Tensor grad_norm_squared() const;
+  // |mean over replicas of the local gradients|^2 whatever the reduction: grad_norm_squared(),
+  // divided by N^2 under `sum` (a 0-dim tensor, no host sync).
+  at::Tensor mean_grad_norm_squared() const;
+  // Whether the last finalize() all-reduced (a Comm of size > 1 and require_sync).
+  bool reduced() const { return reduced_; }
+  // After a reduced finalize(): the mean over replicas of each replica's |local gradient|^2
+  // (0-dim tensor, no host sync). Undefined after a step that was not reduced.
+  const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
+
+  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (no_sync()).
+  void set_require_sync(bool sync) { require_sync_ = sync; }
+  // Per parameter: whether its hook fired since the last reset_received().
+  const std::vector<bool>& received_grad() const { return received_; }
+  void reset_received();
+
+  // Set before prepare_for_backward() of a step.
+  void request_stop(bool stop) { stop_requested_ = stop; }
+  // After finalize(): a 1-element tensor, > 0 if the replicas agreed to stop after this step (any
+  // rank asked, or the one replica did); 0 after a no_sync step. No host sync: it may be a view
+  // into the last bucket, valid until the next prepare_for_backward().
+  const at::Tensor& stop_flag() const { return stop_flag_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;
+    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
+    at::Tensor flat;
+    at::Tensor wire;  // compress_bf16: the bf16 copy that is all-reduced; else undefined
+    size_t pending = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  static constexpr int64_t kExtraSlots = 2;  // control (stop), local squared norm
+  bool reducing() const { return comm_ != nullptr && comm_->size > 1 && require_sync_; }
+  void build_buckets(const std::vector<size_t>& order);
+  void mark_ready(size_t param);
+  void launch_ready_buckets();
+  void launch(Bucket& bucket);
+  void maybe_rebuild();
+
+  std::vector<at::Tensor> params_;
+  std::shared_ptr<Comm> comm_;
+  GradSyncOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;      // param -> bucket
+  std::vector<int64_t> index_in_;   // param -> position in its bucket
+  size_t next_bucket_ = 0;
+  std::vector<bool> received_;
+  std::vector<size_t> arrival_;     // first-iteration arrival order
+  bool rebuilt_ = false;
+  int64_t steps_ = 0;
+  bool stop_requested_ = false;
+  at::Tensor stop_flag_;
+  at::Tensor no_stop_;  // the stop_flag() of no_sync steps
+  bool require_sync_ = true;
+  bool reduced_ = false;
+  at::Tensor local_sq_;       // running sum of this replica's launched buckets' squared norms
+  at::Tensor local_sq_mean_;  // after a reduced finalize(): mean over replicas of local_sq_
+  runtime::StreamTimer timer_;         // finalize()'s wait
+};
+
+}  // namespace ddplab::distributed

@@ -1,0 +1,66 @@
+// Parameter averaging across replicas, for the syncs that talk less often than every step
+// (replicas.sync): post-local SGD (Lin et al. 2020, "Don't Use Large Mini-Batches, Use Local
+// SGD"; torch's PeriodicModelAverager) and elastic averaging SGD (Zhang, Choromanska & LeCun
+// 2015, synchronous EASGD).
+//
+// average() and elastic_step() are one all-reduce each, of a flat copy of the parameters plus one
+// control slot: a rank that wants to stop (SIGINT/SIGTERM) sets it, and every rank learns it from
+// the result, so between gradient all-reduces stops are agreed at averaging points (as GradSync's
+// last bucket does at every step). Optimizer state is never touched: it stays local.
+//
+// Without a Comm (one replica) the same arithmetic runs over one replica (average() leaves the
+// parameters as they are). The parameters must share one dtype and device.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "ddplab/distributed/comm.h"
+
+namespace ddplab::distributed {
+
+class ParamAverager {
+ public:
+  // `params` are updated in place. The EASGD center starts as a copy of them: construct after
+  // the initial broadcast, so it is identical on every rank.
+  ParamAverager(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm);
+
+  int replicas() const { return comm_ ? comm_->size : 1; }
+  // x_r <- mean over replicas of x_r (divided by N, then summed, as torch's average_parameters).
+  // Returns true on every rank if any rank passed stop = true.
+  bool average(bool stop);
+  // EASGD: with d_r = x_r - c, x_r <- x_r - alpha d_r and c <- c + alpha sum_r d_r. The center c
+  // stays identical on every rank (every rank adds the same all-reduced sum). Returns the stop
+  // agreement, as average().
+  bool elastic_step(double alpha, bool stop);
+
+  // The EASGD center variable, one tensor per parameter (same shapes).
+  const std::vector<at::Tensor>& center() const { return center_; }
+  // Replaces the center (resume from a checkpoint); shapes must match.
+  void set_center(const std::vector<at::Tensor>& center);
+  // Bytes in the all-reduce of one average() or elastic_step(): parameters + control slot.
+  int64_t payload_bytes() const { return flat_.numel() * flat_.element_size(); }
+
+  // Diagnostics, not training traffic: the replicas' mean parameters (one tensor per parameter,
+  // in the parameters' dtype) and drift = sqrt(mean_r |x_r - mean|^2) / |mean| (0 for one replica
+  // or a zero mean). Two all-reduces (the parameters in float64 and one scalar); every rank calls it.
+  struct Spread {
+    std::vector<at::Tensor> mean;
+    double drift = 0;
+  };
+  Spread spread() const;
+
+ private:
+  // Copies `parts` (shaped like the parameters) into flat_ and sets the control slot.
+  void fill(const std::vector<at::Tensor>& parts, bool stop);
+  bool allreduce_and_read_stop();
+
+  std::vector<at::Tensor> params_;
+  std::shared_ptr<Comm> comm_;
+  std::vector<at::Tensor> center_;
+  at::Tensor flat_;  // numel(params) + 1 (control slot)
+};
+
+}  // namespace ddplab::distributed

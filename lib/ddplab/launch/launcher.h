@@ -1,0 +1,52 @@
+// ddplab's own launcher: starts N worker processes of this binary on this host and supervises
+// them, the way torchrun's local agent does.
+//
+// It hosts the c10d TCPStore on 127.0.0.1 at a free port (so two runs never collide) and starts
+// `<exe> worker <spec.json>` N times with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, DDPLAB_LAUNCHER=1 and DDPLAB_RUN_DIR set. Each rank's stderr goes to
+// <run_dir>/rank-<r>.log; rank 0's stdout stays on the console, the others' go to their log.
+//
+// If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
+// `grace_s`; the launcher names the rank that failed first (see write_error_file), prints the end of its log and returns 1. SIGINT or
+// SIGTERM to the launcher is passed on to the workers as SIGTERM: they finish the current step
+// together and stop (a second signal kills them). A worker exiting with code 3 means the run
+// diverged (every rank sees the same NaN); that is not a failure of a rank. No worker outlives it.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ddplab::launch {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::filesystem::path run_dir;
+  std::string spec_path;               // resolved spec the workers read
+  std::vector<std::string> extra_args; // appended to the worker command line
+  double grace_s = 5.0;                // after a rank failed: SIGTERM, then SIGKILL after this
+  double interrupt_grace_s = 60.0;     // after SIGINT/SIGTERM: time for the clean stop
+  double timeout_s = 300.0;            // store timeout
+  bool resume = false;                 // workers continue from the checkpoint (DDPLAB_RESUME=1)
+  int restart_count = 0;               // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
+};
+
+struct LaunchResult {
+  int exit_code = 0;         // 0 all ranks succeeded; 1 a rank failed; 3 diverged; 130/143 interrupted
+  int failed_rank = -1;
+  std::string reason;        // "exited with code 1", "killed by signal 9"
+};
+
+LaunchResult launch_workers(const LaunchOptions& options);
+
+// A worker that fails writes <run_dir>/rank-<r>.error ("<ns since epoch> <message>"), so the
+// launcher can tell the root cause from the peers that failed in reaction to it (as torchrun's
+// error files do).
+void write_error_file(const std::filesystem::path& run_dir, int rank, const std::string& message);
+
+// Path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+// The last `lines` lines of a text file ("" if unreadable).
+std::string tail_file(const std::filesystem::path& file, int lines);
+
+}  // namespace ddplab::launch

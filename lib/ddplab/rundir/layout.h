@@ -1,0 +1,36 @@
+// The run directory's layout: every file name ddplab reads or writes in a run directory, in one
+// place (as leveldb's db/filename.h). Nothing else spells these names.
+//
+//   <output>/<name>/<run-id>/     run_dir(spec) in run_log.h
+//     spec.json        the fully resolved spec                       spec_file
+//     manifest.json    versions, host, world, start/end, status      manifest_file
+//     epochs.jsonl     one JSON record per epoch                     epochs_file
+//     epochs.csv       the same records as CSV                       epochs_csv_file
+//     checkpoint.pt    the latest checkpoint (train/checkpoint.h)    checkpoint_file
+//     model.pt         the final model (torch::save of the module)   model_file
+//     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
+//     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace ddplab::rundir {
+
+inline std::filesystem::path spec_file(const std::filesystem::path& dir) { return dir / "spec.json"; }
+inline std::filesystem::path manifest_file(const std::filesystem::path& dir) { return dir / "manifest.json"; }
+inline std::filesystem::path epochs_file(const std::filesystem::path& dir) { return dir / "epochs.jsonl"; }
+inline std::filesystem::path epochs_csv_file(const std::filesystem::path& dir) { return dir / "epochs.csv"; }
+inline std::filesystem::path checkpoint_file(const std::filesystem::path& dir) { return dir / "checkpoint.pt"; }
+inline std::filesystem::path model_file(const std::filesystem::path& dir) { return dir / "model.pt"; }
+inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int rank) {
+  return dir / ("rank-" + std::to_string(rank) + ".log");
+}
+inline std::filesystem::path rank_error_file(const std::filesystem::path& dir, int rank) {
+  return dir / ("rank-" + std::to_string(rank) + ".error");
+}
+// `file` with ".tmp" appended: where a file is written before it is renamed over `file`.
+inline std::filesystem::path temp_file(const std::filesystem::path& file) {
+  return std::filesystem::path(file.string() + ".tmp");
+}
+
+}  // namespace ddplab::rundir

@@ -1,0 +1,116 @@
+// The run directory and its files:
+//
+//   <output>/<name>/<run-id>/   run-id "seed=<seed>"; a sweep's runs name the swept values too,
+//                               "replicas.count=2,schedule.scale_rule=linear,seed=3" (spec/sweep.h)
+//     spec.json, manifest.json, epochs.jsonl, ...: the file names are in layout.h
+//
+// Every record is appended with one write(2) on an O_APPEND descriptor followed by fsync, so
+// a crash never leaves a torn line; manifest.json is replaced atomically (temp file + rename).
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddplab/config/spec.h"
+#include "ddplab/rundir/layout.h"
+
+namespace ddplab::rundir {
+
+// manifest.json's "status": running while a run is in progress (or was killed), then what ended it.
+enum class RunStatus { kRunning, kDone, kFailed, kInterrupted, kDiverged };
+const char* name(RunStatus status);  // "running", "done", "failed", "interrupted", "diverged"
+// The status spelled `text`; nullopt for anything else (a manifest ddplab did not write).
+std::optional<RunStatus> parse_status(const std::string& text);
+// done and diverged: a sweep skips such a run, and it is not resumed.
+inline bool is_finished(RunStatus status) { return status == RunStatus::kDone || status == RunStatus::kDiverged; }
+
+struct EpochRecord {
+  int epoch = 0;       // 1-based
+  int64_t step = 0;    // global optimizer steps so far
+  double lr = 0;       // at the last step of the epoch
+  double train_loss = 0, train_acc = 0;  // sample-weighted over all replicas
+  double test_loss = 0, test_acc = 0;
+  double epoch_s = 0;       // training time of this epoch (evaluation excluded)
+  double wall_s = 0;        // since the start of training, evaluation included
+  double images_per_s = 0;  // global training images / epoch_s
+  double comm_wait_s = 0;   // rank 0's time blocked on gradient all-reduce this epoch
+  double grad_norm = 0;     // mean over steps of |averaged gradient|_2
+  // Gradient noise scale (McCandlish et al. 2018; dist/noise_scale.h), from the all-reduced steps
+  // of runs with 2 or more replicas (processes or simulated); null (JSON) / empty (CSV) otherwise.
+  // Values at the epoch's last step of the bias-corrected EMAs (decay 0.99 per step) of the
+  // unbiased per-step estimates of tr(Sigma) and |G|^2, and their ratio B_simple (null while the
+  // |G|^2 EMA is not positive).
+  std::optional<double> grad_noise_scale;  // B_simple = gns_trace_ema / gns_grad_sq_ema, in samples
+  std::optional<double> gns_trace_ema;     // EMA of the estimate of tr(Sigma), per-sample gradient covariance
+  std::optional<double> gns_grad_sq_ema;   // EMA of the estimate of |G|^2, the true gradient's squared norm
+  // Bytes this rank sent this epoch in the collectives that carry gradients or parameters
+  // (gradient all-reduces, local SGD averaging, EASGD's elastic all-reduce), counted as a ring
+  // all-reduce sends them: 2 (N - 1) / N x payload bytes per all-reduce. 0 with one replica.
+  // Simulated replicas log what each of the N processes would send.
+  int64_t comm_bytes = 0;
+  // local_sgd and easgd only (null otherwise): at the epoch's end, sqrt(mean_r |x_r - x_mean|^2) /
+  // |x_mean| over the replicas' parameter vectors x_r: how far the replicas have drifted apart.
+  std::optional<double> replica_drift;
+  int replicas = 1;
+  int64_t global_batch = 0;
+
+  nlohmann::json to_json() const;
+  static std::vector<std::string> csv_columns();
+  std::string csv_row() const;
+};
+
+// spec.run_id when set (a sweep's run), else "seed=<seed>".
+std::string run_id(const config::ExperimentSpec& spec);
+// <output>/<name>/<run_id(spec)>.
+std::filesystem::path run_dir(const config::ExperimentSpec& spec);
+
+// Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.
+void append_line(const std::filesystem::path& file, const std::string& line);
+// Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
+void write_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+// Parses a JSON file. Throws ddplab::Error naming the file (cannot read, or where the JSON breaks).
+nlohmann::json read_json(const std::filesystem::path& file);
+// <dir>/manifest.json: a JSON object whose "status" (if any) is a string and "checkpoint" (if any)
+// an object. Throws ddplab::Error naming the file otherwise.
+nlohmann::json read_manifest(const std::filesystem::path& dir);
+// The status in <dir>/manifest.json; nullopt when there is no manifest (or it names no known
+// status). Throws ddplab::Error on a malformed manifest, as read_manifest.
+std::optional<RunStatus> read_status(const std::filesystem::path& dir);
+
+class RunLog {
+ public:
+  // Creates the directory, writes spec.json and a manifest with status "running".
+  // Refuses to reuse a directory that already holds epochs.jsonl unless `overwrite`.
+  static RunLog create(const config::ExperimentSpec& spec, bool overwrite);
+  // Opens an existing run directory (made by the launcher) without touching it.
+  static RunLog open(const std::filesystem::path& dir);
+  // The run directory of `spec` if it holds_resumable_run(), ready to continue: records after the checkpoint are dropped,
+  // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
+  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint and
+  // timeout settings aside).
+  static std::optional<RunLog> resume(const config::ExperimentSpec& spec, const std::string& reason);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  void append(const EpochRecord& record) const;
+  // Merges `fields` into manifest.json (read, update, atomic replace).
+  void update_manifest(const nlohmann::json& fields) const;
+  // Sets status and end time (and `message` when not empty).
+  void finish(RunStatus status, const std::string& message = "") const;
+
+ private:
+  explicit RunLog(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  std::filesystem::path dir_;
+};
+
+// Whether `dir` holds an unfinished run (status running, failed or interrupted) with a
+// checkpoint, which RunLog::resume continues. Throws ddplab::Error on a malformed manifest.
+bool holds_resumable_run(const std::filesystem::path& dir);
+
+// ISO 8601 UTC time, "2026-12-02T08:46:03Z".
+std::string utc_now();
+
+}  // namespace ddplab::rundir

@@ -1,0 +1,360 @@
+#include "ddplab/distributed/grad_sync.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "distributed/ranks.h"
+
+namespace ddplab::distributed {
+namespace {
+
+std::vector<at::Tensor> params_of_sizes(const std::vector<int64_t>& numels) {
+  std::vector<at::Tensor> ps;
+  for (int64_t n : numels) ps.push_back(torch::zeros({n}, torch::requires_grad()));
+  return ps;
+}
+
+GradSyncOptions small_buckets() {
+  GradSyncOptions o;
+  o.first_bucket_mb = 1.0;
+  o.bucket_mb = 2.0;
+  return o;
+}
+
+// True when `t`'s storage lies inside [base, base + bytes).
+bool inside(const at::Tensor& t, const char* base, int64_t bytes) {
+  const char* p = static_cast<const char*>(t.data_ptr());
+  return p >= base && p + t.numel() * t.element_size() <= base + bytes;
+}
+
+TEST(GradSync, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
+  // 300000 floats = 1,200,000 bytes each: one reaches 1 MiB (1,048,576) alone,
+  // two reach 2 MiB (2,097,152) together.
+  auto ps = params_of_sizes({300000, 300000, 300000, 300000, 300000});
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 3);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{4}));
+  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(sync.bucket_bytes(0), 1200000);
+  EXPECT_EQ(sync.bucket_bytes(1), 2400000);
+}
+
+TEST(GradSync, BucketClosesOnceItReachesItsCap) {
+  // 100000 floats = 400,000 bytes: the first bucket closes at 3 (1.2 MB >= 1 MiB), the next
+  // ones at 6 (2.4 MB >= 2 MiB; 5 make 2.0 MB < 2 MiB).
+  auto ps = params_of_sizes(std::vector<int64_t>(10, 100000));
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 3);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{9, 8, 7}));
+  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{0}));
+}
+
+TEST(GradSync, SmallModelFitsInOneBucket) {
+  auto ps = params_of_sizes({10, 20, 30});
+  GradSync sync(ps, nullptr);
+  ASSERT_EQ(sync.bucket_count(), 1);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 1, 0}));
+  EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
+}
+
+TEST(GradSync, ParametersWithoutRequiresGradGetNoBucket) {
+  std::vector<at::Tensor> ps{torch::zeros({4}, torch::requires_grad()), torch::zeros({4}),
+                             torch::zeros({4}, torch::requires_grad())};
+  GradSync sync(ps, nullptr);
+  ASSERT_EQ(sync.bucket_count(), 1);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 0}));
+}
+
+TEST(GradSync, GradientsEqualAutogradAndAreBucketViews) {
+  torch::manual_seed(3);
+  auto w1 = torch::randn({300000}, torch::requires_grad());
+  auto w2 = torch::randn({300000}, torch::requires_grad());
+  auto w3 = torch::randn({300000}, torch::requires_grad());
+  auto x = torch::randn({300000});
+
+  auto loss_of = [&](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+    return ((a * x).sum() * 2 + (b * b).sum() + (c * a).sum() * 0.5);
+  };
+  // Reference gradients from plain autograd on copies.
+  auto r1 = w1.detach().clone().requires_grad_(true);
+  auto r2 = w2.detach().clone().requires_grad_(true);
+  auto r3 = w3.detach().clone().requires_grad_(true);
+  loss_of(r1, r2, r3).backward();
+
+  std::vector<at::Tensor> ps{w1, w2, w3};
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 2);  // {2}, {1, 0}
+  sync.prepare_for_backward();
+  std::vector<const void*> before;
+  for (auto& p : ps) before.push_back(p.grad().data_ptr());
+  loss_of(w1, w2, w3).backward();
+  sync.finalize();
+
+  EXPECT_TRUE(torch::allclose(w1.grad(), r1.grad()));
+  EXPECT_TRUE(torch::allclose(w2.grad(), r2.grad()));
+  EXPECT_TRUE(torch::allclose(w3.grad(), r3.grad()));
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(ps[i].grad().data_ptr(), before[i]) << "param " << i;
+
+  // Bucket 1 holds params 1 then 0 contiguously in one flat buffer.
+  const char* base = static_cast<const char*>(w2.grad().data_ptr());
+  EXPECT_TRUE(inside(w2.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_TRUE(inside(w1.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_EQ(static_cast<const char*>(w1.grad().data_ptr()), base + 300000 * 4);
+  EXPECT_FALSE(inside(w3.grad(), base, sync.bucket_bytes(1)));
+
+  // The squared norm covers every bucket.
+  double expect = r1.grad().pow(2).sum().item<double>() + r2.grad().pow(2).sum().item<double>() +
+                  r3.grad().pow(2).sum().item<double>();
+  EXPECT_NEAR(sync.grad_norm_squared().item<double>(), expect, expect * 1e-5);
+}
+
+TEST(GradSync, PrepareForBackwardZeroesGradientsBetweenSteps) {
+  auto w = torch::ones({8}, torch::requires_grad());
+  std::vector<at::Tensor> ps{w};
+  GradSync sync(ps, nullptr);
+  for (int step = 0; step < 3; ++step) {
+    sync.prepare_for_backward();
+    EXPECT_TRUE(torch::equal(w.grad(), torch::zeros({8}))) << "step " << step;
+    (w * 3).sum().backward();
+    sync.finalize();
+    EXPECT_TRUE(torch::allclose(w.grad(), torch::full({8}, 3.0))) << "step " << step;  // not 6 or 9
+  }
+}
+
+TEST(GradSync, ReceivedGradMarksOnlyUsedParameters) {
+  auto a = torch::ones({4}, torch::requires_grad());
+  auto unused = torch::ones({4}, torch::requires_grad());
+  auto b = torch::ones({4}, torch::requires_grad());
+  std::vector<at::Tensor> ps{a, unused, b};
+  GradSync sync(ps, nullptr);
+  sync.prepare_for_backward();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{false, false, false}));
+  ((a * 2).sum() + (b * b).sum()).backward();
+  sync.finalize();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{true, false, true}));
+  sync.reset_received();
+  EXPECT_EQ(sync.received_grad(), (std::vector<bool>{false, false, false}));
+}
+
+TEST(GradSync, UnusedParameterKeepsZeroGradientAndFinalizeReturns) {
+  // Two buckets; the unused parameter is alone in the first (so that bucket never gets ready).
+  auto used = torch::ones({300000}, torch::requires_grad());
+  auto unused = torch::ones({300000}, torch::requires_grad());
+  std::vector<at::Tensor> ps{used, unused};
+  GradSync sync(ps, nullptr, small_buckets());
+  ASSERT_EQ(sync.bucket_count(), 2);
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{1}));
+  for (int step = 0; step < 2; ++step) {
+    sync.prepare_for_backward();
+    (used * 5).sum().backward();
+    sync.finalize();
+    EXPECT_GE(sync.take_comm_wait_s(), 0.0);
+    ASSERT_TRUE(unused.grad().defined());
+    EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({300000}))) << "step " << step;
+    EXPECT_TRUE(torch::allclose(used.grad(), torch::full({300000}, 5.0))) << "step " << step;
+  }
+  EXPECT_FALSE(sync.received_grad()[1]);
+  EXPECT_TRUE(sync.received_grad()[0]);
+}
+
+TEST(GradSync, WorksWithModuleParametersAcrossSteps) {
+  torch::manual_seed(4);
+  torch::nn::Linear lin(6, 3);
+  auto params = lin->parameters();
+  GradSync sync(params, nullptr);
+  auto x = torch::randn({5, 6});
+  for (int step = 0; step < 2; ++step) {
+    sync.prepare_for_backward();
+    lin->forward(x).pow(2).sum().backward();
+    sync.finalize();
+    // Reference on a fresh copy without GradSync.
+    auto w = lin->weight.detach().clone().requires_grad_(true);
+    auto bias = lin->bias.detach().clone().requires_grad_(true);
+    torch::nn::functional::linear(x, w, bias).pow(2).sum().backward();
+    EXPECT_TRUE(torch::allclose(lin->weight.grad(), w.grad(), 1e-5, 1e-6)) << "step " << step;
+    EXPECT_TRUE(torch::allclose(lin->bias.grad(), bias.grad(), 1e-5, 1e-6)) << "step " << step;
+  }
+}
+
+
+// Two Gloo ranks (threads); rank r's gradients are known constants c_r so every reduced value is
+// computable by hand. Two buckets, so the local norm is summed over buckets before it rides in
+// the last one.
+struct TwoRankStep {
+  std::vector<float> reduced_a, reduced_b;  // per rank: param a's and b's reduced gradient (first element)
+  std::vector<double> local_mean, mean_sq, grad_sq;
+  std::vector<bool> reduced, stop;
+  int64_t payload = 0;
+};
+
+TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16 = false) {
+  TwoRankStep out;
+  out.reduced_a.resize(2);
+  out.reduced_b.resize(2);
+  out.local_mean.resize(2);
+  out.mean_sq.resize(2);
+  out.grad_sq.resize(2);
+  out.reduced.resize(2);
+  out.stop.resize(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    // 300000 floats each: a and b land in different buckets.
+    auto a = torch::zeros({300000}, torch::requires_grad());
+    auto b = torch::zeros({300000}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b};
+    GradSyncOptions options = small_buckets();
+    options.mean = mean;
+    options.compress_bf16 = bf16;
+    GradSync sync(ps, comm, options);
+    EXPECT_EQ(sync.bucket_count(), 2);
+    sync.set_require_sync(require_sync);
+    sync.request_stop(r == stop_rank);
+    sync.prepare_for_backward();
+    // Rank 0: grad a = 1, grad b = 2; rank 1: grad a = 3, grad b = 6.
+    const double k = r == 0 ? 1.0 : 3.0;
+    ((a * k).sum() + (b * (2 * k)).sum()).backward();
+    sync.finalize();
+    out.reduced_a[r] = a.grad()[0].item<float>();
+    out.reduced_b[r] = b.grad()[0].item<float>();
+    out.reduced[r] = sync.reduced();
+    out.stop[r] = sync.stop_flag().item<double>() > 0;
+    if (sync.reduced()) out.local_mean[r] = sync.local_norm_squared_mean().item<double>();
+    out.mean_sq[r] = sync.mean_grad_norm_squared().item<double>();
+    out.grad_sq[r] = sync.grad_norm_squared().item<double>();
+    if (r == 0) out.payload = sync.payload_bytes();
+  });
+  return out;
+}
+
+// DDP's find_unused_parameters=False case that must not hang: a bucket whose only parameter
+// gets no gradient is never ready during backward (and so neither is any later bucket);
+// finalize() launches them all, in order, on every rank.
+TEST(GradSync, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
+  std::vector<float> used_grad(2), unused_grad(2);
+  testing::run_ranks(
+      2,
+      [&](const std::shared_ptr<Comm>& comm) {
+        auto used = torch::ones({300000}, torch::requires_grad());
+        auto unused = torch::ones({300000}, torch::requires_grad());
+        std::vector<at::Tensor> ps{used, unused};
+        GradSyncOptions options = small_buckets();
+        options.rebuild_buckets = false;
+        GradSync sync(ps, comm, options);
+        ASSERT_EQ(sync.bucket_params(0), (std::vector<size_t>{1})) << "the unused parameter's bucket is first";
+        for (int step = 0; step < 2; ++step) {
+          sync.prepare_for_backward();
+          (used * (comm->rank == 0 ? 1.0 : 3.0)).sum().backward();
+          sync.finalize();
+        }
+        used_grad[comm->rank] = used.grad()[0].item<float>();
+        unused_grad[comm->rank] = unused.grad().abs().max().item<float>();
+      },
+      std::chrono::seconds(20));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(used_grad[r], 2.0f) << "rank " << r << ": the mean of 1 and 3";
+    EXPECT_EQ(unused_grad[r], 0.0f) << "rank " << r;
+  }
+}
+
+// After the first step the buckets follow the order in which gradients arrived on rank 0
+// (broadcast, so every rank agrees even when its own order differed), as DDP's rebuild.
+TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
+  std::vector<std::vector<std::vector<size_t>>> before(2), after(2);
+  std::vector<float> reduced(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    // 600000 floats (2.4 MB) each: one parameter per bucket at caps of 1 and 2 MB.
+    auto a = torch::zeros({600000}, torch::requires_grad());
+    auto b = torch::zeros({600000}, torch::requires_grad());
+    auto c = torch::zeros({600000}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b, c};
+    GradSync sync(ps, comm, small_buckets());
+    auto buckets = [&] {
+      std::vector<std::vector<size_t>> out;
+      for (int k = 0; k < sync.bucket_count(); ++k) out.push_back(sync.bucket_params(k));
+      return out;
+    };
+    before[r] = buckets();
+    // The ranks write the loss's terms in opposite orders, and their gradients arrive in
+    // opposite orders: rank 0's a, b, c, rank 1's c, b, a (with the orders swapped, both ranks
+    // end with buckets c, b, a: the rebuild follows whichever order rank 0 had).
+    auto loss = [&] {
+      return r == 0 ? (a * 3.0).sum() + (b * 2.0).sum() + (c * 1.0).sum()
+                    : (c * 1.0).sum() + (b * 2.0).sum() + (a * 3.0).sum();
+    };
+    for (int step = 0; step < 2; ++step) {
+      sync.prepare_for_backward();
+      loss().backward();
+      sync.finalize();
+      if (step == 0) after[r] = buckets();
+    }
+    reduced[r] = a.grad()[0].item<float>() + 10 * b.grad()[0].item<float>() + 100 * c.grad()[0].item<float>();
+  });
+  using Order = std::vector<std::vector<size_t>>;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(before[r], (Order{{2}, {1}, {0}})) << "reverse registration order at first";
+    EXPECT_EQ(after[r], (Order{{0}, {1}, {2}})) << "rank " << r << " takes rank 0's arrival order";
+    EXPECT_FLOAT_EQ(reduced[r], 3 + 10 * 2 + 100 * 1) << "rank " << r << ": every gradient reduced after the rebuild";
+  }
+}
+
+TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/-1);
+  const double n = 300000;
+  // |g_0|^2 = n (1 + 4), |g_1|^2 = n (9 + 36); mean over the ranks.
+  const double local_mean = (n * 5 + n * 45) / 2;
+  // Mean gradient: a 2, b 4.
+  const double mean_sq = n * (4 + 16);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(s.reduced[r]);
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f);
+    EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
+    EXPECT_NEAR(s.local_mean[r], local_mean, local_mean * 1e-6) << "rank " << r;
+    EXPECT_NEAR(s.mean_sq[r], mean_sq, mean_sq * 1e-6) << "rank " << r;
+    EXPECT_FALSE(s.stop[r]);
+  }
+  EXPECT_EQ(s.payload, (2 * 300000 + 2) * 4) << "gradients plus the control and noise slots";
+}
+
+TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {
+  auto s = two_rank_step(/*mean=*/false, /*require_sync=*/true, /*stop_rank=*/1);
+  const double n = 300000;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 4.0f) << "summed";
+    EXPECT_NEAR(s.grad_sq[r], n * (16 + 64), n * 80 * 1e-6);
+    EXPECT_NEAR(s.mean_sq[r], n * (4 + 16), n * 20 * 1e-6) << "|sum / N|^2";
+    EXPECT_NEAR(s.local_mean[r], (n * 5 + n * 45) / 2, n * 25 * 1e-6);
+    EXPECT_TRUE(s.stop[r]) << "rank 1's stop request reaches rank " << r;
+  }
+}
+
+TEST(GradSync, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, /*bf16=*/true);
+  const double n = 300000;
+  const double local_mean = (n * 5 + n * 45) / 2;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f) << "(1 + 3) / 2 is exact in bfloat16";
+    EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
+    // The local norms ride in the bf16 bucket too: 8 bits of mantissa, relative error <= 2^-8.
+    EXPECT_NEAR(s.local_mean[r], local_mean, local_mean / 256) << "rank " << r;
+    EXPECT_NE(s.local_mean[r], local_mean) << "7.5e6 is not a bfloat16 number: it was rounded on the wire";
+    EXPECT_TRUE(s.stop[r]) << "the stop flag survives the cast";
+  }
+  EXPECT_EQ(s.payload, (2 * 300000 + 2) * 2) << "bfloat16 on the wire";
+}
+
+TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/false, /*stop_rank=*/0);
+  EXPECT_FLOAT_EQ(s.reduced_a[0], 1.0f);
+  EXPECT_FLOAT_EQ(s.reduced_a[1], 3.0f);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(s.reduced[r]);
+    EXPECT_FALSE(s.stop[r]) << "a stop is agreed only through a collective";
+  }
+  EXPECT_NEAR(s.mean_sq[1], 300000.0 * 45, 300000.0 * 45 * 1e-6) << "the local gradient";
+}
+
+}  // namespace
+}  // namespace ddplab::distributed
