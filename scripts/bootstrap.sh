@@ -5,10 +5,12 @@
 #   scripts/bootstrap.sh                 Debian packages, LibTorch from the torch==2.13.0 wheel, build
 #   LIBTORCH=/opt/libtorch scripts/bootstrap.sh     use your own LibTorch (e.g. a CUDA build)
 #   CMAKE_PREFIX_PATH=... or Torch_DIR=...          likewise
-#   DDPLAB_WERROR=ON                     warnings are errors (CI)
+#   DDPLAB_WERROR=ON                     -Werror (off by default; scripts/test.sh leaves it off and
+#                                        fails on warnings through scripts/check-warnings.sh, so that
+#                                        it compiles with the quickstart's flags and reuses its objects)
 #   DDPLAB_BUILD_DIR=build-x             another build directory
 #   DDPLAB_CMAKE_ARGS="-DX=Y ..."        more CMake arguments (scripts/asan.sh, scripts/fuzz.sh)
-#   DDPLAB_TARGETS="a b"                 build only these targets (default: all)
+#   DDPLAB_TARGETS="a b"                 build only these targets (default: all; scripts/quickstart.sh: ddplab)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -66,4 +68,4 @@ fi
 read -r -a targets <<< "${DDPLAB_TARGETS:-}"
 start=$(date +%s)
 cmake --build "$build_dir" -j "${DDPLAB_JOBS:-2}" ${targets[@]+--target "${targets[@]}"}
-echo "bootstrap: built ${DDPLAB_TARGETS:-$build_dir/bin/ddplab} in $(( $(date +%s) - start )) s"
+echo "bootstrap: built ${DDPLAB_TARGETS:-all targets} in $(( $(date +%s) - start )) s"
