@@ -1,5 +1,6 @@
 #include "ddplab/report/stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -73,6 +74,27 @@ double student_t_cdf(double t, double df) {
   return t >= 0 ? 1 - tail : tail;
 }
 
+double student_t_quantile(double p, double df) {
+  if (!(p >= 0 && p <= 1) || !(df > 0)) return kNaN;
+  if (p == 0) return -std::numeric_limits<double>::infinity();
+  if (p == 1) return std::numeric_limits<double>::infinity();
+  if (p == 0.5) return 0;
+  // Find t >= 0 with P(T > t) = q, q the smaller tail; the tail falls as t grows.
+  const double q = std::min(p, 1 - p);
+  auto tail = [df](double t) { return 0.5 * regularized_incomplete_beta(df / 2, 0.5, df / (df + t * t)); };
+  double lo = 0, hi = 1;
+  while (tail(hi) > q && hi < 1e300) {
+    lo = hi;
+    hi *= 2;
+  }
+  for (int i = 0; i < 200 && hi - lo > 1e-15 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (tail(mid) > q ? lo : hi) = mid;
+  }
+  const double t = 0.5 * (lo + hi);
+  return p < 0.5 ? -t : t;
+}
+
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
   WelchResult r;
   if (a.size() < 2 || b.size() < 2) return r;
@@ -90,6 +112,25 @@ WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>
   r.t = diff / std::sqrt(va + vb);
   r.df = (va + vb) * (va + vb) / (va * va / (na - 1) + vb * vb / (nb - 1));
   r.p = regularized_incomplete_beta(r.df / 2, 0.5, r.df / (r.df + r.t * r.t));
+  return r;
+}
+
+HolmResult holm_adjust(const std::vector<double>& p, double alpha) {
+  HolmResult r;
+  r.adjusted.assign(p.size(), kNaN);
+  r.reject.assign(p.size(), false);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!std::isnan(p[i])) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&p](size_t a, size_t b) { return p[a] < p[b]; });
+  r.m = order.size();
+  double running = 0;  // the step-down maximum keeps the adjusted p monotone in the sorted order
+  for (size_t j = 0; j < order.size(); ++j) {
+    const double scaled = std::min(1.0, static_cast<double>(r.m - j) * p[order[j]]);
+    running = std::max(running, scaled);
+    r.adjusted[order[j]] = running;
+    r.reject[order[j]] = running < alpha;
+  }
   return r;
 }
 
