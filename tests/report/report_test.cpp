@@ -79,7 +79,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
                 {"global_batch", r.per_replica * r.replicas}};
     if (i < r.noise_scale.size())
       rec["grad_noise_scale"] = std::isfinite(r.noise_scale[i]) ? json(r.noise_scale[i]) : json();
-    if (r.comm_bytes >= 0) rec["comm_bytes"] = r.comm_bytes;
+    if (r.comm_bytes >= 0) rec["comm_bytes"] = static_cast<int64_t>(r.comm_bytes);  // an integer, as ddplab writes it
     lines += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", lines);
@@ -264,6 +264,62 @@ TEST(Report, TornLineIsSkippedWithFileAndLine) {
   EXPECT_NE(s.warnings[0].find((dir / "epochs.jsonl").string() + ":2:"), std::string::npos) << s.warnings[0];
   EXPECT_EQ(s.data.runs[0].epochs.size(), 3u);
   EXPECT_NE(read_file(tmp.path() / "report" / "report.html").find("epochs.jsonl:2:"), std::string::npos);
+}
+
+// A line that is JSON but not a record (rundir::EpochRecord::from_json) is skipped, naming the field.
+TEST(Report, RecordWithAWrongTypedFieldIsSkippedNamingTheField) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  std::string text = read_file(dir / "epochs.jsonl");
+  const size_t second = text.find('\n') + 1;
+  const size_t third = text.find('\n', second) + 1;
+  json rec = json::parse(text.substr(second, third - second));
+  rec["lr"] = "fast";
+  text.replace(second, third - second, rec.dump() + "\n");
+  write_file(dir / "epochs.jsonl", text);
+  const ReportSummary s = write_report(options_for(tmp));
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0], (dir / "epochs.jsonl").string() +
+                               ":2: skipped corrupt record (lr: expected a number, got \"fast\")");
+  ASSERT_EQ(s.data.runs[0].epochs.size(), 2u);
+  EXPECT_EQ(s.data.runs[0].epochs[1].epoch, 3);
+}
+
+// A diverged run's loss is NaN, which epochs.jsonl holds as null: the record is kept.
+TEST(Report, NullLossReadsAsNoValue) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  std::string text = read_file(dir / "epochs.jsonl");
+  const size_t last = text.rfind('\n', text.size() - 2) + 1;
+  json rec = json::parse(text.substr(last));
+  rec["train_loss"] = nullptr;
+  text.replace(last, std::string::npos, rec.dump() + "\n");
+  write_file(dir / "epochs.jsonl", text);
+  const ReportData d = analyze(options_for(tmp));
+  EXPECT_TRUE(d.warnings.empty());
+  ASSERT_EQ(d.runs[0].epochs.size(), 3u);
+  EXPECT_TRUE(std::isnan(d.runs[0].final_train_loss()));
+  EXPECT_DOUBLE_EQ(d.runs[0].final_test_acc(), 0.8);
+}
+
+// A status ddplab does not write is shown as it is spelled, neither finished nor in progress.
+TEST(Report, UnknownStatusIsShownNotRefused) {
+  TempDir tmp;
+  FakeRun r;
+  write_run(tmp.path() / "runs", r);
+  r.seed = 2;
+  r.status = "paused-by-hand";
+  write_run(tmp.path() / "runs", r);
+  const ReportSummary s = write_report(options_for(tmp));
+  ASSERT_EQ(s.data.runs.size(), 2u);
+  EXPECT_FALSE(s.data.runs[1].status.has_value());
+  EXPECT_EQ(s.data.runs[1].status_text(), "paused-by-hand");
+  EXPECT_EQ(s.data.groups[0].n, 1);
+  EXPECT_EQ(s.data.groups[0].in_progress, 0);
+  EXPECT_NE(read_file(tmp.path() / "report" / "report.html").find("<td>paused-by-hand</td>"), std::string::npos);
+  EXPECT_NE(read_file(tmp.path() / "report" / "summary.csv").find(",paused-by-hand,"), std::string::npos);
 }
 
 TEST(Report, DirectoryWithoutRunsIsAClearError) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "ddplab/base/error.h"
@@ -45,6 +47,130 @@ EpochRecord record(int epoch) {
   r.replicas = 2;
   r.global_batch = 128;
   return r;
+}
+
+// Every field set, none at its default: a field that from_json dropped would show.
+EpochRecord full_record() {
+  EpochRecord r = record(3);
+  r.epoch_s = 1.0 / 3;
+  r.wall_s = 12.5;
+  r.images_per_s = 123456789.123;
+  r.comm_wait_s = 0.125;
+  r.grad_norm = 2.5;
+  r.grad_noise_scale = 1e-12;
+  r.gns_trace_ema = 640.25;
+  r.gns_grad_sq_ema = 3.75;
+  r.comm_bytes = 12345678901;
+  r.replica_drift = 0.0625;
+  return r;
+}
+
+void expect_same(const EpochRecord& a, const EpochRecord& b) {
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.lr, b.lr);
+  EXPECT_EQ(a.train_loss, b.train_loss);
+  EXPECT_EQ(a.train_acc, b.train_acc);
+  EXPECT_EQ(a.test_loss, b.test_loss);
+  EXPECT_EQ(a.test_acc, b.test_acc);
+  EXPECT_EQ(a.epoch_s, b.epoch_s);
+  EXPECT_EQ(a.wall_s, b.wall_s);
+  EXPECT_EQ(a.images_per_s, b.images_per_s);
+  EXPECT_EQ(a.comm_wait_s, b.comm_wait_s);
+  EXPECT_EQ(a.grad_norm, b.grad_norm);
+  EXPECT_EQ(a.grad_noise_scale, b.grad_noise_scale);
+  EXPECT_EQ(a.gns_trace_ema, b.gns_trace_ema);
+  EXPECT_EQ(a.gns_grad_sq_ema, b.gns_grad_sq_ema);
+  EXPECT_EQ(a.comm_bytes, b.comm_bytes);
+  EXPECT_EQ(a.replica_drift, b.replica_drift);
+  EXPECT_EQ(a.replicas, b.replicas);
+  EXPECT_EQ(a.global_batch, b.global_batch);
+}
+
+std::string from_json_error(const nlohmann::json& j) {
+  try {
+    EpochRecord::from_json(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RunLog, EpochRecordRoundTripsThroughJsonWithOptionalFieldsPresent) {
+  const EpochRecord r = full_record();
+  expect_same(EpochRecord::from_json(r.to_json()), r);
+  // As epochs.jsonl holds it: dumped and parsed again.
+  expect_same(EpochRecord::from_json(nlohmann::json::parse(r.to_json().dump())), r);
+}
+
+TEST(RunLog, EpochRecordRoundTripsThroughJsonWithOptionalFieldsNull) {
+  const EpochRecord r = record(2);
+  const auto j = nlohmann::json::parse(r.to_json().dump());
+  ASSERT_TRUE(j.at("grad_noise_scale").is_null());
+  const EpochRecord back = EpochRecord::from_json(j);
+  expect_same(back, r);
+  EXPECT_FALSE(back.grad_noise_scale || back.gns_trace_ema || back.gns_grad_sq_ema || back.replica_drift);
+}
+
+// JSON has no NaN: to_json's NaN is written as null and read back as NaN.
+TEST(RunLog, EpochRecordNonFiniteNumberReadsBackAsNaN) {
+  EpochRecord r = record(1);
+  r.train_loss = std::numeric_limits<double>::quiet_NaN();
+  const auto j = nlohmann::json::parse(r.to_json().dump());
+  ASSERT_TRUE(j.at("train_loss").is_null());
+  EXPECT_TRUE(std::isnan(EpochRecord::from_json(j).train_loss));
+}
+
+// Records written before the noise-scale, drift and byte fields existed still read.
+TEST(RunLog, EpochRecordWithoutTheLaterFieldsReads) {
+  auto j = full_record().to_json();
+  for (const char* k : {"grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift"}) j.erase(k);
+  const EpochRecord r = EpochRecord::from_json(j);
+  EXPECT_FALSE(r.grad_noise_scale || r.gns_trace_ema || r.gns_grad_sq_ema || r.replica_drift);
+  EXPECT_EQ(r.comm_bytes, 0);
+  EXPECT_EQ(r.global_batch, 128);
+}
+
+TEST(RunLog, EpochRecordWithAWrongOrMissingFieldIsAnErrorNamingIt) {
+  auto with = [](const char* key, nlohmann::json value) {
+    auto j = record(1).to_json();
+    j[key] = std::move(value);
+    return j;
+  };
+  EXPECT_EQ(from_json_error(with("lr", "fast")), "lr: expected a number, got \"fast\"");
+  EXPECT_EQ(from_json_error(with("epoch", 1.5)), "epoch: expected an integer, got 1.5");
+  EXPECT_EQ(from_json_error(with("replicas", nullptr)), "replicas: expected an integer, got null");
+  EXPECT_EQ(from_json_error(with("comm_bytes", "many")), "comm_bytes: expected an integer, got \"many\"");
+  EXPECT_EQ(from_json_error(with("grad_noise_scale", true)), "grad_noise_scale: expected a number or null, got true");
+  EXPECT_EQ(from_json_error(with("epoch", int64_t{1} << 40)),
+            "epoch: expected an integer that fits in 32 bits, got 1099511627776");
+  auto missing = record(1).to_json();
+  missing.erase("test_acc");
+  EXPECT_EQ(from_json_error(missing), "test_acc: missing (expected a number)");
+  EXPECT_EQ(from_json_error(nlohmann::json::array({1, 2})), "expected a JSON object (an epoch record), got [1,2]");
+}
+
+// epochs.csv's number format: 10 significant digits, integers as they are, an unset field empty.
+TEST(RunLog, CsvRowFormatsNumbersWithTenSignificantDigits) {
+  EXPECT_EQ(full_record().csv_row(),
+            "3,300,0.05,0.5,0.75,0.25,0.875,0.3333333333,12.5,123456789.1,0.125,2.5,1e-12,640.25,3.75,12345678901,"
+            "0.0625,2,128");
+  EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128");
+}
+
+TEST(RunLog, UtcNowIsIso8601Utc) {
+  const std::string now = utc_now();
+  ASSERT_EQ(now.size(), 20u) << now;
+  EXPECT_EQ(now[4], '-');
+  EXPECT_EQ(now[10], 'T');
+  EXPECT_EQ(now[13], ':');
+  EXPECT_EQ(now.back(), 'Z');
+}
+
+TEST(RunLog, RankFileNamesNameTheRank) {
+  EXPECT_EQ(rank_log_file("d", 3), fs::path("d") / "rank-3.log");
+  EXPECT_EQ(rank_error_file("d", 12), fs::path("d") / "rank-12.error");
+  EXPECT_EQ(temp_file("d/manifest.json"), fs::path("d/manifest.json.tmp"));
 }
 
 TEST(RunLog, CreateMakesTheRunDirectoryWithSpecManifestAndCsvHeader) {

@@ -5,6 +5,9 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "ddplab/base/error.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
@@ -17,10 +20,6 @@ namespace ddplab::report {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double num_field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
-}
 int64_t int_field(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
@@ -31,7 +30,7 @@ std::string str_field(const json& j, const char* key, const std::string& fallbac
 }
 
 void find_below(const fs::path& dir, std::vector<fs::path>& out) {
-  if (fs::exists(dir / "manifest.json")) {
+  if (fs::exists(rundir::manifest_file(dir))) {
     out.push_back(dir);
     return;
   }
@@ -44,7 +43,7 @@ void find_below(const fs::path& dir, std::vector<fs::path>& out) {
 void flatten(const json& j, const std::string& prefix, json& out) {
   if (j.is_object() && !j.empty()) {
     for (auto it = j.begin(); it != j.end(); ++it)
-      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+      flatten(it.value(), prefix.empty() ? it.key() : fmt::format("{}.{}", prefix, it.key()), out);
   } else if (!prefix.empty()) {
     out[prefix] = j;
   }
@@ -75,7 +74,7 @@ int64_t seed_of(const RunData& r) {
 }
 }  // namespace
 
-std::string RunData::status_text() const { return status == "running" ? "in progress" : status; }
+std::string RunData::status_text() const { return running() ? "in progress" : status_name; }
 
 int RunData::replicas() const {
   if (!epochs.empty()) return epochs.back().replicas;
@@ -116,83 +115,105 @@ const EpochPoint* RunData::first_reaching(double target) const {
 std::vector<fs::path> find_run_dirs(const std::vector<fs::path>& inputs) {
   std::vector<fs::path> dirs;
   for (const auto& input : inputs) {
-    if (!fs::is_directory(input)) throw Error(input.string() + ": not a directory");
+    if (!fs::is_directory(input)) throw Error(fmt::format("{}: not a directory", input.string()));
     const size_t before = dirs.size();
     find_below(input, dirs);
-    if (dirs.size() == before) throw Error(input.string() + ": no runs found (no manifest.json below it)");
+    if (dirs.size() == before)
+      throw Error(fmt::format("{}: no runs found (no {} below it)", input.string(),
+                              rundir::manifest_file(input).filename().string()));
   }
   std::sort(dirs.begin(), dirs.end());
   dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
   return dirs;
 }
 
-RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
-  RunData run;
-  run.dir = dir;
-  run.run_id = dir.filename().string();
-  json manifest = rundir::read_json(dir / "manifest.json");  // an Error naming the file
-  if (!manifest.is_object()) throw Error((dir / "manifest.json").string() + ": expected a JSON object");
+namespace {
+// run_id, status, message and experiment from manifest.json. Any status is kept (and shown): a
+// report reads run directories that ddplab did not necessarily write.
+void read_manifest_fields(const fs::path& dir, RunData& run) {
+  const fs::path file = rundir::manifest_file(dir);
+  const json manifest = rundir::read_json(file);  // an Error naming the file
+  if (!manifest.is_object()) throw Error(fmt::format("{}: expected a JSON object", file.string()));
   run.run_id = str_field(manifest, "run_id", run.run_id);
-  run.status = str_field(manifest, "status", "unknown");
+  run.status_name = str_field(manifest, "status", "unknown");
+  run.status = rundir::parse_status(run.status_name);
   run.message = str_field(manifest, "message", "");
   run.experiment = str_field(manifest, "experiment", "");
+}
 
-  const fs::path spec_file = dir / "spec.json";
-  if (fs::exists(spec_file)) {
+// spec.json; a run without a readable one is grouped alone (with a warning).
+void read_spec(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
+  const fs::path file = rundir::spec_file(dir);
+  if (fs::exists(file)) {
     try {
-      run.spec = rundir::read_json(spec_file);
+      run.spec = rundir::read_json(file);
     } catch (const std::exception& e) {
-      warnings.push_back(std::string(e.what()) + "; grouped alone");
+      warnings.push_back(fmt::format("{}; grouped alone", e.what()));
     }
   } else {
-    warnings.push_back(spec_file.string() + ": missing; grouped alone");
+    warnings.push_back(fmt::format("{}: missing; grouped alone", file.string()));
   }
   if (run.spec.is_object()) run.experiment = str_field(run.spec, "name", run.experiment);
+}
 
-  const fs::path records = dir / "epochs.jsonl";
-  std::ifstream in(records);
+EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
+  EpochPoint p;
+  p.epoch = r.epoch;
+  p.lr = r.lr;
+  p.train_loss = r.train_loss;
+  p.train_acc = r.train_acc;
+  p.test_loss = r.test_loss;
+  p.test_acc = r.test_acc;
+  p.wall_s = r.wall_s;
+  p.images_per_s = r.images_per_s;
+  p.grad_noise_scale = r.grad_noise_scale.value_or(kNaN);
+  // A record older than the field has no byte count: unknown, not 0.
+  p.comm_bytes = has_comm_bytes ? static_cast<double>(r.comm_bytes) : kNaN;
+  p.replicas = r.replicas;
+  p.global_batch = r.global_batch;
+  return p;
+}
+
+// epochs.jsonl through rundir::EpochRecord::from_json; a line that is not a record is skipped
+// with a warning "<file>:<line>: skipped corrupt record (<why>)". A repeated epoch keeps its last.
+void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
+  const fs::path file = rundir::epochs_file(dir);
+  std::ifstream in(file);
   std::map<int, EpochPoint> by_epoch;
   std::string line;
   for (int line_no = 1; in && std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
+    std::string why;
     try {
-      j = json::parse(line);
-    } catch (const std::exception&) {
-      warnings.push_back(records.string() + ":" + std::to_string(line_no) +
-                         ": skipped corrupt record (not valid JSON)");
+      const json j = json::parse(line);
+      const EpochPoint p = point_of(rundir::EpochRecord::from_json(j), j.contains("comm_bytes"));
+      by_epoch[p.epoch] = p;
       continue;
+    } catch (const json::exception&) {
+      why = "not valid JSON";
+    } catch (const Error& e) {
+      why = e.what();
     }
-    if (!j.is_object() || !j.contains("epoch") || !j["epoch"].is_number_integer() || !j.contains("test_acc") ||
-        !j["test_acc"].is_number()) {
-      warnings.push_back(records.string() + ":" + std::to_string(line_no) +
-                         ": skipped corrupt record (needs integer epoch and numeric test_acc)");
-      continue;
-    }
-    EpochPoint p;
-    p.epoch = j["epoch"].get<int>();
-    p.lr = num_field(j, "lr");
-    p.train_loss = num_field(j, "train_loss");
-    p.train_acc = num_field(j, "train_acc");
-    p.test_loss = num_field(j, "test_loss");
-    p.test_acc = num_field(j, "test_acc");
-    p.wall_s = num_field(j, "wall_s");
-    p.images_per_s = num_field(j, "images_per_s");
-    p.grad_noise_scale = num_field(j, "grad_noise_scale");
-    p.comm_bytes = num_field(j, "comm_bytes");
-    p.replicas = static_cast<int>(int_field(j, "replicas", 1));
-    p.global_batch = int_field(j, "global_batch", 0);
-    by_epoch[p.epoch] = p;
+    warnings.push_back(fmt::format("{}:{}: skipped corrupt record ({})", file.string(), line_no, why));
   }
   for (auto& [epoch, p] : by_epoch) run.epochs.push_back(p);
+}
+}  // namespace
+
+RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
+  RunData run;
+  run.dir = dir;
+  run.run_id = dir.filename().string();
+  read_manifest_fields(dir, run);
+  read_spec(dir, run, warnings);
+  read_records(dir, run, warnings);
   return run;
 }
 
-ReportData analyze(const ReportOptions& options) {
-  ReportData data;
-  for (const auto& dir : find_run_dirs(options.inputs)) data.runs.push_back(load_run(dir, data.warnings));
-
-  // Group by the spec without seed (a run without a spec is alone).
+namespace {
+// Groups the runs by their spec without seed (a run without a spec is alone); returns each
+// group's key, by group index.
+std::vector<json> group_runs(ReportData& data) {
   std::vector<json> keys;
   for (size_t i = 0; i < data.runs.size(); ++i) {
     RunData& run = data.runs[i];
@@ -206,107 +227,126 @@ ReportData analyze(const ReportOptions& options) {
     }
     data.groups[run.group].runs.push_back(i);
   }
+  return keys;
+}
 
-  // Keys whose values differ across groups.
+// The keys whose values differ across groups, sorted.
+std::vector<std::string> differing_keys(const std::vector<json>& keys) {
   std::set<std::string> all_keys;
   for (const auto& k : keys)
     for (auto it = k.begin(); it != k.end(); ++it) all_keys.insert(it.key());
+  std::vector<std::string> out;
   for (const auto& name : all_keys) {
     for (const auto& k : keys) {
       if (k.value(name, json()) != keys.front().value(name, json())) {
-        data.differing_keys.push_back(name);
+        out.push_back(name);
         break;
       }
     }
   }
+  return out;
+}
 
+// The experiment names, sorted and joined; "runs" when no run names one.
+std::string title_of(const std::vector<RunData>& runs) {
   std::set<std::string> experiments;
-  for (const auto& r : data.runs)
+  for (const auto& r : runs)
     if (!r.experiment.empty()) experiments.insert(r.experiment);
-  for (const auto& e : experiments) data.title += (data.title.empty() ? "" : ", ") + e;
-  if (data.title.empty()) data.title = "runs";
+  return experiments.empty() ? "runs" : fmt::format("{}", fmt::join(experiments, ", "));
+}
 
-  std::optional<double> spec_target;
-  for (const auto& r : data.runs) {
-    if (spec_target || !r.spec.is_object() || !r.spec.contains("report") || !r.spec["report"].is_object()) continue;
+// --target, else the first spec's report.target_acc.
+std::optional<double> target_of(const ReportOptions& options, const std::vector<RunData>& runs) {
+  if (options.target_acc) return options.target_acc;
+  for (const auto& r : runs) {
+    if (!r.spec.is_object() || !r.spec.contains("report") || !r.spec["report"].is_object()) continue;
     const json& rep = r.spec["report"];
-    if (rep.contains("target_acc") && rep["target_acc"].is_number()) spec_target = rep["target_acc"].get<double>();
+    if (rep.contains("target_acc") && rep["target_acc"].is_number()) return rep["target_acc"].get<double>();
   }
-  const std::optional<double> target = options.target_acc ? options.target_acc : spec_target;
+  return std::nullopt;
+}
 
-  for (size_t gi = 0; gi < data.groups.size(); ++gi) {
-    GroupStats& g = data.groups[gi];
-    std::sort(g.runs.begin(), g.runs.end(),
-              [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
-    g.values = json::object();
-    std::string label;
-    // Keys this group does not set are left out of its label ("replicas.sync=allreduce" rather than
-    // also "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
-    std::string unset_label;
-    for (const auto& k : data.differing_keys) {
-      const json v = g.key_spec.value(k, json());
-      g.values[k] = v;
-      std::string& into = v.is_null() ? unset_label : label;
-      into += (into.empty() ? "" : ", ") + k + "=" + value_text(v);
-    }
-    if (label.empty()) label = unset_label;
-    if (label.empty()) label = data.title;
-    if (g.key_spec.contains("run")) label = data.runs[g.runs.front()].run_id + " (no spec.json)";
-    g.label = label;
-
-    std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
-    g.target_acc = target;
-    for (size_t ri : g.runs) {
-      const RunData& r = data.runs[ri];
-      if (r.status == "running") ++g.in_progress;
-      if (!r.finished() || r.epochs.empty()) continue;
-      ++g.n;
-      g.final_accs.push_back(r.final_test_acc());
-      best.push_back(r.best_test_acc());
-      train_loss.push_back(r.final_train_loss());
-      test_loss.push_back(r.final_test_loss());
-      thr.push_back(r.mean_images_per_s());
-      std::vector<double> ns;
-      double bytes = 0;
-      bool logged = false;
-      for (const auto& e : r.epochs) {
-        if (std::isfinite(e.grad_noise_scale)) ns.push_back(e.grad_noise_scale);
-        if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
-      }
-      if (!ns.empty()) ns_first.push_back(ns.front());
-      // Only a value from the final epoch describes the end of the run: a local SGD run that
-      // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
-      if (std::isfinite(r.epochs.back().grad_noise_scale)) ns_last.push_back(r.epochs.back().grad_noise_scale);
-      if (logged) comm.push_back(bytes);
-      if (target) {
-        if (const EpochPoint* p = r.first_reaching(*target)) {
-          ++g.target_reached;
-          t_epochs.push_back(p->epoch);
-          t_wall.push_back(p->wall_s);
-        }
-      }
-    }
-    g.final_test_acc = mean_std(g.final_accs);
-    g.best_test_acc = mean_std(best);
-    g.final_train_loss = mean_std(train_loss);
-    g.final_test_loss = mean_std(test_loss);
-    g.images_per_s = mean(thr);
-    g.target_epochs = mean(t_epochs);
-    g.target_wall_s = mean(t_wall);
-    g.noise_scale_first = mean(ns_first);
-    g.noise_scale_last = mean(ns_last);
-    g.comm_bytes = mean(comm);
-    // Replica count and per-replica batch from the first run that has records.
-    for (size_t ri : g.runs) {
-      if (data.runs[ri].epochs.empty()) continue;
-      g.replicas = data.runs[ri].replicas();
-      g.per_replica_batch = data.runs[ri].per_replica_batch();
-      g.global_batch = data.runs[ri].epochs.back().global_batch;
-      break;
-    }
+// The group's values of the differing keys and its label. Keys this group does not set are left
+// out of its label ("replicas.sync=allreduce" rather than also
+// "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
+void label_group(const ReportData& data, GroupStats& g) {
+  g.values = json::object();
+  std::vector<std::string> set, unset;
+  for (const auto& k : data.differing_keys) {
+    const json v = g.key_spec.value(k, json());
+    g.values[k] = v;
+    (v.is_null() ? unset : set).push_back(fmt::format("{}={}", k, value_text(v)));
   }
+  g.label = fmt::format("{}", fmt::join(set.empty() ? unset : set, ", "));
+  if (g.label.empty()) g.label = data.title;
+  if (g.key_spec.contains("run")) {
+    const RunData& run = data.runs[g.runs.front()];
+    g.label = fmt::format("{} (no {})", run.run_id, rundir::spec_file(run.dir).filename().string());
+  }
+}
 
-  // Sort groups by their differing values, then renumber.
+// The per-run values a group's statistics are taken over (finished runs with records).
+struct GroupSamples {
+  std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
+};
+
+void add_run(const RunData& r, const std::optional<double>& target, GroupStats& g, GroupSamples& s) {
+  ++g.n;
+  g.final_accs.push_back(r.final_test_acc());
+  s.best.push_back(r.best_test_acc());
+  s.train_loss.push_back(r.final_train_loss());
+  s.test_loss.push_back(r.final_test_loss());
+  s.thr.push_back(r.mean_images_per_s());
+  std::vector<double> ns;
+  double bytes = 0;
+  bool logged = false;
+  for (const auto& e : r.epochs) {
+    if (std::isfinite(e.grad_noise_scale)) ns.push_back(e.grad_noise_scale);
+    if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
+  }
+  if (!ns.empty()) s.ns_first.push_back(ns.front());
+  // Only a value from the final epoch describes the end of the run: a local SGD run that
+  // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
+  if (std::isfinite(r.epochs.back().grad_noise_scale)) s.ns_last.push_back(r.epochs.back().grad_noise_scale);
+  if (logged) s.comm.push_back(bytes);
+  if (!target) return;
+  if (const EpochPoint* p = r.first_reaching(*target)) {
+    ++g.target_reached;
+    s.t_epochs.push_back(p->epoch);
+    s.t_wall.push_back(p->wall_s);
+  }
+}
+
+void group_statistics(const ReportData& data, const std::optional<double>& target, GroupStats& g) {
+  GroupSamples s;
+  g.target_acc = target;
+  for (size_t ri : g.runs) {
+    const RunData& r = data.runs[ri];
+    if (r.running()) ++g.in_progress;
+    if (r.finished() && !r.epochs.empty()) add_run(r, target, g, s);
+  }
+  g.final_test_acc = mean_std(g.final_accs);
+  g.best_test_acc = mean_std(s.best);
+  g.final_train_loss = mean_std(s.train_loss);
+  g.final_test_loss = mean_std(s.test_loss);
+  g.images_per_s = mean(s.thr);
+  g.target_epochs = mean(s.t_epochs);
+  g.target_wall_s = mean(s.t_wall);
+  g.noise_scale_first = mean(s.ns_first);
+  g.noise_scale_last = mean(s.ns_last);
+  g.comm_bytes = mean(s.comm);
+  // Replica count and per-replica batch from the first run that has records.
+  for (size_t ri : g.runs) {
+    if (data.runs[ri].epochs.empty()) continue;
+    g.replicas = data.runs[ri].replicas();
+    g.per_replica_batch = data.runs[ri].per_replica_batch();
+    g.global_batch = data.runs[ri].epochs.back().global_batch;
+    break;
+  }
+}
+
+// Sorts the groups by their differing values and renumbers the runs' groups.
+void sort_groups(ReportData& data) {
   std::vector<size_t> order(data.groups.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -324,22 +364,25 @@ ReportData analyze(const ReportOptions& options) {
   }
   data.groups = std::move(sorted);
   for (auto& r : data.runs) r.group = new_index[r.group];
+}
 
-  auto differing = [&](const GroupStats& a, const GroupStats& b) {
-    std::vector<std::string> out;
-    for (const auto& k : data.differing_keys)
-      if (a.key_spec.value(k, json()) != b.key_spec.value(k, json())) out.push_back(k);
-    return out;
-  };
+// The differing keys in which groups a and b differ.
+std::vector<std::string> keys_between(const ReportData& data, const GroupStats& a, const GroupStats& b) {
+  std::vector<std::string> out;
+  for (const auto& k : data.differing_keys)
+    if (a.key_spec.value(k, json()) != b.key_spec.value(k, json())) out.push_back(k);
+  return out;
+}
 
-  // Scaling efficiency against the closest 1-replica group with the same per-replica batch.
+// Scaling efficiency against the closest 1-replica group with the same per-replica batch.
+void scaling_efficiency(ReportData& data) {
   for (auto& g : data.groups) {
     std::optional<size_t> best_base;
     size_t best_diff = std::numeric_limits<size_t>::max();
     for (size_t j = 0; j < data.groups.size(); ++j) {
       const GroupStats& b = data.groups[j];
       if (b.replicas != 1 || b.per_replica_batch != g.per_replica_batch || b.n == 0 || !(b.images_per_s > 0)) continue;
-      const size_t d = differing(g, b).size();
+      const size_t d = keys_between(data, g, b).size();
       if (d < best_diff) {
         best_diff = d;
         best_base = j;
@@ -350,38 +393,56 @@ ReportData analyze(const ReportOptions& options) {
       g.scaling_efficiency = g.images_per_s / (g.replicas * data.groups[*best_base].images_per_s);
     }
   }
+}
 
-  for (size_t a = 0; a < data.groups.size(); ++a) {
-    for (size_t b = a + 1; b < data.groups.size(); ++b) {
-      const auto all_ab = differing(data.groups[a], data.groups[b]);
-      std::vector<std::string> keys_ab, followers;
-      for (const auto& k : all_ab) {
-        const auto f = kFollows.find(k);
-        const bool follows = f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0;
-        (follows ? followers : keys_ab).push_back(k);
-      }
-      if (keys_ab.size() != 1 || data.groups[a].key_spec.contains("run") || data.groups[b].key_spec.contains("run"))
-        continue;
-      const json &spec_a = data.groups[a].key_spec, &spec_b = data.groups[b].key_spec;
-      Comparison c;
-      c.a = a;
-      c.b = b;
-      c.key = keys_ab.front();
-      c.value_a = value_text(spec_a.value(c.key, json()));
-      c.value_b = value_text(spec_b.value(c.key, json()));
-      for (const auto& k : followers)
-        c.followers.push_back(k + ": " + value_text(spec_a.value(k, json())) + " vs " +
-                              value_text(spec_b.value(k, json())));
-      c.welch = welch_t_test(data.groups[a].final_accs, data.groups[b].final_accs);
-      if (!c.welch.valid) {
-        c.verdict = "cannot tell (n=" + std::to_string(std::min(data.groups[a].n, data.groups[b].n)) + ")";
-      } else {
-        c.significant = c.welch.p < 0.05;
-        c.verdict = c.significant ? "significant (p < 0.05)" : "not significant";
-      }
-      data.comparisons.push_back(c);
-    }
+// Groups a and b compared on final test accuracy, when they differ in exactly one setting
+// (derived settings that follow it aside) and both have a spec.
+std::optional<Comparison> compare(const ReportData& data, size_t a, size_t b) {
+  const GroupStats &ga = data.groups[a], &gb = data.groups[b];
+  const auto all_ab = keys_between(data, ga, gb);
+  std::vector<std::string> keys_ab, followers;
+  for (const auto& k : all_ab) {
+    const auto f = kFollows.find(k);
+    const bool follows = f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0;
+    (follows ? followers : keys_ab).push_back(k);
   }
+  if (keys_ab.size() != 1 || ga.key_spec.contains("run") || gb.key_spec.contains("run")) return std::nullopt;
+  const auto value_in = [](const GroupStats& g, const std::string& k) { return value_text(g.key_spec.value(k, json())); };
+  Comparison c;
+  c.a = a;
+  c.b = b;
+  c.key = keys_ab.front();
+  c.value_a = value_in(ga, c.key);
+  c.value_b = value_in(gb, c.key);
+  for (const auto& k : followers) c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
+  c.welch = welch_t_test(ga.final_accs, gb.final_accs);
+  if (!c.welch.valid) {
+    c.verdict = fmt::format("cannot tell (n={})", std::min(ga.n, gb.n));
+  } else {
+    c.significant = c.welch.p < 0.05;
+    c.verdict = c.significant ? "significant (p < 0.05)" : "not significant";
+  }
+  return c;
+}
+}  // namespace
+
+ReportData analyze(const ReportOptions& options) {
+  ReportData data;
+  for (const auto& dir : find_run_dirs(options.inputs)) data.runs.push_back(load_run(dir, data.warnings));
+  data.differing_keys = differing_keys(group_runs(data));
+  data.title = title_of(data.runs);
+  const std::optional<double> target = target_of(options, data.runs);
+  for (auto& g : data.groups) {
+    std::sort(g.runs.begin(), g.runs.end(),
+              [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
+    label_group(data, g);
+    group_statistics(data, target, g);
+  }
+  sort_groups(data);
+  scaling_efficiency(data);
+  for (size_t a = 0; a < data.groups.size(); ++a)
+    for (size_t b = a + 1; b < data.groups.size(); ++b)
+      if (auto c = compare(data, a, b)) data.comparisons.push_back(std::move(*c));
   return data;
 }
 

@@ -1,10 +1,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <functional>
+#include <iterator>
 #include <map>
-#include <sstream>
+
+#include <fmt/format.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/rundir/run_log.h"
@@ -18,26 +19,16 @@ namespace ddplab::report {
 namespace {
 const char* const kDash = "\xE2\x80\x94";  // em dash: no value
 
-std::string fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return kDash;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-std::string pct(double v) { return std::isfinite(v) ? fixed(100 * v, 2) + "%" : kDash; }
+std::string fixed(double v, int decimals) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : kDash; }
+std::string pct(double v) { return std::isfinite(v) ? fmt::format("{}%", fixed(100 * v, 2)) : kDash; }
 // "mean +- std"; a single run has no spread to show.
 std::string pm(const MeanStd& m, int n, int decimals, double scale = 1, const char* unit = "") {
   if (!std::isfinite(m.mean)) return kDash;
-  if (n < 2) return fixed(scale * m.mean, decimals) + unit;
-  return fixed(scale * m.mean, decimals) + " \xC2\xB1 " + fixed(scale * m.std, decimals) + unit;
+  if (n < 2) return fmt::format("{}{}", fixed(scale * m.mean, decimals), unit);
+  return fmt::format("{} \xC2\xB1 {}{}", fixed(scale * m.mean, decimals), fixed(scale * m.std, decimals), unit);
 }
 std::string pct_pm(const MeanStd& m, int n) { return pm(m, n, 2, 100, "%"); }
-std::string csv_num(double v) {
-  if (!std::isfinite(v)) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
+std::string csv_num(double v) { return std::isfinite(v) ? fmt::format("{:.10g}", v) : ""; }
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -56,19 +47,18 @@ std::string md_cell(const std::string& s) {
 
 std::string target_cell(const GroupStats& g) {
   if (!g.target_acc) return kDash;
-  if (g.target_reached == 0) return "not reached (0/" + std::to_string(g.n) + ")";
-  return "epoch " + fixed(g.target_epochs, 1) + ", " + fixed(g.target_wall_s, 1) + " s (" +
-         std::to_string(g.target_reached) + "/" + std::to_string(g.n) + ")";
+  if (g.target_reached == 0) return fmt::format("not reached (0/{})", g.n);
+  return fmt::format("epoch {}, {} s ({}/{})", fixed(g.target_epochs, 1), fixed(g.target_wall_s, 1), g.target_reached,
+                     g.n);
 }
 std::string efficiency_cell(const ReportData& d, const GroupStats& g) {
   if (!g.scaling_efficiency) return kDash;
-  if (&d.groups[*g.baseline] == &g) return fixed(*g.scaling_efficiency, 2) + " (baseline)";
-  return fixed(*g.scaling_efficiency, 2) + " (vs " + d.groups[*g.baseline].label + ")";
+  if (&d.groups[*g.baseline] == &g) return fmt::format("{} (baseline)", fixed(*g.scaling_efficiency, 2));
+  return fmt::format("{} (vs {})", fixed(*g.scaling_efficiency, 2), d.groups[*g.baseline].label);
 }
 std::string n_cell(const GroupStats& g) {
-  std::string s = std::to_string(g.n);
-  if (g.in_progress > 0) s += " (+" + std::to_string(g.in_progress) + " in progress)";
-  return s;
+  if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", g.n, g.in_progress);
+  return fmt::format("{}", g.n);
 }
 std::string p_cell(const Comparison& c) {
   if (!c.welch.valid) return kDash;
@@ -77,7 +67,7 @@ std::string p_cell(const Comparison& c) {
 std::string diff_cell(const ReportData& d, const Comparison& c) {
   const double diff = d.groups[c.b].final_test_acc.mean - d.groups[c.a].final_test_acc.mean;
   if (!std::isfinite(diff)) return kDash;
-  return (diff >= 0 ? "+" : "") + fixed(100 * diff, 2) + " pts";
+  return fmt::format("{}{} pts", diff >= 0 ? "+" : "", fixed(100 * diff, 2));
 }
 
 // Rows of the tables shared by HTML and Markdown.
@@ -90,7 +80,7 @@ Table noise_scale_table(const ReportData& d) {
   for (const auto& g : d.groups) {
     if (!std::isfinite(g.noise_scale_last)) continue;
     const auto v = noise_scale_verdict(static_cast<double>(g.global_batch), g.noise_scale_last);
-    t.push_back({g.label, std::to_string(g.replicas), std::to_string(g.global_batch), fixed(g.noise_scale_first, 0),
+    t.push_back({g.label, fmt::format("{}", g.replicas), fmt::format("{}", g.global_batch), fixed(g.noise_scale_first, 0),
                  fixed(g.noise_scale_last, 0), fixed(v.ratio, 2), v.sentence});
   }
   return t;
@@ -105,8 +95,8 @@ const char* const kNoiseScaleNote =
 
 Table groups_table(const ReportData& d) {
   Table t = {{"group", "n", "final test acc", "best test acc", "final train loss", "final test loss",
-              "time to " + (d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
-                                                                         : pct(*d.groups[0].target_acc)),
+              fmt::format("time to {}", d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
+                                                                                   : pct(*d.groups[0].target_acc)),
               "images/s", "scaling efficiency"}};
   for (const auto& g : d.groups)
     t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), pct_pm(g.best_test_acc, g.n),
@@ -119,8 +109,8 @@ Table comparisons_table(const ReportData& d) {
   Table t = {{"differs in", "group A", "group B", "A final acc", "B final acc", "B - A", "t", "df", "p", "verdict"}};
   for (const auto& c : d.comparisons) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
-    std::string what = c.key + ": " + c.value_a + " vs " + c.value_b;
-    for (const auto& f : c.followers) what += " (" + f + " follows)";
+    std::string what = fmt::format("{}: {} vs {}", c.key, c.value_a, c.value_b);
+    for (const auto& f : c.followers) what += fmt::format(" ({} follows)", f);
     t.push_back({what, a.label, b.label, pct_pm(a.final_test_acc, a.n),
                  pct_pm(b.final_test_acc, b.n), diff_cell(d, c), c.welch.valid ? fixed(c.welch.t, 3) : kDash,
                  c.welch.valid ? fixed(c.welch.df, 2) : kDash, p_cell(c), c.verdict});
@@ -132,40 +122,38 @@ Table runs_table(const ReportData& d) {
   Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc", "final train loss", "images/s"}};
   for (const auto& r : d.runs) {
     std::string status = r.status_text();
-    if (!r.message.empty()) status += ": " + r.message;
-    t.push_back({r.run_id, d.groups[r.group].label, status, std::to_string(r.epochs.size()), pct(r.final_test_acc()),
+    if (!r.message.empty()) status += fmt::format(": {}", r.message);
+    t.push_back({r.run_id, d.groups[r.group].label, status, fmt::format("{}", r.epochs.size()), pct(r.final_test_acc()),
                  pct(r.best_test_acc()), fixed(r.final_train_loss(), 4), fixed(r.mean_images_per_s(), 1)});
   }
   return t;
 }
 
 std::string html_table(const Table& t, const std::string& cls) {
-  std::ostringstream o;
-  o << "<table class=\"" << cls << "\">\n<thead><tr>";
-  for (const auto& h : t[0]) o << "<th>" << escape_html(h) << "</th>";
-  o << "</tr></thead>\n<tbody>\n";
+  std::string o = fmt::format("<table class=\"{}\">\n<thead><tr>", cls);
+  for (const auto& h : t[0]) o += fmt::format("<th>{}</th>", escape_html(h));
+  o += "</tr></thead>\n<tbody>\n";
   for (size_t i = 1; i < t.size(); ++i) {
-    o << "<tr>";
-    for (const auto& c : t[i]) o << "<td>" << escape_html(c) << "</td>";
-    o << "</tr>\n";
+    o += "<tr>";
+    for (const auto& c : t[i]) o += fmt::format("<td>{}</td>", escape_html(c));
+    o += "</tr>\n";
   }
-  o << "</tbody></table>\n";
-  return o.str();
+  return o + "</tbody></table>\n";
 }
 
 std::string md_table(const Table& t) {
-  std::ostringstream o;
+  std::string o;
   auto row = [&](const std::vector<std::string>& cells) {
-    o << "|";
-    for (const auto& c : cells) o << ' ' << md_cell(c) << " |";
-    o << '\n';
+    o += "|";
+    for (const auto& c : cells) o += fmt::format(" {} |", md_cell(c));
+    o += '\n';
   };
   row(t[0]);
-  o << "|";
-  for (size_t i = 0; i < t[0].size(); ++i) o << " --- |";
-  o << '\n';
+  o += "|";
+  for (size_t i = 0; i < t[0].size(); ++i) o += " --- |";
+  o += '\n';
   for (size_t i = 1; i < t.size(); ++i) row(t[i]);
-  return o.str();
+  return o;
 }
 
 struct ChartDef {
@@ -211,7 +199,7 @@ ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn
     }
   }
   ChartSeries s;
-  s.label = g.label + (g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
+  s.label = fmt::format("{}{}", g.label, g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
   for (const auto& [epoch, v] : ys) {
     const double x = mean(xs[epoch]);
     if (!std::isfinite(x)) continue;
@@ -258,7 +246,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     const PointFn x_of = [&](const RunData& r, size_t i) { return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch; };
     const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
-    out.push_back({std::string(def.id) + ".svg", def.title, render_svg(chart)});
+    out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart)});
   }
   if (any_noise_scale(d)) {
     LineChart chart = titled_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
@@ -267,7 +255,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last)) continue;
       auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
-      s.label += " (global batch " + std::to_string(g.global_batch) + ")";
+      s.label += fmt::format(" (global batch {})", g.global_batch);
       s.reference_y = static_cast<double>(g.global_batch);
       chart.series.push_back(std::move(s));
     }
@@ -296,141 +284,167 @@ NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
                       : v.ratio < 4  ? "above B_noise: more replicas cut the steps less and less"
                                      : "far above B_noise: more replicas buy almost nothing (the steps barely fall "
                                        "while the samples processed grow)";
-  char buf[400];
-  std::snprintf(buf, sizeof buf,
-                "global batch %.0f is %.2g x B_noise (~%.0f): %s; doubling it would save %.0f%% of the steps "
-                "(ideal 50%%) for %.0f%% more samples.",
-                global_batch, v.ratio, b_noise, where, 100 * v.steps_saved, 100 * v.samples_added);
-  v.sentence = buf;
+  v.sentence = fmt::format(
+      "global batch {:.0f} is {:.2g} x B_noise (~{:.0f}): {}; doubling it would save {:.0f}% of the steps "
+      "(ideal 50%) for {:.0f}% more samples.",
+      global_batch, v.ratio, b_noise, where, 100 * v.steps_saved, 100 * v.samples_added);
   return v;
 }
 
-std::string render_html(const ReportData& d) {
-  std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ddplab report: "
-    << escape_html(d.title) << "</title>\n<style>\n" << kCss << "\n</style>\n</head>\n<body>\n";
-  o << "<h1>ddplab report: " << escape_html(d.title) << "</h1>\n";
-  o << "<p>" << d.runs.size() << " runs in " << d.groups.size()
-    << " groups. A group is the runs whose resolved specs differ only in the seed; mean \xC2\xB1 "
-       "standard deviation are over its finished runs (n).";
+namespace {
+// The opening paragraph of the HTML report: what a group is and which keys the groups differ in.
+std::string html_intro(const ReportData& d) {
+  std::string o = fmt::format(
+      "<p>{} runs in {} groups. A group is the runs whose resolved specs differ only in the seed; mean \xC2\xB1 "
+      "standard deviation are over its finished runs (n).",
+      d.runs.size(), d.groups.size());
   if (!d.differing_keys.empty()) {
-    o << " Groups differ in: ";
+    o += " Groups differ in: ";
     for (size_t i = 0; i < d.differing_keys.size(); ++i)
-      o << (i ? ", " : "") << "<code>" << escape_html(d.differing_keys[i]) << "</code>";
-    o << '.';
+      o += fmt::format("{}<code>{}</code>", i ? ", " : "", escape_html(d.differing_keys[i]));
+    o += '.';
   }
-  o << "</p>\n";
-  if (!d.warnings.empty()) {
-    o << "<h2>Warnings</h2>\n<ul class=\"warnings\">\n";
-    for (const auto& w : d.warnings) o << "<li>" << escape_html(w) << "</li>\n";
-    o << "</ul>\n";
-  }
-  o << "<h2>Groups</h2>\n" << html_table(groups_table(d), "groups");
-  o << "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
+  return o + "</p>\n";
+}
+
+std::string html_warnings(const ReportData& d) {
+  if (d.warnings.empty()) return "";
+  std::string o = "<h2>Warnings</h2>\n<ul class=\"warnings\">\n";
+  for (const auto& w : d.warnings) o += fmt::format("<li>{}</li>\n", escape_html(w));
+  return o + "</ul>\n";
+}
+
+// The groups, their comparisons and, when logged, the noise scale.
+std::string html_tables(const ReportData& d) {
+  std::string o = fmt::format("<h2>Groups</h2>\n{}", html_table(groups_table(d), "groups"));
+  o += "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
        "same per-replica batch. Time to target is the first epoch whose test accuracy reaches the target (mean over "
        "the runs that reached it).</p>\n";
-  o << "<h2>Which differences are real?</h2>\n";
+  o += "<h2>Which differences are real?</h2>\n";
   if (d.comparisons.empty()) {
-    o << "<p>No two groups differ in exactly one setting.</p>\n";
+    o += "<p>No two groups differ in exactly one setting.</p>\n";
   } else {
-    o << html_table(comparisons_table(d), "significance");
-    o << "<p class=\"note\">Welch's t-test on final test accuracy between groups that differ in one setting "
+    o += html_table(comparisons_table(d), "significance");
+    o += "<p class=\"note\">Welch's t-test on final test accuracy between groups that differ in one setting "
          "(two-sided, unequal variances). Significant means p &lt; 0.05 with at least 2 runs in each group; with "
          "one run per group the noise between seeds is unknown, so the report cannot tell.</p>\n";
   }
   if (any_noise_scale(d)) {
-    o << "<h2>Gradient noise scale: how many replicas pay off?</h2>\n" << html_table(noise_scale_table(d), "noise-scale");
-    o << "<p class=\"note\">" << escape_html(kNoiseScaleNote) << "</p>\n";
+    o += fmt::format("<h2>Gradient noise scale: how many replicas pay off?</h2>\n{}",
+                     html_table(noise_scale_table(d), "noise-scale"));
+    o += fmt::format("<p class=\"note\">{}</p>\n", escape_html(kNoiseScaleNote));
   }
-  o << "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
+  return o;
+}
+}  // namespace
+
+std::string render_html(const ReportData& d) {
+  std::string o = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ddplab report: {}</title>\n"
+      "<style>\n{}\n</style>\n</head>\n<body>\n",
+      escape_html(d.title), kCss);
+  o += fmt::format("<h1>ddplab report: {}</h1>\n", escape_html(d.title));
+  o += html_intro(d);
+  o += html_warnings(d);
+  o += html_tables(d);
+  o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
-  for (const auto& c : render_charts(d)) o << "<figure>\n" << c.svg << "</figure>\n";
-  o << "<h2>Runs</h2>\n" << html_table(runs_table(d), "runs");
-  o << "</body>\n</html>\n";
-  return o.str();
+  for (const auto& c : render_charts(d)) o += fmt::format("<figure>\n{}</figure>\n", c.svg);
+  o += fmt::format("<h2>Runs</h2>\n{}", html_table(runs_table(d), "runs"));
+  return o + "</body>\n</html>\n";
 }
 
 std::string render_markdown(const ReportData& d) {
-  std::ostringstream o;
-  o << "# ddplab report: " << md_cell(d.title) << "\n\n";
-  o << d.runs.size() << " runs in " << d.groups.size()
-    << " groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.\n\n";
+  std::string o = fmt::format("# ddplab report: {}\n\n", md_cell(d.title));
+  o += fmt::format(
+      "{} runs in {} groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.\n\n",
+      d.runs.size(), d.groups.size());
   if (!d.warnings.empty()) {
-    o << "## Warnings\n\n";
-    for (const auto& w : d.warnings) o << "- " << md_cell(w) << "\n";
-    o << "\n";
+    o += "## Warnings\n\n";
+    for (const auto& w : d.warnings) o += fmt::format("- {}\n", md_cell(w));
+    o += "\n";
   }
-  o << "## Groups\n\n" << md_table(groups_table(d)) << "\n";
-  o << "## Which differences are real?\n\n";
+  o += fmt::format("## Groups\n\n{}\n", md_table(groups_table(d)));
+  o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
-    o << "No two groups differ in exactly one setting.\n\n";
+    o += "No two groups differ in exactly one setting.\n\n";
   else
-    o << md_table(comparisons_table(d))
-      << "\nWelch's t-test on final test accuracy; significant means p < 0.05 with n >= 2 in each group.\n\n";
+    o += fmt::format(
+        "{}\nWelch's t-test on final test accuracy; significant means p < 0.05 with n >= 2 in each group.\n\n",
+        md_table(comparisons_table(d)));
   if (any_noise_scale(d))
-    o << "## Gradient noise scale: how many replicas pay off?\n\n" << md_table(noise_scale_table(d)) << "\n"
-      << kNoiseScaleNote << "\n\n";
-  o << "## Charts\n\n";
-  for (const auto& c : render_charts(d)) o << "![" << c.title << "](" << c.file << ")\n\n";
-  o << "## Runs\n\n" << md_table(runs_table(d));
-  return o.str();
+    o += fmt::format("## Gradient noise scale: how many replicas pay off?\n\n{}\n{}\n\n", md_table(noise_scale_table(d)),
+                     kNoiseScaleNote);
+  o += "## Charts\n\n";
+  for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
+  o += fmt::format("## Runs\n\n{}", md_table(runs_table(d)));
+  return o;
 }
 
 std::string render_summary_csv(const ReportData& d) {
-  std::ostringstream o;
-  o << "experiment,run_id,group,status,message,seed,replicas,per_replica_batch,epochs,final_test_acc,best_test_acc,"
-       "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,dir\n";
+  std::string o =
+      "experiment,run_id,group,status,message,seed,replicas,per_replica_batch,epochs,final_test_acc,best_test_acc,"
+      "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,dir\n";
   for (const auto& r : d.runs) {
     const GroupStats& g = d.groups[r.group];
     std::string seed;
     if (r.spec.is_object() && r.spec.contains("seed")) seed = r.spec["seed"].dump();
     const EpochPoint* t = g.target_acc ? r.first_reaching(*g.target_acc) : nullptr;
-    o << csv_field(r.experiment) << ',' << csv_field(r.run_id) << ',' << csv_field(g.label) << ','
-      << csv_field(r.status) << ',' << csv_field(r.message) << ',' << seed << ',' << r.replicas() << ','
-      << r.per_replica_batch() << ',' << r.epochs.size() << ',' << csv_num(r.final_test_acc()) << ','
-      << csv_num(r.best_test_acc()) << ',' << csv_num(r.final_train_loss()) << ',' << csv_num(r.final_test_loss())
-      << ',' << csv_num(r.mean_images_per_s()) << ',' << (t ? std::to_string(t->epoch) : "") << ','
-      << (t ? csv_num(t->wall_s) : "") << ',' << csv_field(r.dir.string()) << '\n';
+    o += fmt::format("{},{},{},{},{},{},{},{},{},", csv_field(r.experiment), csv_field(r.run_id), csv_field(g.label),
+                     csv_field(r.status_name), csv_field(r.message), seed, r.replicas(), r.per_replica_batch(),
+                     r.epochs.size());
+    o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_num(r.final_test_acc()), csv_num(r.best_test_acc()),
+                     csv_num(r.final_train_loss()), csv_num(r.final_test_loss()), csv_num(r.mean_images_per_s()),
+                     t ? fmt::format("{}", t->epoch) : "", t ? csv_num(t->wall_s) : "", csv_field(r.dir.string()));
   }
-  return o.str();
+  return o;
 }
 
+namespace {
+// A group's row of groups.csv after its label and differing values.
+std::string groups_csv_stats(const GroupStats& g) {
+  std::string o = fmt::format(",{},{},{},{},{},{},{},{},{},{},", g.n, g.in_progress, csv_num(g.final_test_acc.mean),
+                              csv_num(g.final_test_acc.std), csv_num(g.best_test_acc.mean), csv_num(g.best_test_acc.std),
+                              csv_num(g.final_train_loss.mean), csv_num(g.final_train_loss.std),
+                              csv_num(g.final_test_loss.mean), csv_num(g.final_test_loss.std));
+  o += fmt::format("{},{},{},{},{},", g.target_acc ? csv_num(*g.target_acc) : "",
+                   g.target_acc ? fmt::format("{}", g.target_reached) : "", csv_num(g.target_epochs),
+                   csv_num(g.target_wall_s), csv_num(g.images_per_s));
+  o += fmt::format("{},{},{},{},{},{},{}\n", g.replicas, g.per_replica_batch, g.global_batch,
+                   csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
+                   g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
+  return o;
+}
+}  // namespace
+
 std::string render_groups_csv(const ReportData& d) {
-  std::ostringstream o;
-  o << "group";
-  for (const auto& k : d.differing_keys) o << ',' << csv_field(k);
-  o << ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
+  std::string o = "group";
+  for (const auto& k : d.differing_keys) o += fmt::format(",{}", csv_field(k));
+  o += ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
        "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
        "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
        "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency\n";
   for (const auto& g : d.groups) {
-    o << csv_field(g.label);
+    o += csv_field(g.label);
     for (const auto& k : d.differing_keys) {
       const auto& v = g.values.contains(k) ? g.values[k] : nlohmann::json();
-      o << ',' << csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
+      o += fmt::format(",{}", csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump()));
     }
-    o << ',' << g.n << ',' << g.in_progress << ',' << csv_num(g.final_test_acc.mean) << ','
-      << csv_num(g.final_test_acc.std) << ',' << csv_num(g.best_test_acc.mean) << ',' << csv_num(g.best_test_acc.std)
-      << ',' << csv_num(g.final_train_loss.mean) << ',' << csv_num(g.final_train_loss.std) << ','
-      << csv_num(g.final_test_loss.mean) << ',' << csv_num(g.final_test_loss.std) << ','
-      << (g.target_acc ? csv_num(*g.target_acc) : "") << ',' << (g.target_acc ? std::to_string(g.target_reached) : "")
-      << ',' << csv_num(g.target_epochs) << ',' << csv_num(g.target_wall_s) << ',' << csv_num(g.images_per_s) << ','
-      << g.replicas << ',' << g.per_replica_batch << ',' << g.global_batch << ',' << csv_num(g.noise_scale_first)
-      << ',' << csv_num(g.noise_scale_last) << ',' << csv_num(g.comm_bytes) << ','
-      << (g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "") << '\n';
+    o += groups_csv_stats(g);
   }
-  return o.str();
+  return o;
 }
 
 ReportSummary write_report(const ReportOptions& options) {
   ReportSummary summary;
   summary.data = analyze(options);
   const ReportData& d = summary.data;
-  for (const auto& w : d.warnings) std::cerr << "warning: " << w << "\n";
+  for (const auto& w : d.warnings) fmt::print(stderr, "warning: {}\n", w);
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   if (!fs::is_directory(options.out_dir))
-    throw Error(options.out_dir.string() + ": cannot create the report directory" + (ec ? ": " + ec.message() : ""));
+    throw Error(fmt::format("{}: cannot create the report directory{}", options.out_dir.string(),
+                            ec ? fmt::format(": {}", ec.message()) : ""));
   auto put = [&](const std::string& name, const std::string& text) {
     const fs::path file = options.out_dir / name;
     rundir::write_file_atomic(file, text);

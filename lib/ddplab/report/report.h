@@ -1,5 +1,5 @@
 // The comparison report over run directories (`ddplab report DIR...`, also written at the end
-// of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/log/run_log.h),
+// of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/rundir/layout.h),
 // never links the trainer.
 //
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
@@ -7,8 +7,8 @@
 // "output", "run_id" and "report" are removed form a group. A group's label names the dotted keys
 // whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"); with one
 // group it is the experiment name. Statistics use the runs whose manifest says "done" (n); runs
-// still "running" are listed as "in progress", failed/interrupted ones with their message, and
-// all runs with records are drawn in the charts.
+// still "running" are listed as "in progress", failed/interrupted ones with their message, a
+// status ddplab does not write as it is spelled, and all runs with records are drawn in the charts.
 //
 // write_report writes into out_dir (created): report.html (self-contained: inline CSS and SVG,
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddplab/report/stats.h"
+#include "ddplab/rundir/run_log.h"
 
 namespace ddplab::report {
 
@@ -37,7 +38,8 @@ struct ReportOptions {
   std::optional<double> target_acc;           // fraction; default: the specs' report.target_acc, else none
 };
 
-// One epoch of one run (a line of epochs.jsonl; missing numeric fields read as NaN).
+// One epoch of one run: the fields of a record of epochs.jsonl (rundir::EpochRecord::from_json)
+// that the report uses, with NaN for what the record does not know.
 struct EpochPoint {
   int epoch = 0;
   double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
@@ -52,14 +54,17 @@ struct RunData {
   std::filesystem::path dir;
   std::string run_id;       // manifest run_id, else the directory name
   std::string experiment;   // spec name, else manifest experiment
-  std::string status;       // manifest status: running | done | failed | interrupted | ...
+  // The manifest's status; nullopt for one ddplab does not write (or none), which is still shown.
+  std::optional<rundir::RunStatus> status;
+  std::string status_name;  // the manifest's spelling of the status, "unknown" when it has none
   std::string message;      // manifest message (why a run failed), may be empty
   nlohmann::json spec;      // spec.json (null when missing or unreadable)
   std::vector<EpochPoint> epochs;  // by epoch, a repeated epoch keeps its last record
   size_t group = 0;         // index into ReportData::groups
 
-  bool finished() const { return status == "done"; }
-  // "in progress" for running, else the status.
+  bool finished() const { return status == rundir::RunStatus::kDone; }
+  bool running() const { return status == rundir::RunStatus::kRunning; }
+  // "in progress" for running, else status_name.
   std::string status_text() const;
   int replicas() const;               // from the last record, else spec replicas.count, else 1
   int64_t per_replica_batch() const;  // global_batch / replicas of the last record (0 if unknown)
@@ -143,8 +148,10 @@ struct ReportSummary {
 // manifest.json below it)" for an input without any, or "<dir>: not a directory" when missing.
 std::vector<std::filesystem::path> find_run_dirs(const std::vector<std::filesystem::path>& inputs);
 
-// Reads one run directory; a torn or corrupt epochs.jsonl line is skipped and reported in
-// `warnings` as "<file>:<line>: skipped corrupt record (...)". Throws Error on an unreadable manifest.
+// Reads one run directory; a torn or corrupt epochs.jsonl line (not JSON, or not a record that
+// rundir::EpochRecord::from_json reads) is skipped and reported in `warnings` as
+// "<file>:<line>: skipped corrupt record (<why>)", e.g. "(lr: expected a number, got \"fast\")".
+// Throws Error on an unreadable manifest.
 RunData load_run(const std::filesystem::path& dir, std::vector<std::string>& warnings);
 
 // Loads every run below options.inputs, groups them and computes the statistics.

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
-#include <sstream>
+
+#include <fmt/format.h>
 
 namespace ddplab::report {
 
@@ -13,23 +13,14 @@ const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
                                 "#56B4E9", "#D55E00", "#F0E442", "#000000"};
 constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
+std::string num(double v) { return fmt::format("{:.2f}", v); }
 
 std::string tick_text(double v, double step) {
   if (std::fabs(v) < step * 1e-9) v = 0;
-  char buf[32];
   const double a = std::fabs(v);
-  if (a != 0 && (a >= 1e5 || a < 1e-3)) {
-    std::snprintf(buf, sizeof buf, "%.2g", v);
-  } else {
-    const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  }
-  return buf;
+  if (a != 0 && (a >= 1e5 || a < 1e-3)) return fmt::format("{:.2g}", v);
+  const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  return fmt::format("{:.{}f}", v, decimals);
 }
 }  // namespace
 
@@ -92,14 +83,32 @@ std::vector<double> log_ticks(double lo, double hi) {
                              all.begin() + static_cast<std::ptrdiff_t>(last) + 1);
 }
 
-std::string render_svg(const LineChart& chart) {
-  constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 50, kLegendRow = 20;
-  const double w = chart.width, ph = chart.plot_height;
-  const double plot_w = w - kLeft - kRight;
+namespace {
+constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 50, kLegendRow = 20;
+
+// Where a chart's values land: the axes' ticks and ranges, and the pixel mapping.
+struct Frame {
+  double w = 0, ph = 0, plot_w = 0;  // chart width, plot height and width
+  double legend_y = 0, h = 0;        // the first legend row; the chart's height
+  bool log_y = false;
+  std::vector<double> xt, yt;        // ticks
+  double xa = 0, xb = 1, ya = 0, yb = 1, x_step = 1, y_step = 1;
 
   // A y value that can be drawn: finite, and positive on a log axis.
-  const bool log_y = chart.log_y;
-  auto y_ok = [&](double v) { return std::isfinite(v) && (!log_y || v > 0); };
+  bool y_ok(double v) const { return std::isfinite(v) && (!log_y || v > 0); }
+  double px(double x) const { return kLeft + (x - xa) / (xb - xa) * plot_w; }
+  double py(double y) const {
+    const double f = log_y ? (std::log10(y) - std::log10(ya)) / (std::log10(yb) - std::log10(ya)) : (y - ya) / (yb - ya);
+    return kTop + ph - f * ph;
+  }
+};
+
+Frame frame_of(const LineChart& chart) {
+  Frame f;
+  f.w = chart.width;
+  f.ph = chart.plot_height;
+  f.plot_w = f.w - kLeft - kRight;
+  f.log_y = chart.log_y;
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   auto widen = [](double v, double& lo, double& hi) {
     lo = std::min(lo, v);
@@ -107,109 +116,124 @@ std::string render_svg(const LineChart& chart) {
   };
   for (const auto& s : chart.series) {
     for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || i >= s.y.size() || !y_ok(s.y[i])) continue;
+      if (!std::isfinite(s.x[i]) || i >= s.y.size() || !f.y_ok(s.y[i])) continue;
       widen(s.x[i], x_lo, x_hi);
       widen(s.y[i], y_lo, y_hi);
-      if (i < s.lo.size() && y_ok(s.lo[i])) widen(s.lo[i], y_lo, y_hi);
-      if (i < s.hi.size() && y_ok(s.hi[i])) widen(s.hi[i], y_lo, y_hi);
+      if (i < s.lo.size() && f.y_ok(s.lo[i])) widen(s.lo[i], y_lo, y_hi);
+      if (i < s.hi.size() && f.y_ok(s.hi[i])) widen(s.hi[i], y_lo, y_hi);
     }
   }
-  if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = log_y ? 1 : 0, y_hi = log_y ? 10 : 1;
+  if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = f.log_y ? 1 : 0, y_hi = f.log_y ? 10 : 1;
   for (const auto& s : chart.series)
-    if (y_ok(s.reference_y)) widen(s.reference_y, y_lo, y_hi);
-  const std::vector<double> xt = nice_ticks(x_lo, x_hi, 8), yt = log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, 6);
-  const double xa = xt.front(), xb = xt.back(), ya = yt.front(), yb = yt.back();
-  const double x_step = xt.size() > 1 ? xt[1] - xt[0] : 1, y_step = yt.size() > 1 ? yt[1] - yt[0] : 1;
-  auto px = [&](double x) { return kLeft + (x - xa) / (xb - xa) * plot_w; };
-  auto py = [&](double y) {
-    const double f = log_y ? (std::log10(y) - std::log10(ya)) / (std::log10(yb) - std::log10(ya)) : (y - ya) / (yb - ya);
-    return kTop + ph - f * ph;
-  };
+    if (f.y_ok(s.reference_y)) widen(s.reference_y, y_lo, y_hi);
+  f.xt = nice_ticks(x_lo, x_hi, 8);
+  f.yt = f.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, 6);
+  f.xa = f.xt.front(), f.xb = f.xt.back(), f.ya = f.yt.front(), f.yb = f.yt.back();
+  f.x_step = f.xt.size() > 1 ? f.xt[1] - f.xt[0] : 1, f.y_step = f.yt.size() > 1 ? f.yt[1] - f.yt[0] : 1;
+  f.legend_y = kTop + f.ph + kBottom;
+  f.h = f.legend_y + kLegendRow * static_cast<double>(chart.series.size()) + 10;
+  return f;
+}
 
-  const double legend_y = kTop + ph + kBottom;
-  const double h = legend_y + kLegendRow * static_cast<double>(chart.series.size()) + 10;
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-" << escape_html(chart.id) << "\" class=\"chart\" width=\""
-    << w << "\" height=\"" << num(h) << "\" viewBox=\"0 0 " << w << ' ' << num(h)
-    << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"" << escape_html(chart.title)
-    << "\">\n";
-  o << "<title>" << escape_html(chart.title) << "</title>\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << w << "\" height=\"" << num(h) << "\" fill=\"#ffffff\"/>\n";
-  o << "<text x=\"" << num(w / 2) << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">"
-    << escape_html(chart.title) << "</text>\n";
+// The <svg> element's opening, background and title.
+std::string svg_head(const LineChart& chart, const Frame& f) {
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-{}\" class=\"chart\" width=\"{:g}\" height=\"{}\" "
+      "viewBox=\"0 0 {:g} {}\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"{}\">\n",
+      escape_html(chart.id), f.w, num(f.h), f.w, num(f.h), escape_html(chart.title));
+  o += fmt::format("<title>{}</title>\n", escape_html(chart.title));
+  o += fmt::format("<rect x=\"0\" y=\"0\" width=\"{:g}\" height=\"{}\" fill=\"#ffffff\"/>\n", f.w, num(f.h));
+  o += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
+                   num(f.w / 2), escape_html(chart.title));
+  return o;
+}
 
-  // Grid and ticks.
-  o << "<g class=\"axes\" stroke=\"#dddddd\" stroke-width=\"1\">\n";
-  for (double t : xt)
-    o << "<line x1=\"" << num(px(t)) << "\" y1=\"" << num(kTop) << "\" x2=\"" << num(px(t)) << "\" y2=\""
-      << num(kTop + ph) << "\"/>\n";
-  for (double t : yt)
-    o << "<line x1=\"" << num(kLeft) << "\" y1=\"" << num(py(t)) << "\" x2=\"" << num(kLeft + plot_w) << "\" y2=\""
-      << num(py(t)) << "\"/>\n";
-  o << "</g>\n";
-  o << "<rect x=\"" << num(kLeft) << "\" y=\"" << num(kTop) << "\" width=\"" << num(plot_w) << "\" height=\""
-    << num(ph) << "\" fill=\"none\" stroke=\"#333333\"/>\n";
-  o << "<g class=\"ticks\" fill=\"#333333\">\n";
-  for (double t : xt)
-    o << "<text x=\"" << num(px(t)) << "\" y=\"" << num(kTop + ph + 16) << "\" text-anchor=\"middle\">"
-      << tick_text(t, x_step) << "</text>\n";
-  for (double t : yt)
-    o << "<text x=\"" << num(kLeft - 6) << "\" y=\"" << num(py(t) + 4) << "\" text-anchor=\"end\">"
-      << tick_text(t, log_y ? t : y_step) << "</text>\n";
-  o << "</g>\n";
-  o << "<text x=\"" << num(kLeft + plot_w / 2) << "\" y=\"" << num(kTop + ph + 36)
-    << "\" text-anchor=\"middle\" font-size=\"13\">" << escape_html(chart.x_label) << "</text>\n";
-  o << "<text transform=\"translate(16," << num(kTop + ph / 2)
-    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">"
-    << escape_html(chart.y_label) << "</text>\n";
+// Grid, frame, tick labels and axis labels.
+std::string svg_axes(const LineChart& chart, const Frame& f) {
+  std::string o = "<g class=\"axes\" stroke=\"#dddddd\" stroke-width=\"1\">\n";
+  for (double t : f.xt)
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", num(f.px(t)), num(kTop), num(f.px(t)),
+                     num(kTop + f.ph));
+  for (double t : f.yt)
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", num(kLeft), num(f.py(t)), num(kLeft + f.plot_w),
+                     num(f.py(t)));
+  o += "</g>\n";
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>\n", num(kLeft),
+                   num(kTop), num(f.plot_w), num(f.ph));
+  o += "<g class=\"ticks\" fill=\"#333333\">\n";
+  for (double t : f.xt)
+    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(f.px(t)), num(kTop + f.ph + 16),
+                     tick_text(t, f.x_step));
+  for (double t : f.yt)
+    o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(kLeft - 6), num(f.py(t) + 4),
+                     tick_text(t, f.log_y ? t : f.y_step));
+  o += "</g>\n";
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+                   num(kLeft + f.plot_w / 2), num(kTop + f.ph + 36), escape_html(chart.x_label));
+  o += fmt::format("<text transform=\"translate(16,{}) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+                   num(kTop + f.ph / 2), escape_html(chart.y_label));
+  return o;
+}
 
+// Series k's min..max band (nothing when it has none).
+std::string svg_band(const ChartSeries& s, size_t k, const Frame& f) {
+  std::string upper, lower;
+  for (size_t i = 0; i < s.x.size() && i < s.lo.size() && i < s.hi.size(); ++i) {
+    if (!std::isfinite(s.x[i]) || !f.y_ok(s.lo[i]) || !f.y_ok(s.hi[i])) continue;
+    upper += fmt::format("{}{},{}", upper.empty() ? "M" : " L", num(f.px(s.x[i])), num(f.py(s.hi[i])));
+  }
+  for (size_t j = std::min({s.x.size(), s.lo.size(), s.hi.size()}); j-- > 0;) {
+    if (!std::isfinite(s.x[j]) || !f.y_ok(s.lo[j]) || !f.y_ok(s.hi[j])) continue;
+    lower += fmt::format(" L{},{}", num(f.px(s.x[j])), num(f.py(s.lo[j])));
+  }
+  if (upper.empty()) return "";
+  return fmt::format("<path class=\"band\" d=\"{}{} Z\" fill=\"{}\" fill-opacity=\"0.18\" stroke=\"none\"/>\n", upper,
+                     lower, palette_colour(k));
+}
+
+// Series k's reference line, mean line and point markers.
+std::string svg_line(const ChartSeries& s, size_t k, const Frame& f) {
+  const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
+  std::string o, d, markers;
+  if (f.y_ok(s.reference_y))
+    o += fmt::format(
+        "<line class=\"reference\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.5\" "
+        "stroke-dasharray=\"2,4\"/>\n",
+        num(kLeft), num(f.py(s.reference_y)), num(kLeft + f.plot_w), num(f.py(s.reference_y)), palette_colour(k));
+  for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+    if (!std::isfinite(s.x[i]) || !f.y_ok(s.y[i])) continue;
+    d += fmt::format("{}{},{}", d.empty() ? "M" : " L", num(f.px(s.x[i])), num(f.py(s.y[i])));
+    markers += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\"/>", num(f.px(s.x[i])), num(f.py(s.y[i])));
+  }
+  if (d.empty()) return o;
+  o += fmt::format("<g class=\"series\" fill=\"{}\"><title>{}</title>\n", palette_colour(k), escape_html(s.label));
+  o += fmt::format("<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", d,
+                   palette_colour(k), dash);
+  return o + fmt::format("{}\n</g>\n", markers);
+}
+
+std::string svg_legend(const LineChart& chart, const Frame& f) {
+  std::string o;
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    const double y = f.legend_y + kLegendRow * static_cast<double>(k);
+    const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
+    o += fmt::format(
+        "<g class=\"legend\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>"
+        "<text x=\"{}\" y=\"{}\">{}</text></g>\n",
+        num(kLeft), num(y), num(kLeft + 24), num(y), palette_colour(k), dash, num(kLeft + 30), num(y + 4),
+        escape_html(chart.series[k].label));
+  }
+  return o;
+}
+}  // namespace
+
+std::string render_svg(const LineChart& chart) {
+  const Frame f = frame_of(chart);
+  std::string o = svg_head(chart, f) + svg_axes(chart, f);
   // Bands first (under every line), then lines and point markers.
-  for (size_t k = 0; k < chart.series.size(); ++k) {
-    const auto& s = chart.series[k];
-    std::string upper, lower;
-    for (size_t i = 0; i < s.x.size() && i < s.lo.size() && i < s.hi.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !y_ok(s.lo[i]) || !y_ok(s.hi[i])) continue;
-      upper += (upper.empty() ? "M" : " L") + num(px(s.x[i])) + ',' + num(py(s.hi[i]));
-    }
-    for (size_t j = std::min({s.x.size(), s.lo.size(), s.hi.size()}); j-- > 0;) {
-      if (!std::isfinite(s.x[j]) || !y_ok(s.lo[j]) || !y_ok(s.hi[j])) continue;
-      lower += " L" + num(px(s.x[j])) + ',' + num(py(s.lo[j]));
-    }
-    if (!upper.empty())
-      o << "<path class=\"band\" d=\"" << upper << lower << " Z\" fill=\"" << palette_colour(k)
-        << "\" fill-opacity=\"0.18\" stroke=\"none\"/>\n";
-  }
-  for (size_t k = 0; k < chart.series.size(); ++k) {
-    const auto& s = chart.series[k];
-    const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
-    std::string d, markers;
-    if (y_ok(s.reference_y))
-      o << "<line class=\"reference\" x1=\"" << num(kLeft) << "\" y1=\"" << num(py(s.reference_y)) << "\" x2=\""
-        << num(kLeft + plot_w) << "\" y2=\"" << num(py(s.reference_y)) << "\" stroke=\"" << palette_colour(k)
-        << "\" stroke-width=\"1.5\" stroke-dasharray=\"2,4\"/>\n";
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !y_ok(s.y[i])) continue;
-      d += (d.empty() ? "M" : " L") + num(px(s.x[i])) + ',' + num(py(s.y[i]));
-      markers += "<circle cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"2.5\"/>";
-    }
-    if (d.empty()) continue;
-    o << "<g class=\"series\" fill=\"" << palette_colour(k) << "\"><title>" << escape_html(s.label) << "</title>\n";
-    o << "<path class=\"line\" d=\"" << d << "\" fill=\"none\" stroke=\"" << palette_colour(k)
-      << "\" stroke-width=\"2\"" << dash << "/>\n";
-    o << markers << "\n</g>\n";
-  }
-
-  // Legend.
-  for (size_t k = 0; k < chart.series.size(); ++k) {
-    const double y = legend_y + kLegendRow * static_cast<double>(k);
-    const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
-    o << "<g class=\"legend\"><line x1=\"" << num(kLeft) << "\" y1=\"" << num(y) << "\" x2=\"" << num(kLeft + 24)
-      << "\" y2=\"" << num(y) << "\" stroke=\"" << palette_colour(k) << "\" stroke-width=\"3\"" << dash << "/>"
-      << "<text x=\"" << num(kLeft + 30) << "\" y=\"" << num(y + 4) << "\">" << escape_html(chart.series[k].label)
-      << "</text></g>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
+  for (size_t k = 0; k < chart.series.size(); ++k) o += svg_band(chart.series[k], k, f);
+  for (size_t k = 0; k < chart.series.size(); ++k) o += svg_line(chart.series[k], k, f);
+  return o + svg_legend(chart, f) + "</svg>\n";
 }
 
 }  // namespace ddplab::report

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace ddplab::rundir {
 
 inline std::filesystem::path spec_file(const std::filesystem::path& dir) { return dir / "spec.json"; }
@@ -23,14 +25,14 @@ inline std::filesystem::path epochs_csv_file(const std::filesystem::path& dir) {
 inline std::filesystem::path checkpoint_file(const std::filesystem::path& dir) { return dir / "checkpoint.pt"; }
 inline std::filesystem::path model_file(const std::filesystem::path& dir) { return dir / "model.pt"; }
 inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int rank) {
-  return dir / ("rank-" + std::to_string(rank) + ".log");
+  return dir / fmt::format("rank-{}.log", rank);
 }
 inline std::filesystem::path rank_error_file(const std::filesystem::path& dir, int rank) {
-  return dir / ("rank-" + std::to_string(rank) + ".error");
+  return dir / fmt::format("rank-{}.error", rank);
 }
 // `file` with ".tmp" appended: where a file is written before it is renamed over `file`.
 inline std::filesystem::path temp_file(const std::filesystem::path& file) {
-  return std::filesystem::path(file.string() + ".tmp");
+  return std::filesystem::path(fmt::format("{}.tmp", file.string()));
 }
 
 }  // namespace ddplab::rundir

@@ -8,8 +8,13 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <sstream>
+#include <iterator>
+#include <limits>
 #include <thread>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
@@ -19,6 +24,48 @@ namespace fs = std::filesystem;
 
 namespace {
 nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+// The readers of EpochRecord::from_json: each names the field and what it expected.
+std::string shown(const nlohmann::json& v) {
+  const std::string text = v.dump();
+  return text.size() > 40 ? fmt::format("{}...", text.substr(0, 40)) : text;
+}
+
+const nlohmann::json& required(const nlohmann::json& j, const char* key, const char* expected) {
+  const auto it = j.find(key);
+  if (it == j.end()) throw Error(fmt::format("{}: missing (expected {})", key, expected));
+  return *it;
+}
+
+template <typename Int>
+Int integer_value(const nlohmann::json& v, const char* key) {
+  if (!v.is_number_integer()) throw Error(fmt::format("{}: expected an integer, got {}", key, shown(v)));
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                        : v.get<int64_t>() >= std::numeric_limits<Int>::min() && v.get<int64_t>() <= std::numeric_limits<Int>::max();
+  if (!fits) throw Error(fmt::format("{}: expected an integer that fits in {} bits, got {}", key, 8 * sizeof(Int), shown(v)));
+  return static_cast<Int>(v.get<int64_t>());
+}
+
+template <typename Int>
+Int integer_field(const nlohmann::json& j, const char* key) {
+  return integer_value<Int>(required(j, key, "an integer"), key);
+}
+
+// null stands for a non-finite value (to_json cannot write NaN or infinity).
+double number_field(const nlohmann::json& j, const char* key) {
+  const auto& v = required(j, key, "a number");
+  if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (!v.is_number()) throw Error(fmt::format("{}: expected a number, got {}", key, shown(v)));
+  return v.get<double>();
+}
+
+std::optional<double> optional_field(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) throw Error(fmt::format("{}: expected a number or null, got {}", key, shown(*it)));
+  return it->get<double>();
+}
 }  // namespace
 
 nlohmann::json EpochRecord::to_json() const {
@@ -36,6 +83,31 @@ nlohmann::json EpochRecord::to_json() const {
           {"replicas", replicas},     {"global_batch", global_batch}};
 }
 
+EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error(fmt::format("expected a JSON object (an epoch record), got {}", shown(j)));
+  EpochRecord r;
+  r.epoch = integer_field<int>(j, "epoch");
+  r.step = integer_field<int64_t>(j, "step");
+  r.lr = number_field(j, "lr");
+  r.train_loss = number_field(j, "train_loss");
+  r.train_acc = number_field(j, "train_acc");
+  r.test_loss = number_field(j, "test_loss");
+  r.test_acc = number_field(j, "test_acc");
+  r.epoch_s = number_field(j, "epoch_s");
+  r.wall_s = number_field(j, "wall_s");
+  r.images_per_s = number_field(j, "images_per_s");
+  r.comm_wait_s = number_field(j, "comm_wait_s");
+  r.grad_norm = number_field(j, "grad_norm");
+  r.grad_noise_scale = optional_field(j, "grad_noise_scale");
+  r.gns_trace_ema = optional_field(j, "gns_trace_ema");
+  r.gns_grad_sq_ema = optional_field(j, "gns_grad_sq_ema");
+  if (j.contains("comm_bytes")) r.comm_bytes = integer_value<int64_t>(j.at("comm_bytes"), "comm_bytes");
+  r.replica_drift = optional_field(j, "replica_drift");
+  r.replicas = integer_field<int>(j, "replicas");
+  r.global_batch = integer_field<int64_t>(j, "global_batch");
+  return r;
+}
+
 std::vector<std::string> EpochRecord::csv_columns() {
   return {"epoch",   "step",   "lr",           "train_loss",  "train_acc", "test_loss",
           "test_acc", "epoch_s", "wall_s", "images_per_s", "comm_wait_s", "grad_norm",
@@ -44,21 +116,21 @@ std::vector<std::string> EpochRecord::csv_columns() {
 }
 
 std::string EpochRecord::csv_row() const {
-  auto j = to_json();
-  std::ostringstream out;
-  out.precision(10);
-  bool first = true;
-  for (const auto& c : csv_columns()) {
-    if (!first) out << ',';
-    first = false;
-    const auto& v = j.at(c);
-    if (v.is_number_float()) out << v.get<double>(); else if (!v.is_null()) out << v.dump();
+  const auto j = to_json();
+  const auto columns = csv_columns();
+  std::string out;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (i > 0) out += ',';
+    const auto& v = j.at(columns[i]);
+    // 10 significant digits, as an ostream of precision 10 writes them (%g style).
+    if (v.is_number_float()) fmt::format_to(std::back_inserter(out), "{:.10g}", v.get<double>());
+    else if (!v.is_null()) out += v.dump();
   }
-  return out.str();
+  return out;
 }
 
 std::string run_id(const config::ExperimentSpec& spec) {
-  return spec.run_id.empty() ? "seed=" + std::to_string(spec.seed) : spec.run_id;
+  return spec.run_id.empty() ? fmt::format("seed={}", spec.seed) : spec.run_id;
 }
 
 fs::path run_dir(const config::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name / run_id(spec); }
@@ -83,39 +155,38 @@ int write_all(int fd, const std::string& text) {
 
 void append_line(const fs::path& file, const std::string& line) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(file.string() + ": cannot open for append: " + std::strerror(errno));
+  if (fd < 0) throw Error(fmt::format("{}: cannot open for append: {}", file.string(), std::strerror(errno)));
   struct stat st {};
   const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  const int err = write_all(fd, line + "\n");
+  const int err = write_all(fd, fmt::format("{}\n", line));
   // A line cut short would corrupt the file for every later reader (resume, reports): cut it off.
   const bool restored = err != 0 && sized && ::ftruncate(fd, st.st_size) == 0;
   ::close(fd);
   if (err != 0)
-    throw Error(file.string() + ": write failed: " + std::strerror(err) +
-                (restored ? " (the file is left as it was)" : ""));
+    throw Error(fmt::format("{}: write failed: {}{}", file.string(), std::strerror(err),
+                            restored ? " (the file is left as it was)" : ""));
 }
 
 void write_file_atomic(const fs::path& file, const std::string& text) {
-  fs::path tmp = file;
-  tmp += ".tmp." + std::to_string(::getpid());
+  const fs::path tmp = fmt::format("{}.tmp.{}", file.string(), ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
+  if (fd < 0) throw Error(fmt::format("{}: cannot create: {}", tmp.string(), std::strerror(errno)));
   int err = write_all(fd, text);  // fsyncs: the rename must not publish data still in the page cache
   ::close(fd);
   if (err == 0 && std::rename(tmp.c_str(), file.c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
-    throw Error(file.string() + ": write failed: " + std::strerror(err) + " (the previous version is kept)");
+    throw Error(fmt::format("{}: write failed: {} (the previous version is kept)", file.string(), std::strerror(err)));
   }
 }
 
 nlohmann::json read_json(const fs::path& file) {
   std::ifstream in(file);
-  if (!in) throw Error(file.string() + ": cannot read");
+  if (!in) throw Error(fmt::format("{}: cannot read", file.string()));
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(file.string() + ": malformed JSON: " + config::json_message(e));
+    throw Error(fmt::format("{}: malformed JSON: {}", file.string(), config::json_message(e)));
   }
 }
 
@@ -124,8 +195,9 @@ nlohmann::json read_manifest(const fs::path& dir) {
   auto manifest = read_json(file);
   if (!manifest.is_object() || (manifest.contains("status") && !manifest["status"].is_string()) ||
       (manifest.contains("checkpoint") && !manifest["checkpoint"].is_object()))
-    throw Error(file.string() + ": not a ddplab manifest (expected a JSON object with a string \"status\"), got " +
-                manifest.dump().substr(0, 80) + "; remove the run directory, or pass --force to replace it");
+    throw Error(fmt::format("{}: not a ddplab manifest (expected a JSON object with a string \"status\"), got {}; "
+                            "remove the run directory, or pass --force to replace it",
+                            file.string(), manifest.dump().substr(0, 80)));
   return manifest;
 }
 
@@ -162,9 +234,7 @@ std::string utc_now() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
 }
 
 namespace {
@@ -179,17 +249,19 @@ RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
   fs::path dir = run_dir(spec);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw Error(dir.string() + ": cannot create run directory: " + ec.message());
+  if (ec) throw Error(fmt::format("{}: cannot create run directory: {}", dir.string(), ec.message()));
   if (fs::exists(epochs_file(dir))) {
     if (!overwrite)
-      throw Error(dir.string() + ": run directory already holds a run (epochs.jsonl); pass --force to replace it");
+      throw Error(fmt::format("{}: run directory already holds a run ({}); pass --force to replace it", dir.string(),
+                              epochs_file(dir).filename().string()));
     for (const auto& entry : fs::directory_iterator(dir)) {
       fs::remove_all(entry.path(), ec);
-      if (ec) throw Error(entry.path().string() + ": cannot remove it to replace the run (--force): " + ec.message());
+      if (ec)
+        throw Error(fmt::format("{}: cannot remove it to replace the run (--force): {}", entry.path().string(), ec.message()));
     }
   }
   RunLog run(dir);
-  write_file_atomic(spec_file(dir), spec.resolved.dump(2) + "\n");
+  write_file_atomic(spec_file(dir), fmt::format("{}\n", spec.resolved.dump(2)));
   nlohmann::json manifest = {
       {"ddplab", {{"version", version()}, {"git_sha", git_sha()}}},
       {"libtorch", torch_version()},
@@ -206,17 +278,16 @@ RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
       {"start", utc_now()},
       {"end", nullptr},
       {"status", name(RunStatus::kRunning)}};
-  write_file_atomic(manifest_file(dir), manifest.dump(2) + "\n");
-  std::string header;
-  for (const auto& c : EpochRecord::csv_columns()) header += (header.empty() ? "" : ",") + c;
+  write_file_atomic(manifest_file(dir), fmt::format("{}\n", manifest.dump(2)));
   // Replace, not append: a directory reused without epochs.jsonl (a run that never finished an
   // epoch) may still hold an epochs.csv with a header.
-  write_file_atomic(epochs_csv_file(dir), header + "\n");
+  write_file_atomic(epochs_csv_file(dir), fmt::format("{}\n", fmt::join(EpochRecord::csv_columns(), ",")));
   return run;
 }
 
 RunLog RunLog::open(const fs::path& dir) {
-  if (!fs::exists(manifest_file(dir))) throw Error(dir.string() + ": not a run directory (no manifest.json)");
+  if (!fs::exists(manifest_file(dir)))
+    throw Error(fmt::format("{}: not a run directory (no {})", dir.string(), manifest_file(dir).filename().string()));
   return RunLog(dir);
 }
 
@@ -246,14 +317,14 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   if (before != now) {
     auto patch = nlohmann::json::diff(before, now);
     std::string where = patch.empty() ? "" : patch[0].value("path", "");
-    throw Error(dir.string() + ": holds an unfinished run of a different spec (it differs at " + where +
-                "); pass --force to replace it");
+    throw Error(fmt::format("{}: holds an unfinished run of a different spec (it differs at {}); pass --force to replace it",
+                            dir.string(), where));
   }
   const int64_t keep = manifest["checkpoint"].value("records", 0);
   auto keep_lines = [&](const fs::path& file, int64_t n) {
     std::ifstream in(file);
     std::string line, text;
-    for (int64_t i = 0; i < n && std::getline(in, line); ++i) text += line + "\n";
+    for (int64_t i = 0; i < n && std::getline(in, line); ++i) fmt::format_to(std::back_inserter(text), "{}\n", line);
     write_file_atomic(file, text);
   };
   keep_lines(epochs_file(dir), keep);
@@ -277,7 +348,7 @@ void RunLog::append(const EpochRecord& record) const {
 void RunLog::update_manifest(const nlohmann::json& fields) const {
   auto manifest = read_manifest(dir_);
   manifest.merge_patch(fields);
-  write_file_atomic(manifest_file(dir_), manifest.dump(2) + "\n");
+  write_file_atomic(manifest_file(dir_), fmt::format("{}\n", manifest.dump(2)));
 }
 
 void RunLog::finish(RunStatus status, const std::string& message) const {
