@@ -24,6 +24,7 @@
 # Exit codes: 0 ok; 1 the cluster did not start or stop (the message names the logs); 2 usage;
 # 3 the SLURM/munge packages are missing and could not be installed.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin  # the daemons live in sbin, which a non-login PATH may lack
 
 die() { echo "slurm-local: $*" >&2; exit "${EXIT:-1}"; }
 usage() { echo "usage: $0 start [DIR] | status DIR | stop DIR" >&2; exit 2; }
@@ -57,7 +58,7 @@ $(tail -n 5 "$log")"
 used_ports() {
   local sl local_addr rest
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | while read -r sl local_addr rest; do
-    [[ $local_addr == *:* ]] && echo $((16#${local_addr##*:}))
+    if [[ $local_addr == *:* ]]; then echo $((16#${local_addr##*:})); fi
   done | sort -u
 }
 
@@ -109,7 +110,7 @@ stop_daemon() {
       kill -KILL "$pid" 2>/dev/null || true
       for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
-    kill -0 "$pid" 2>/dev/null && die "$name (pid $pid) survived SIGKILL"
+    if kill -0 "$pid" 2>/dev/null; then die "$name (pid $pid) survived SIGKILL"; fi
   done
   rm -f "$dir/$name.pid" "$dir/$name.launched"
 }
