@@ -125,10 +125,21 @@ write_munge_key() {
   chmod 400 "$key"
 }
 
+# munged refuses a socket whose directories, from / down, are not all searchable by everyone.
+check_searchable() {
+  local p=$1
+  while [ "$p" != / ] && [ -n "$p" ]; do
+    [ "$(( $(stat -c '%#a' "$p") & 1 ))" = 1 ] ||
+      die "munged needs every directory above its socket searchable by all, and $p is mode $(stat -c %a "$p") (chmod o+x $p, or start in another DIR)"
+    p=$(dirname "$p")
+  done
+}
+
 start_munged() {
   local d=$1/munge
   mkdir -p "$d"
-  chmod 755 "$d"  # munged refuses a socket dir that others cannot search
+  chmod 755 "$d"
+  check_searchable "$d"
   [ -s "$d/munge.key" ] || write_munge_key "$d/munge.key"
   rm -f "$1/munged.pid"
   munged --socket="$d/munge.socket" --pid-file="$1/munged.pid" --key-file="$d/munge.key" \
