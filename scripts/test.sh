@@ -4,6 +4,9 @@
 # flags (no -Werror), so after scripts/quickstart.sh it builds only the tests and benchmarks.
 # The report tests drive a real headless Chromium, so this also installs Debian's `chromium`;
 # with DDPLAB_REQUIRE_BROWSER=1 (set here) a missing browser fails the test instead of skipping it.
+# The Slurm tests start a real one-node SLURM (scripts/slurm-local.sh), so this also installs
+# Debian's slurmctld, slurmd, slurm-client and munge; with DDPLAB_REQUIRE_SLURM=1 (set here) a
+# cluster that cannot start fails those tests instead of skipping them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${DDPLAB_BUILD_DIR:-build}
@@ -16,7 +19,20 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "test: chromium is missing; the browser test will fail. Run: sudo apt-get install -y chromium" >&2
   fi
 fi
-export DDPLAB_REQUIRE_BROWSER=1
+slurm_packages=(slurmctld slurmd slurm-client munge)
+installed=$(dpkg-query -W -f='${Status}\n' "${slurm_packages[@]}" 2>/dev/null | grep -c "install ok installed" || true)
+if [ "$installed" != ${#slurm_packages[@]} ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test: installing ${slurm_packages[*]} (a real one-node SLURM for the Slurm tests)"
+    apt-get update -qq
+    # Their services cannot start without an init system; the packages install all the same.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${slurm_packages[@]}" >/dev/null 2>&1 || true
+  else
+    echo "test: ${slurm_packages[*]} missing; the Slurm tests will fail. Run: sudo apt-get install -y ${slurm_packages[*]}" >&2
+  fi
+fi
+export DDPLAB_REQUIRE_BROWSER=1 DDPLAB_REQUIRE_SLURM=1
+export TMPDIR=${TMPDIR:-/tmp}
 DDPLAB_TARGETS= scripts/bootstrap.sh
 scripts/check-warnings.sh "$build_dir"
 exec ctest --test-dir "$build_dir" --output-on-failure --timeout 300 -j "${DDPLAB_TEST_JOBS:-2}" "$@"
