@@ -5,10 +5,10 @@
 //   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda]
 // Prints one line: "bare_loop model=... batch=... threads=... device=... images_per_s=...".
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ddplab/models/models.h"
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < steps; ++i) step(i);
   sync();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("bare_loop model=%s batch=%ld threads=%d device=%s images_per_s=%.1f\n", model_name.c_str(),
-              static_cast<long>(batch), threads, device_name.c_str(), steps * batch / s);
+  fmt::print("bare_loop model={} batch={} threads={} device={} images_per_s={:.1f}\n", model_name, batch, threads,
+             device_name, steps * batch / s);
   return 0;
 }

@@ -7,9 +7,9 @@
 //                               [augment=none|standard|tf_tutorial]
 // Prints one line: "loader_throughput batch=... threads=... images_per_s=...".
 #include <chrono>
-#include <cstdio>
 #include <string>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ddplab/data/dataset.h"
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loader_throughput batch=%ld threads=%d augment=%s images_per_s=%.0f (checksum %.3f)\n",
-              static_cast<long>(batch), threads, augment.c_str(), images / s, checksum);
+  fmt::print("loader_throughput batch={} threads={} augment={} images_per_s={:.0f} (checksum {:.3f})\n", batch, threads,
+             augment, images / s, checksum);
   return 0;
 }

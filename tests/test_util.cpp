@@ -9,6 +9,8 @@
 #include <random>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
 
@@ -113,7 +115,7 @@ void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, boo
     write(test, "test.bin");
     return;
   }
-  for (int f = 0; f < 5; ++f) write(train / 5 + (f < train % 5 ? 1 : 0), "data_batch_" + std::to_string(f + 1) + ".bin");
+  for (int f = 0; f < 5; ++f) write(train / 5 + (f < train % 5 ? 1 : 0), fmt::format("data_batch_{}.bin", f + 1));
   write(test, "test_batch.bin");
 }
 

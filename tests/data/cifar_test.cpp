@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "ddplab/data/dataset.h"
 #include "ddplab/base/error.h"
 #include "test_util.h"
@@ -142,7 +144,7 @@ TEST(CifarDataset, LoadsTheFiveTrainingBatchesInOrderAndTheTestBatch) {
   write_tiny_cifar(dir.path(), 23, 7);
   std::vector<at::Tensor> parts;
   for (int f = 1; f <= 5; ++f)
-    parts.push_back(read_cifar({dir.str("data_batch_" + std::to_string(f) + ".bin")}, CifarKind::kCifar10).labels);
+    parts.push_back(read_cifar({dir.str(fmt::format("data_batch_{}.bin", f))}, CifarKind::kCifar10).labels);
   check_dataset_files(cifar_spec("cifar10", dir.str()));
   DatasetPair d = load_dataset(cifar_spec("cifar10", dir.str()));
   EXPECT_EQ(d.num_classes, 10);

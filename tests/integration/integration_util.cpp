@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "ddplab/models/models.h"
 #include "ddplab/config/spec.h"
 
@@ -47,7 +49,7 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
   spec["name"] = name;
   RunOutput out;
   out.command = run_ddplab("run " + ws.write_spec(spec, name + ".json"));
-  std::filesystem::path dir = ws.out() / name / ("seed=" + std::to_string(spec["seed"].get<int>()));
+  std::filesystem::path dir = ws.out() / name / fmt::format("seed={}", spec["seed"].get<int>());
   out.records = read_records(dir);
   if (std::filesystem::exists(dir / "model.pt")) out.params = read_final_params(dir, spec["model"]);
   return out;

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
@@ -117,10 +118,10 @@ json known_properties(const json& schema) {
 void precheck(const json& doc, const json& node_schema, const std::string& pointer) {
   if (doc.is_string() && node_schema.contains("maxLength") &&
       doc.get_ref<const std::string&>().size() > node_schema["maxLength"].get<size_t>())
-    throw Error((pointer.empty() ? "/" : pointer) + ": must be at most " + number_text(node_schema["maxLength"]) +
-                " characters, got " + std::to_string(doc.get_ref<const std::string&>().size()));
+    throw Error(fmt::format("{}: must be at most {} characters, got {}", pointer.empty() ? "/" : pointer,
+                            number_text(node_schema["maxLength"]), doc.get_ref<const std::string&>().size()));
   if (doc.is_array() && node_schema.contains("items") && node_schema["items"].is_object()) {
-    for (size_t i = 0; i < doc.size(); ++i) precheck(doc[i], node_schema["items"], pointer + "/" + std::to_string(i));
+    for (size_t i = 0; i < doc.size(); ++i) precheck(doc[i], node_schema["items"], fmt::format("{}/{}", pointer, i));
     return;
   }
   if (!doc.is_object()) return;
@@ -288,24 +289,20 @@ void validate(const json& doc) {
   throw Error(describe(doc, *best));
 }
 
-void check_cross_fields(json& doc) {
-  const json& batch = doc["batch"];
-  if (batch.contains("per_replica") == batch.contains("global"))
-    throw Error("/batch: give exactly one of per_replica and global");
-  json& replicas = doc["replicas"];
-  int64_t count = replicas["count"].get<int64_t>();
-  // A fault aimed at a rank that does not exist would silently never happen.
+// A fault aimed at a rank that does not exist would silently never happen.
+void check_fault_rank(const json& doc, int64_t count) {
   const std::string fault = doc["debug"]["fault"].get<std::string>();
   const int64_t fault_rank = doc["debug"]["rank"].get<int64_t>();
-  const bool one_process = replicas["mode"] == "simulated";
+  const bool one_process = doc["replicas"]["mode"] == "simulated";
   if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
-    throw Error("/debug/rank: must be < " +
-                std::string(one_process ? "1 (simulated replicas run in one process)"
-                                        : "replicas.count (" + std::to_string(count) + ")") +
-                " for fault \"" + fault + "\" (its default is 1), got " + std::to_string(fault_rank));
-  if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
-    throw Error("/batch/global: must be divisible by replicas.count (" + std::to_string(count) + "), got " +
-                batch["global"].dump());
+    throw Error(fmt::format("/debug/rank: must be < {} for fault \"{}\" (its default is 1), got {}",
+                            one_process ? "1 (simulated replicas run in one process)"
+                                        : fmt::format("replicas.count ({})", count),
+                            fault, fault_rank));
+}
+
+// Resolves backend "auto" from the device, after checking the build has what each one needs.
+void check_backend(json& replicas) {
   const std::string device = replicas["device"].get<std::string>();
   if (replicas["backend"] == "nccl" && !ddplab::built_with_cuda())
     throw Error("/replicas/backend: nccl needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"nccl\"");
@@ -318,23 +315,32 @@ void check_cross_fields(json& doc) {
   if (backend == "nccl" && !ddplab::built_with_nccl())
     throw Error("/replicas/backend: nccl: this ddplab was built without NCCL (nccl.h was not found at build time; set "
                 "NCCL_INCLUDE_DIR and rebuild), got \"nccl\"; \"gloo\" also reduces CUDA tensors");
+}
 
-  json& dataset = doc["dataset"];
+// Fills an empty dataset root with the dataset's default location.
+void check_dataset_root(json& dataset) {
   const std::string name = dataset["name"].get<std::string>();
-  if (dataset["root"].get<std::string>().empty()) {
-    if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
-    dataset["root"] = default_root(parse_setting<DatasetName>(name, "/dataset/name"));
-  }
-  const json& groups = doc["optimizer"]["weight_decay_groups"];
+  if (!dataset["root"].get<std::string>().empty()) return;
+  if (name == "idx") throw Error("/dataset/root: dataset \"idx\" needs a root directory, got \"\"");
+  dataset["root"] = default_root(parse_setting<DatasetName>(name, "/dataset/name"));
+}
+
+void check_weight_decay_groups(const json& groups) {
   for (size_t i = 0; i < groups.size(); ++i) {
     const std::string& pattern = groups[i]["match"].get_ref<const std::string&>();
     try {
       std::regex re(pattern);
     } catch (const std::regex_error& e) {
-      throw Error("/optimizer/weight_decay_groups/" + std::to_string(i) + "/match: must be a valid regular expression (" +
-                  e.what() + "), got " + groups[i]["match"].dump());
+      throw Error(fmt::format("/optimizer/weight_decay_groups/{}/match: must be a valid regular expression ({}), "
+                              "got {}",
+                              i, e.what(), groups[i]["match"].dump()));
     }
   }
+}
+
+// What simulated replicas cannot do, and an EASGD alpha that would overshoot.
+void check_sync(const json& doc, int64_t count) {
+  const json& replicas = doc["replicas"];
   const bool simulated = replicas["mode"] == "simulated";
   const json& sync = replicas["sync"];
   if (simulated && sync.is_object())
@@ -346,13 +352,60 @@ void check_cross_fields(json& doc) {
   if (sync.is_object() && sync.contains("easgd")) {
     const double alpha = sync["easgd"]["alpha"].get<double>();
     if (alpha * static_cast<double>(count) > 1.0)
-      throw Error("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count (" + std::to_string(count) +
-                  ") so that the center variable does not overshoot, got " + sync["easgd"]["alpha"].dump());
+      throw Error(fmt::format("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count ({}) so that the center "
+                              "variable does not overshoot, got {}",
+                              count, sync["easgd"]["alpha"].dump()));
   }
+}
+
+void check_cross_fields(json& doc) {
+  const json& batch = doc["batch"];
+  if (batch.contains("per_replica") == batch.contains("global"))
+    throw Error("/batch: give exactly one of per_replica and global");
+  json& replicas = doc["replicas"];
+  const int64_t count = replicas["count"].get<int64_t>();
+  check_fault_rank(doc, count);
+  if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
+    throw Error(fmt::format("/batch/global: must be divisible by replicas.count ({}), got {}", count,
+                            batch["global"].dump()));
+  check_backend(replicas);
+  check_dataset_root(doc["dataset"]);
+  check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
+  check_sync(doc, count);
   if (replicas["threads"].get<int64_t>() == 0) {
-    int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
-    replicas["threads"] = std::max<int64_t>(1, simulated ? cores : cores / count);
+    const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+    replicas["threads"] = std::max<int64_t>(1, replicas["mode"] == "simulated" ? cores : cores / count);
   }
+}
+
+SyncSpec to_sync(const json& sync) {
+  SyncSpec s;
+  if (sync.is_object() && sync.contains("local_sgd")) {
+    s.method = SyncMethod::kLocalSgd;
+    s.period = sync["local_sgd"]["period"].get<int64_t>();
+    s.start_epoch = sync["local_sgd"]["start_epoch"].get<int64_t>();
+  } else if (sync.is_object() && sync.contains("easgd")) {
+    s.method = SyncMethod::kEasgd;
+    s.period = sync["easgd"]["period"].get<int64_t>();
+    s.alpha = sync["easgd"]["alpha"].get<double>();
+  }
+  return s;
+}
+
+ReplicasSpec to_replicas(const json& r) {
+  ReplicasSpec s;
+  s.count = r["count"].get<int>();
+  s.device = parse_setting<Device>(r["device"].get<std::string>(), "/replicas/device");
+  s.backend = parse_setting<Backend>(r["backend"].get<std::string>(), "/replicas/backend");
+  s.reduce = parse_setting<Reduce>(r["reduce"].get<std::string>(), "/replicas/reduce");
+  s.bucket_mb = r["bucket_mb"].get<double>();
+  s.grad_dtype = parse_setting<WireDtype>(r["grad_dtype"].get<std::string>(), "/replicas/grad_dtype");
+  s.threads = r["threads"].get<int>();
+  s.timeout_s = r["timeout_s"].get<double>();
+  s.max_restarts = r["max_restarts"].get<int>();
+  s.mode = parse_setting<ReplicaMode>(r["mode"].get<std::string>(), "/replicas/mode");
+  s.sync = to_sync(r["sync"]);
+  return s;
 }
 
 ExperimentSpec to_typed(const json& doc) {
@@ -390,27 +443,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.schedule.milestones = c["milestones"].get<std::vector<double>>();
   s.schedule.gamma = c["gamma"].get<double>();
   s.schedule.min_factor = c["min_factor"].get<double>();
-  const json& r = doc["replicas"];
-  s.replicas.count = r["count"].get<int>();
-  s.replicas.device = parse_setting<Device>(r["device"].get<std::string>(), "/replicas/device");
-  s.replicas.backend = parse_setting<Backend>(r["backend"].get<std::string>(), "/replicas/backend");
-  s.replicas.reduce = parse_setting<Reduce>(r["reduce"].get<std::string>(), "/replicas/reduce");
-  s.replicas.bucket_mb = r["bucket_mb"].get<double>();
-  s.replicas.grad_dtype = parse_setting<WireDtype>(r["grad_dtype"].get<std::string>(), "/replicas/grad_dtype");
-  s.replicas.threads = r["threads"].get<int>();
-  s.replicas.timeout_s = r["timeout_s"].get<double>();
-  s.replicas.max_restarts = r["max_restarts"].get<int>();
-  s.replicas.mode = parse_setting<ReplicaMode>(r["mode"].get<std::string>(), "/replicas/mode");
-  const json& sync = r["sync"];
-  if (sync.is_object() && sync.contains("local_sgd")) {
-    s.replicas.sync.method = SyncMethod::kLocalSgd;
-    s.replicas.sync.period = sync["local_sgd"]["period"].get<int64_t>();
-    s.replicas.sync.start_epoch = sync["local_sgd"]["start_epoch"].get<int64_t>();
-  } else if (sync.is_object() && sync.contains("easgd")) {
-    s.replicas.sync.method = SyncMethod::kEasgd;
-    s.replicas.sync.period = sync["easgd"]["period"].get<int64_t>();
-    s.replicas.sync.alpha = sync["easgd"]["alpha"].get<double>();
-  }
+  s.replicas = to_replicas(doc["replicas"]);
   const json& b = doc["batch"];
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;
@@ -439,7 +472,7 @@ json parse_bounded(const std::string& text, const std::string& source) {
   std::vector<Frame> frames;
   return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxJsonDepth)
-      throw Error(source + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      throw Error(fmt::format("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth));
     using E = json::parse_event_t;
     if (event == E::object_start || event == E::array_start) {
       frames.push_back({event == E::object_start, {}, {}});
@@ -501,7 +534,7 @@ nlohmann::json load_json_file(const std::string& path) {
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   // nlohmann's parser stops at a NUL byte as at the end of the text; what follows would be lost.
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
-    throw Error(source + ": a NUL byte at offset " + std::to_string(nul) + "; a JSON text holds none");
+    throw Error(fmt::format("{}: a NUL byte at offset {}; a JSON text holds none", source, nul));
   try {
     return parse_bounded(text, source);
   } catch (const json::parse_error& e) {
@@ -514,7 +547,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
     size_t column_pos = what.find("column ");
     size_t colon = column_pos == std::string::npos ? std::string::npos : what.find(": ", column_pos);
     if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(col) + ": malformed JSON: " + what);
+    throw Error(fmt::format("{}:{}:{}: malformed JSON: {}", source, line, col, what));
   } catch (const json::exception& e) {
     // out_of_range 406 "number overflow parsing '1e999'": no position is known.
     throw Error(source + ": malformed JSON: " + json_message(e));

@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 
 namespace ddplab::config {
@@ -103,8 +105,9 @@ void check_entry(const std::string& section, const std::string& key, const json&
   for (size_t j = 1; section == "sweep" && j < values.size(); ++j)
     for (size_t i = 0; i < j; ++i)
       if (values[i] == values[j])
-        throw Error(where + "/" + std::to_string(j) + ": repeats value " + std::to_string(i) + ", " + values[j].dump() +
-                    "; give each value once (`repeats` runs a point with several seeds)");
+        throw Error(fmt::format("{}/{}: repeats value {}, {}; give each value once (`repeats` runs a point with "
+                                "several seeds)",
+                                where, j, i, values[j].dump()));
 }
 
 std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& order) {
@@ -128,8 +131,8 @@ std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& ord
       if (doc.contains("sweep") && doc["sweep"].is_object() && doc["sweep"].contains(key))
         throw Error("/sweep_zip/" + escape_token(key) + ": is also in sweep; a key can be on one axis only");
       if (!axis.keys.empty() && zip[key].size() != axis.size)
-        throw Error("/sweep_zip/" + escape_token(key) + ": must have " + std::to_string(axis.size) + " values like " +
-                    axis.keys.front() + ", got " + std::to_string(zip[key].size()));
+        throw Error(fmt::format("/sweep_zip/{}: must have {} values like {}, got {}", escape_token(key), axis.size,
+                                axis.keys.front(), zip[key].size()));
       axis.keys.push_back(key);
       axis.arrays.push_back(&zip[key]);
       axis.size = zip[key].size();
@@ -152,8 +155,8 @@ int64_t repeats_of(const json& doc) {
   if (!r.is_number_integer() || r.get<double>() < 1)
     throw Error("/repeats: must be an integer >= 1, got " + r.dump());
   if (r.get<double>() > static_cast<double>(kMaxSweepRuns))
-    throw Error("/repeats: must be <= " + std::to_string(kMaxSweepRuns) + " (the most runs a sweep may have), got " +
-                r.dump());
+    throw Error(fmt::format("/repeats: must be <= {} (the most runs a sweep may have), got {}", kMaxSweepRuns,
+                            r.dump()));
   return r.get<int64_t>();
 }
 
@@ -181,6 +184,97 @@ std::string blame(const std::string& message, const std::vector<Applied>& applie
   return "";
 }
 
+// The number of runs: repeats times the size of every axis, refused beyond max_runs.
+size_t run_count(const std::vector<Axis>& axes, int64_t repeats, size_t max_runs) {
+  size_t total = static_cast<size_t>(repeats);  // <= kMaxSweepRuns, so the products cannot overflow
+  for (const auto& axis : axes) {
+    total *= axis.size;
+    if (total > max_runs) break;
+  }
+  if (total > max_runs)
+    throw Error(fmt::format("{}: expands to more than {} runs", axes.empty() ? "/repeats" : "/sweep", max_runs));
+  return total;
+}
+
+// One point of the sweep before its repeats: the spec with that point's values applied.
+struct Combo {
+  json doc;
+  ordered_json assignments;     // the swept values but the seed, in axis order
+  std::vector<Applied> applied;
+  std::string id;               // "optimizer.lr=0.1,": the run id up to its seed
+};
+
+// The point `index` picks on each axis.
+Combo make_combo(const json& base, const std::vector<Axis>& axes, const std::vector<size_t>& index) {
+  Combo combo{base, ordered_json::object(), {}, ""};
+  for (size_t a = 0; a < axes.size(); ++a) {
+    const Axis& axis = axes[a];
+    for (size_t k = 0; k < axis.keys.size(); ++k) {
+      const std::string& key = axis.keys[k];
+      const json& value = (*axis.arrays[k])[index[a]];
+      const std::string entry = fmt::format("/{}/{}/{}", axis.section, escape_token(key), index[a]);
+      try {
+        apply_override(combo.doc, key + "=" + value.dump());
+      } catch (const Error& e) {
+        throw Error(entry + ": " + e.what());
+      }
+      combo.applied.push_back({key_pointer(key), entry});
+      if (key == "seed") continue;  // the seed is named last, after repeats
+      combo.assignments[key] = value;
+      combo.id += sanitize(key) + "=" + sanitize(value_text(value)) + ",";
+    }
+  }
+  return combo;
+}
+
+// Repeat r of a point: its seed (or the schema's default) plus r.
+json repeat_doc(const json& combo_doc, int64_t repeats, int64_t r) {
+  json run_doc = combo_doc;
+  if (repeats <= 1) return run_doc;
+  const json& seed_schema = schema_doc()["properties"]["seed"];
+  if (!run_doc.contains("seed")) run_doc["seed"] = seed_schema["default"];
+  // Only a seed resolve() accepts counts up; that also keeps seed + r from overflowing. Any
+  // other is left as it is for resolve() to report on the first repeat.
+  const json& seed = run_doc["seed"];
+  if (seed.is_number_integer() && seed.get<double>() >= 0 && seed.get<double>() <= seed_schema["maximum"].get<double>())
+    run_doc["seed"] = seed.get<int64_t>() + r;
+  return run_doc;
+}
+
+// resolve() on one run; its error names the sweep entry behind it, or the run, unless the spec
+// without its sweep fails the same way.
+ExperimentSpec resolve_run(const json& run_doc, const json& base, const std::string& source,
+                           const std::vector<Applied>& applied, bool swept, const std::string& run_id) {
+  try {
+    return resolve(run_doc, source);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    std::string named = blame(message, applied);
+    if (!named.empty()) throw Error(named);
+    if (!swept) throw;
+    try {
+      resolve(base, source);
+    } catch (const Error& b) {
+      if (message == b.what()) throw;  // the spec itself is wrong, not this run's values
+    }
+    throw Error(fmt::format("/sweep: run {}: {}", run_id, message));
+  }
+}
+
+// Refuses a run id an earlier run has, or one too long for a directory name.
+void check_run_id(const std::string& run_id, const ordered_json& values, const std::vector<SweepRun>& runs,
+                  std::map<std::string, size_t>& seen) {
+  auto [it, fresh] = seen.emplace(run_id, runs.size());
+  if (!fresh)
+    throw Error(fmt::format("/sweep: runs {} and {} get the same run id \"{}\" (run ids keep only [A-Za-z0-9._=,+-]; "
+                            "give values that differ there)",
+                            runs[it->second].assignments.dump(), values.dump(), run_id));
+  if (run_id.size() > kMaxRunIdChars)
+    throw Error(fmt::format("/sweep: run id \"{}...\" is {} characters, more than the {} a directory name may have; "
+                            "sweep fewer keys in one spec",
+                            run_id.substr(0, 60), run_id.size(), kMaxRunIdChars));
+}
+
 }  // namespace
 
 bool has_sweep(const nlohmann::json& doc) {
@@ -197,83 +291,25 @@ std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string&
   const int64_t repeats = repeats_of(doc);
   json base = doc;
   for (const char* k : kSweepKeys) base.erase(k);
-
-  size_t total = static_cast<size_t>(repeats);  // <= kMaxSweepRuns, so the products cannot overflow
-  for (const auto& axis : axes) {
-    total *= axis.size;
-    if (total > max_runs) break;
-  }
-  if (total > max_runs)
-    throw Error(std::string(axes.empty() ? "/repeats" : "/sweep") + ": expands to more than " +
-                std::to_string(max_runs) + " runs");
+  const size_t total = run_count(axes, repeats, max_runs);
 
   std::vector<SweepRun> runs;
   runs.reserve(total);
   std::map<std::string, size_t> seen;
   std::vector<size_t> index(axes.size(), 0);
-  for (size_t combo = 0; combo < total / static_cast<size_t>(repeats); ++combo) {
-    json combo_doc = base;
-    ordered_json assignments = ordered_json::object();
-    std::vector<Applied> applied;
-    std::string id;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      const Axis& axis = axes[a];
-      for (size_t k = 0; k < axis.keys.size(); ++k) {
-        const std::string& key = axis.keys[k];
-        const json& value = (*axis.arrays[k])[index[a]];
-        const std::string entry = "/" + axis.section + "/" + escape_token(key) + "/" + std::to_string(index[a]);
-        try {
-          apply_override(combo_doc, key + "=" + value.dump());
-        } catch (const Error& e) {
-          throw Error(entry + ": " + e.what());
-        }
-        applied.push_back({key_pointer(key), entry});
-        if (key == "seed") continue;  // the seed is named last, after repeats
-        assignments[key] = value;
-        id += sanitize(key) + "=" + sanitize(value_text(value)) + ",";
-      }
-    }
+  for (size_t c = 0; c < total / static_cast<size_t>(repeats); ++c) {
+    const Combo combo = make_combo(base, axes, index);
     for (int64_t r = 0; r < repeats; ++r) {
-      json run_doc = combo_doc;
-      if (repeats > 1) {
-        const json& seed_schema = schema_doc()["properties"]["seed"];
-        if (!run_doc.contains("seed")) run_doc["seed"] = seed_schema["default"];
-        // Only a seed resolve() accepts counts up; that also keeps seed + r from overflowing. Any
-        // other is left as it is for resolve() to report on the first repeat.
-        const json& seed = run_doc["seed"];
-        if (seed.is_number_integer() && seed.get<double>() >= 0 &&
-            seed.get<double>() <= seed_schema["maximum"].get<double>())
-          run_doc["seed"] = seed.get<int64_t>() + r;
-      }
+      const json run_doc = repeat_doc(combo.doc, repeats, r);
       const std::string seed_text = run_doc.contains("seed") ? value_text(run_doc["seed"]) : "1";
-      const std::string run_id = id + "seed=" + sanitize(seed_text);
-      ExperimentSpec spec;
-      try {
-        spec = resolve(run_doc, source);
-      } catch (const Error& e) {
-        const std::string message = e.what();
-        std::string named = blame(message, applied);
-        if (!named.empty()) throw Error(named);
-        if (axes.empty()) throw;
-        try {
-          resolve(base, source);
-        } catch (const Error& b) {
-          if (message == b.what()) throw;  // the spec itself is wrong, not this run's values
-        }
-        throw Error("/sweep: run " + run_id + ": " + message);
-      }
-      spec.run_id = id + "seed=" + std::to_string(spec.seed);
-      ordered_json values = assignments;
+      const std::string tried_id = combo.id + "seed=" + sanitize(seed_text);
+      ExperimentSpec spec = resolve_run(run_doc, base, source, combo.applied, !axes.empty(), tried_id);
+      // The run id names the run directory that scripts and the report read back: it keeps
+      // std::to_string's spelling of the seed.
+      spec.run_id = combo.id + "seed=" + std::to_string(spec.seed);
+      ordered_json values = combo.assignments;
       values["seed"] = spec.seed;
-      auto [it, fresh] = seen.emplace(spec.run_id, runs.size());
-      if (!fresh)
-        throw Error("/sweep: runs " + runs[it->second].assignments.dump() + " and " + values.dump() +
-                    " get the same run id \"" + spec.run_id +
-                    "\" (run ids keep only [A-Za-z0-9._=,+-]; give values that differ there)");
-      if (spec.run_id.size() > kMaxRunIdChars)
-        throw Error("/sweep: run id \"" + spec.run_id.substr(0, 60) + "...\" is " + std::to_string(spec.run_id.size()) +
-                    " characters, more than the " + std::to_string(kMaxRunIdChars) +
-                    " a directory name may have; sweep fewer keys in one spec");
+      check_run_id(spec.run_id, values, runs, seen);
       runs.push_back(SweepRun{spec.run_id, std::move(values), std::move(spec)});
     }
     for (size_t a = axes.size(); a-- > 0;) {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 
 namespace ddplab::data {
@@ -33,11 +35,11 @@ int64_t check_cifar_file(const std::string& path, CifarKind kind) {
   if (ec) throw Error(path + ": cannot read its size: " + ec.message() + kSeeDocs);
   const int64_t record = cifar_record_bytes(kind);
   if (size == 0 || size % record != 0) {
-    throw Error(path + ": not a " + kind_name(kind) + " binary file: expected a positive multiple of " +
-                std::to_string(record) + " bytes (records of " + std::to_string(label_bytes(kind)) +
-                " label byte(s) + 3072 pixel bytes), found " + std::to_string(size) + " bytes (" +
-                std::to_string(size / record) + " whole records and " + std::to_string(size % record) +
-                " bytes over: truncated, or the wrong dataset?)" + kSeeDocs);
+    throw Error(fmt::format("{}: not a {} binary file: expected a positive multiple of {} bytes (records of {} "
+                            "label byte(s) + 3072 pixel bytes), found {} bytes ({} whole records and {} bytes over: "
+                            "truncated, or the wrong dataset?){}",
+                            path, kind_name(kind), record, label_bytes(kind), size, size / record, size % record,
+                            kSeeDocs));
   }
   return size / record;
 }
@@ -59,17 +61,16 @@ Dataset read_cifar(const std::vector<std::string>& paths, CifarKind kind) {
     std::ifstream in(paths[f], std::ios::binary);
     if (!in) throw Error(paths[f] + ": cannot open: " + std::strerror(errno) + kSeeDocs);
     for (int64_t i = 0; i < counts[f]; ++i, ++at) {
-      if (!in.read(buf.data(), record)) throw Error(paths[f] + ": read error at record " + std::to_string(i));
+      if (!in.read(buf.data(), record)) throw Error(fmt::format("{}: read error at record {}", paths[f], i));
       const auto* r = reinterpret_cast<const uint8_t*>(buf.data());
       if (kind == CifarKind::kCifar100 && r[0] >= 20) {
-        throw Error(paths[f] + ": coarse label " + std::to_string(r[0]) + " of record " + std::to_string(i) +
-                    " is not < 20 (not a CIFAR-100 binary file?)" + kSeeDocs);
+        throw Error(fmt::format("{}: coarse label {} of record {} is not < 20 (not a CIFAR-100 binary file?){}",
+                                paths[f], r[0], i, kSeeDocs));
       }
       const uint8_t label = r[skip - 1];
       if (label >= classes) {
-        throw Error(paths[f] + ": label " + std::to_string(label) + " of record " + std::to_string(i) +
-                    " is not < " + std::to_string(classes) + " (not a " + kind_name(kind) + " binary file?)" +
-                    kSeeDocs);
+        throw Error(fmt::format("{}: label {} of record {} is not < {} (not a {} binary file?){}", paths[f], label,
+                                i, classes, kind_name(kind), kSeeDocs));
       }
       labels[at] = label;
       std::memcpy(pixels + at * kCifarPixels, r + skip, kCifarPixels);
@@ -82,11 +83,11 @@ void write_cifar(const std::string& path, CifarKind kind, const std::vector<uint
                  const std::vector<uint8_t>& pixels, const std::vector<uint8_t>& coarse) {
   const size_t n = labels.size();
   if (pixels.size() != n * kCifarPixels) {
-    throw Error(path + ": " + std::to_string(pixels.size()) + " pixel bytes do not match " + std::to_string(n) +
-                " records of " + std::to_string(kCifarPixels));
+    throw Error(fmt::format("{}: {} pixel bytes do not match {} records of {}", path, pixels.size(), n,
+                            kCifarPixels));
   }
   if (kind == CifarKind::kCifar100 && !coarse.empty() && coarse.size() != n)
-    throw Error(path + ": " + std::to_string(coarse.size()) + " coarse labels for " + std::to_string(n) + " records");
+    throw Error(fmt::format("{}: {} coarse labels for {} records", path, coarse.size(), n));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
   for (size_t i = 0; i < n; ++i) {

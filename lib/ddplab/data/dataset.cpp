@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
 #include "ddplab/base/error.h"
@@ -35,7 +37,7 @@ std::vector<std::string> cifar_files(const config::DatasetSpec& spec, bool train
   std::vector<std::string> names;
   if (spec.name == DatasetName::kCifar10) {
     if (train) {
-      for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");
+      for (int i = 1; i <= 5; ++i) names.push_back(fmt::format("data_batch_{}.bin", i));
     } else {
       names.push_back("test_batch.bin");
     }
@@ -125,21 +127,18 @@ Dataset load_split(const config::DatasetSpec& spec, const char* images_name,
   IdxArray images = read_idx(images_path);
   IdxArray labels = read_idx(labels_path);
   if (images.dims.size() != 3) {
-    throw Error(images_path + ": expected 3 dimensions [N, H, W], found " +
-                std::to_string(images.dims.size()));
+    throw Error(fmt::format("{}: expected 3 dimensions [N, H, W], found {}", images_path, images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    throw Error(labels_path + ": expected 1 dimension [N], found " +
-                std::to_string(labels.dims.size()));
+    throw Error(fmt::format("{}: expected 1 dimension [N], found {}", labels_path, labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
-    throw Error(images_path + " has " + std::to_string(images.dims[0]) + " images but " +
-                labels_path + " has " + std::to_string(labels.dims[0]) + " labels");
+    throw Error(fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0], labels_path,
+                            labels.dims[0]));
   }
   for (size_t i = 0; i < labels.bytes.size(); ++i) {
     if (labels.bytes[i] >= num_classes) {
-      throw Error(labels_path + ": label " + std::to_string(labels.bytes[i]) + " at index " +
-                  std::to_string(i) + " is not < " + std::to_string(num_classes));
+      throw Error(fmt::format("{}: label {} at index {} is not < {}", labels_path, labels.bytes[i], i, num_classes));
     }
   }
   int64_t n = images.dims[0];

@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <new>
+
+#include <fmt/format.h>
 
 #include "ddplab/base/error.h"
 
@@ -46,14 +47,12 @@ struct Header {
 bool parse_header(const uint8_t* data, size_t size, const std::string& name, Header* out) {
   if (size < 4) return false;
   if (data[0] != 0 || data[1] != 0) throw Error(name + ": bad magic: not an IDX file");
-  if (data[2] != 0x08) {
-    char type[8];
-    std::snprintf(type, sizeof type, "0x%02x", data[2]);
-    throw Error(name + ": unsupported IDX element type " + type + " (only 0x08, unsigned byte, is supported)");
-  }
+  if (data[2] != 0x08)
+    throw Error(fmt::format("{}: unsupported IDX element type 0x{:02x} (only 0x08, unsigned byte, is supported)", name,
+                            data[2]));
   int ndims = data[3];
   if (ndims < 1 || ndims > 4) {
-    throw Error(name + ": unsupported number of dimensions " + std::to_string(ndims) + " (1..4)");
+    throw Error(fmt::format("{}: unsupported number of dimensions {} (1..4)", name, ndims));
   }
   size_t header = 4 + 4 * static_cast<size_t>(ndims);
   if (size < header) return false;
@@ -61,7 +60,7 @@ bool parse_header(const uint8_t* data, size_t size, const std::string& name, Hea
   for (int i = 0; i < ndims; ++i) {
     const uint8_t* p = data + 4 + 4 * i;
     uint32_t d = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-    if (d == 0) throw Error(name + ": dimension " + std::to_string(i) + " is 0");
+    if (d == 0) throw Error(fmt::format("{}: dimension {} is 0", name, i));
     dims.push_back(d);
   }
   // Product of up to four uint32 can overflow int64 only for absurd headers; cap it.
@@ -82,20 +81,17 @@ IdxArray decode_image(const uint8_t* data, size_t size, const std::string& name,
   Header h;
   if (!parse_header(data, size, name, &h)) {
     size_t needed = size < 4 ? 4 : 4 + 4 * static_cast<size_t>(data[3]);
-    throw Error(name + ": truncated: expected at least " + std::to_string(needed) + " bytes of header, found " +
-                std::to_string(size));
+    throw Error(fmt::format("{}: truncated: expected at least {} bytes of header, found {}", name, needed, size));
   }
   if (cut) {
-    throw Error(name + ": unexpected trailing bytes: expected " + std::to_string(h.total_bytes) +
-                " bytes, found more");
+    throw Error(fmt::format("{}: unexpected trailing bytes: expected {} bytes, found more", name, h.total_bytes));
   }
   if (size < h.total_bytes) {
-    throw Error(name + ": truncated: expected " + std::to_string(h.total_bytes) + " bytes, found " +
-                std::to_string(size));
+    throw Error(fmt::format("{}: truncated: expected {} bytes, found {}", name, h.total_bytes, size));
   }
   if (size > h.total_bytes) {
-    throw Error(name + ": " + std::to_string(size - h.total_bytes) + " unexpected trailing bytes: expected " +
-                std::to_string(h.total_bytes) + " bytes, found " + std::to_string(size));
+    throw Error(fmt::format("{}: {} unexpected trailing bytes: expected {} bytes, found {}", name,
+                            size - h.total_bytes, h.total_bytes, size));
   }
   IdxArray arr;
   arr.dims = std::move(h.dims);
@@ -181,11 +177,10 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
                const std::vector<uint8_t>& bytes, bool gzip) {
   if (dims.empty() || dims.size() > 4) throw Error(path + ": IDX needs 1..4 dimensions");
   for (int64_t d : dims) {
-    if (d <= 0 || d > 0xffffffffLL) throw Error(path + ": bad IDX dimension " + std::to_string(d));
+    if (d <= 0 || d > 0xffffffffLL) throw Error(fmt::format("{}: bad IDX dimension {}", path, d));
   }
   if (static_cast<int64_t>(bytes.size()) != product(dims)) {
-    throw Error(path + ": " + std::to_string(bytes.size()) + " bytes do not match dims (" +
-                std::to_string(product(dims)) + ")");
+    throw Error(fmt::format("{}: {} bytes do not match dims ({})", path, bytes.size(), product(dims)));
   }
   std::vector<uint8_t> header = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
   for (int64_t d : dims) {

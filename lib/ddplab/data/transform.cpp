@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 
 namespace ddplab::data {
@@ -78,9 +80,8 @@ Transform::Transform(TransformOptions options, const DatasetPair& data)
   out_ = in_;
   if (options_.crop > 0) out_.height = out_.width = options_.crop;
   if (out_.height > in_.height + 2 * options_.pad || out_.width > in_.width + 2 * options_.pad) {
-    throw Error("/dataset/augment: \"" + options_.name + "\" crops " + std::to_string(out_.height) + "x" +
-                std::to_string(out_.width) + ", larger than the " + std::to_string(in_.height) + "x" +
-                std::to_string(in_.width) + " images of dataset '" + data.name + "'");
+    throw Error(fmt::format("/dataset/augment: \"{}\" crops {}x{}, larger than the {}x{} images of dataset '{}'",
+                            options_.name, out_.height, out_.width, in_.height, in_.width, data.name));
   }
   if (options_.normalize == Normalize::kChannel) {
     TORCH_INTERNAL_ASSERT(static_cast<int64_t>(channel_mean_.size()) == in_.channels &&

@@ -8,6 +8,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 
 namespace ddplab::distributed {
@@ -37,8 +39,8 @@ std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std
   try {
     store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
   } catch (const std::exception& e) {
-    throw std::runtime_error("rank " + std::to_string(world.rank) + ": cannot reach the rendezvous store at " +
-                             world.master_addr + ":" + std::to_string(world.master_port) + ": " + message_of(e));
+    throw std::runtime_error(fmt::format("rank {}: cannot reach the rendezvous store at {}:{}: {}", world.rank,
+                                         world.master_addr, world.master_port, message_of(e)));
   }
   if (!world.store_prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, store);
   comm->store = store;

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 
 extern char** environ;
@@ -61,7 +63,7 @@ World discover_world(const std::map<std::string, std::string>& env) {
       w.launcher = "torchrun";
       const auto* agent = find(env, "TORCHELASTIC_USE_AGENT_STORE");
       w.agent_store = agent != nullptr && (*agent == "True" || *agent == "true" || *agent == "1");
-      if (w.agent_store) w.store_prefix = "/worker/attempt_" + std::to_string(w.restart_count);
+      if (w.agent_store) w.store_prefix = fmt::format("/worker/attempt_{}", w.restart_count);
     } else {
       w.launcher = "env";
     }
@@ -78,13 +80,13 @@ World discover_world(const std::map<std::string, std::string>& env) {
     w.master_port = to_int(env, "MASTER_PORT", 12910 + to_int(env, "SLURM_JOB_ID", 0) % 20000);
   }
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
-    throw Error("rank " + std::to_string(w.rank) + " is outside the world of size " + std::to_string(w.size));
+    throw Error(fmt::format("rank {} is outside the world of size {}", w.rank, w.size));
   if (w.local_rank < 0 || w.local_rank >= w.local_size)
-    throw Error("local rank " + std::to_string(w.local_rank) + " is outside the " + std::to_string(w.local_size) +
-                " ranks of this node (LOCAL_RANK / SLURM_LOCALID must be in 0.." + std::to_string(w.local_size - 1) +
-                ")");
+    throw Error(fmt::format("local rank {} is outside the {} ranks of this node (LOCAL_RANK / SLURM_LOCALID must be in "
+                            "0..{})",
+                            w.local_rank, w.local_size, w.local_size - 1));
   if (w.size > 1 && (w.master_port < 1 || w.master_port > 65535))
-    throw Error("environment variable MASTER_PORT: must be a TCP port, 1 to 65535, got " + std::to_string(w.master_port));
+    throw Error(fmt::format("environment variable MASTER_PORT: must be a TCP port, 1 to 65535, got {}", w.master_port));
   return w;
 }
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 #include "ddplab/models/cifar_models.h"
 
