@@ -1,5 +1,4 @@
 #include "ddplab/launch/launcher.h"
-#include "ddplab/rundir/layout.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,47 +13,48 @@
 #include <fstream>
 #include <thread>
 
-#include "ddplab/distributed/comm.h"
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/launch/worker_env.h"
+#include "ddplab/rundir/layout.h"
 
 extern char** environ;
 
 namespace ddplab::launch {
 namespace {
 
-constexpr int kExitDiverged = 3;
+using Clock = std::chrono::steady_clock;
+
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
 
 std::string describe(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
 
+WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
+  WorkerEnv env;
+  env.rank = rank;
+  env.world_size = o.nproc;
+  env.local_rank = rank;
+  env.local_world_size = o.nproc;
+  env.group_rank = 0;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  env.restart_count = o.restart_count;
+  env.launcher = true;
+  env.run_dir = o.run_dir;
+  env.resume = o.resume;
+  return env;
+}
+
 pid_t spawn(const LaunchOptions& o, int rank, int port) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    static const char* overridden[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-                                       "MASTER_PORT=", "DDPLAB_LAUNCHER=", "DDPLAB_RUN_DIR=", "GROUP_RANK=",
-                                       "DDPLAB_RESUME=", "TORCHELASTIC_RESTART_COUNT="};
-    bool skip = false;
-    for (const char* prefix : overridden) skip = skip || kv.rfind(prefix, 0) == 0;
-    if (!skip) env_strings.push_back(kv);
-  }
-  env_strings.push_back("RANK=" + std::to_string(rank));
-  env_strings.push_back("WORLD_SIZE=" + std::to_string(o.nproc));
-  env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(o.nproc));
-  env_strings.push_back("GROUP_RANK=0");
-  env_strings.push_back("MASTER_ADDR=127.0.0.1");
-  env_strings.push_back("MASTER_PORT=" + std::to_string(port));
-  env_strings.push_back("DDPLAB_LAUNCHER=1");
-  env_strings.push_back("DDPLAB_RUN_DIR=" + o.run_dir.string());
-  env_strings.push_back(std::string("DDPLAB_RESUME=") + (o.resume ? "1" : "0"));
-  env_strings.push_back("TORCHELASTIC_RESTART_COUNT=" + std::to_string(o.restart_count));
+  std::vector<std::string> env_strings = worker_environment(environ, worker_env_of(o, rank, port));
   std::vector<std::string> args = {self_executable(), "worker", o.spec_path};
   args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
   std::string log = rundir::rank_log_file(o.run_dir, rank).string();
@@ -66,7 +66,7 @@ pid_t spawn(const LaunchOptions& o, int rank, int port) {
   envp.push_back(nullptr);
 
   pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no worker outlives a launcher that was killed
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -100,7 +100,7 @@ void write_error_file(const std::filesystem::path& run_dir, int rank, const std:
   std::string one_line = message;
   for (auto& c : one_line)
     if (c == '\n') c = ' ';
-  out << std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() << " " << one_line << "\n";
+  out << fmt::format("{} {}\n", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), one_line);
 }
 
 std::string self_executable() {
@@ -119,121 +119,157 @@ std::string tail_file(const std::filesystem::path& file, int lines) {
     if (static_cast<int>(last.size()) > lines) last.pop_front();
   }
   std::string out;
-  for (auto& l : last) out += "    " + l + "\n";
+  for (auto& l : last) out += fmt::format("    {}\n", l);
   return out;
 }
+
+namespace {
+
+// SIGINT and SIGTERM handlers for the launcher's lifetime; the old ones come back after.
+class SignalScope {
+ public:
+  SignalScope() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+    g_signal = 0;
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+// The workers of one attempt, from their start until the last has exited.
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& o, int port) : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0),
+                                                 failed_on_its_own_(o.nproc, false), running_(o.nproc) {
+    for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn(o, r, port));
+  }
+
+  LaunchResult run() {
+    while (running_ > 0) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid > 0) {
+        for (int r = 0; r < o_.nproc; ++r)
+          if (pids_[r] == pid && alive_[r]) on_exit(r, status);
+        continue;
+      }
+      on_launcher_signal();
+      const double grace = interrupted_ ? o_.interrupt_grace_s : o_.grace_s;
+      if (stopping_ && !killed_ && std::chrono::duration<double>(Clock::now() - stop_started_).count() > grace) {
+        stop_all(SIGKILL);
+        killed_ = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (result_.failed_rank >= 0) blame_root_cause();
+    return result_;
+  }
+
+ private:
+  void stop_all(int sig) {
+    for (int r = 0; r < o_.nproc; ++r)
+      if (alive_[r]) ::kill(pids_[r], sig);
+  }
+
+  void start_stopping() {
+    stopping_ = true;
+    stop_started_ = Clock::now();
+  }
+
+  void on_exit(int r, int status) {
+    alive_[r] = false;
+    --running_;
+    statuses_[r] = status;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == kExitOk;
+    // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the others
+    // stop after the same step: wait for them, as for a signal sent to the launcher.
+    const bool clean_stop = WIFEXITED(status) && (WEXITSTATUS(status) == exit_code_for_signal(SIGINT) ||
+                                                  WEXITSTATUS(status) == exit_code_for_signal(SIGTERM));
+    if (clean_stop && !stopping_) {
+      result_.exit_code = WEXITSTATUS(status);
+      result_.reason = fmt::format("rank {} stopped cleanly ({})", r, describe(status));
+      interrupted_ = true;
+      start_stopping();
+      return;
+    }
+    if (ok || stopping_) return;
+    failed_on_its_own_[r] = true;
+    const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;
+    result_.exit_code = diverged ? kExitDiverged : kExitFailure;
+    result_.failed_rank = diverged ? -1 : r;
+    result_.reason = diverged ? read_error_file(o_.run_dir, r).second : describe(status);
+    start_stopping();
+    stop_all(SIGTERM);
+  }
+
+  // Workers finish the current step together, then stop; a second signal kills them.
+  void on_launcher_signal() {
+    if (g_signal != 0 && !interrupted_) {
+      interrupted_ = true;
+      if (!stopping_) {
+        result_.exit_code = exit_code_for_signal(g_signal);
+        result_.reason = fmt::format("interrupted by {}", strsignal(g_signal));
+        start_stopping();
+      }
+      g_signal = 0;
+      stop_all(SIGTERM);
+    } else if (g_signal != 0 && !killed_) {
+      stop_all(SIGKILL);
+      killed_ = true;
+    }
+  }
+
+  // The first exit the launcher saw is often a peer's "connection closed" reaction. The root
+  // cause is a rank killed by a signal nobody here sent, else the earliest error a rank wrote.
+  void blame_root_cause() {
+    int root = -1;
+    for (int r = 0; r < o_.nproc && root < 0; ++r)
+      if (failed_on_its_own_[r] && WIFSIGNALED(statuses_[r])) root = r;
+    int64_t earliest = INT64_MAX;
+    std::string message;
+    for (int r = 0; r < o_.nproc && root < 0; ++r) {
+      auto error = read_error_file(o_.run_dir, r);
+      if (error.first > 0 && error.first < earliest) {
+        earliest = error.first;
+        result_.failed_rank = r;
+        message = error.second;
+      }
+    }
+    if (root >= 0) result_.failed_rank = root;
+    result_.reason = describe(statuses_[result_.failed_rank]);
+    if (!message.empty()) result_.reason += fmt::format(": {}", message);
+  }
+
+  const LaunchOptions& o_;
+  std::vector<pid_t> pids_;
+  std::vector<bool> alive_;
+  std::vector<int> statuses_;
+  std::vector<bool> failed_on_its_own_;  // failed before the launcher signalled anyone
+  int running_;
+  LaunchResult result_;
+  bool stopping_ = false, killed_ = false, interrupted_ = false;
+  Clock::time_point stop_started_ = Clock::now();
+};
+
+}  // namespace
 
 LaunchResult launch_workers(const LaunchOptions& o) {
   int port = 0;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   auto store = distributed::host_store("127.0.0.1", timeout, &port);
-
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  g_signal = 0;
-
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.nproc; ++r) pids.push_back(spawn(o, r, port));
-  std::vector<bool> alive(o.nproc, true);
-  std::vector<int> statuses(o.nproc, 0);
-  std::vector<bool> failed_on_its_own(o.nproc, false);  // failed before the launcher signalled anyone
-  int running = o.nproc;
-  LaunchResult result;
-  bool stopping = false;
-  auto stop_started = std::chrono::steady_clock::now();
-  bool killed = false;
-  bool interrupted = false;
-
-  auto stop_all = [&](int sig) {
-    for (int r = 0; r < o.nproc; ++r)
-      if (alive[r]) ::kill(pids[r], sig);
-  };
-
-  while (running > 0) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < o.nproc; ++r) {
-        if (pids[r] != pid || !alive[r]) continue;
-        alive[r] = false;
-        --running;
-        statuses[r] = status;
-        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the
-        // others stop after the same step: wait for them, as for a signal sent to the launcher.
-        const bool clean_stop = WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT ||
-                                                      WEXITSTATUS(status) == 128 + SIGTERM);
-        if (clean_stop && !stopping) {
-          result.exit_code = WEXITSTATUS(status);
-          result.reason = "rank " + std::to_string(r) + " stopped cleanly (" + describe(status) + ")";
-          interrupted = true;
-          stopping = true;
-          stop_started = std::chrono::steady_clock::now();
-          continue;
-        }
-        if (!ok && !stopping) failed_on_its_own[r] = true;
-        if (!ok && !stopping) {
-          const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;
-          result.exit_code = diverged ? kExitDiverged : 1;
-          result.failed_rank = diverged ? -1 : r;
-          result.reason = diverged ? read_error_file(o.run_dir, r).second : describe(status);
-          stopping = true;
-          stop_started = std::chrono::steady_clock::now();
-          stop_all(SIGTERM);
-        }
-      }
-      continue;
-    }
-    if (g_signal != 0 && !interrupted) {
-      // Workers finish the current step together, then stop; a second signal kills them.
-      interrupted = true;
-      if (!stopping) {
-        result.exit_code = 128 + g_signal;
-        result.reason = std::string("interrupted by ") + strsignal(g_signal);
-        stopping = true;
-        stop_started = std::chrono::steady_clock::now();
-      }
-      g_signal = 0;
-      stop_all(SIGTERM);
-    } else if (g_signal != 0 && !killed) {
-      stop_all(SIGKILL);
-      killed = true;
-    }
-    const double grace = interrupted ? o.interrupt_grace_s : o.grace_s;
-    if (stopping && !killed &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_started).count() > grace) {
-      stop_all(SIGKILL);
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  if (result.failed_rank >= 0) {
-    // The first exit the launcher saw is often a peer's "connection closed" reaction. The root
-    // cause is a rank killed by a signal nobody here sent, else the earliest error a rank wrote.
-    int root = -1;
-    for (int r = 0; r < o.nproc && root < 0; ++r)
-      if (failed_on_its_own[r] && WIFSIGNALED(statuses[r])) root = r;
-    int64_t earliest = INT64_MAX;
-    std::string message;
-    for (int r = 0; r < o.nproc && root < 0; ++r) {
-      auto error = read_error_file(o.run_dir, r);
-      if (error.first > 0 && error.first < earliest) {
-        earliest = error.first;
-        result.failed_rank = r;
-        message = error.second;
-      }
-    }
-    if (root >= 0) result.failed_rank = root;
-    result.reason = describe(statuses[result.failed_rank]);
-    if (!message.empty()) result.reason += ": " + message;
-  }
-  return result;
+  SignalScope signals;
+  return Supervisor(o, port).run();
 }
 
 }  // namespace ddplab::launch

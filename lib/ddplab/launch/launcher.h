@@ -2,14 +2,15 @@
 // them, the way torchrun's local agent does.
 //
 // It hosts the c10d TCPStore on 127.0.0.1 at a free port (so two runs never collide) and starts
-// `<exe> worker <spec.json>` N times with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, DDPLAB_LAUNCHER=1 and DDPLAB_RUN_DIR set. Each rank's stderr goes to
+// `<exe> worker <spec.json>` N times with the variables of the worker environment contract set
+// (RANK, WORLD_SIZE, ..., DDPLAB_RUN_DIR: launch/worker_env.h). Each rank's stderr goes to
 // <run_dir>/rank-<r>.log; rank 0's stdout stays on the console, the others' go to their log.
 //
 // If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
-// `grace_s`; the launcher names the rank that failed first (see write_error_file), prints the end of its log and returns 1. SIGINT or
+// `grace_s`; the launcher names the rank that failed first (see write_error_file) and returns
+// kExitFailure (base/exit_codes.h); the caller prints the end of its log. SIGINT or
 // SIGTERM to the launcher is passed on to the workers as SIGTERM: they finish the current step
-// together and stop (a second signal kills them). A worker exiting with code 3 means the run
+// together and stop (a second signal kills them). A worker exiting with kExitDiverged means the run
 // diverged (every rank sees the same NaN); that is not a failure of a rank. No worker outlives it.
 #pragma once
 #include <filesystem>
@@ -31,7 +32,9 @@ struct LaunchOptions {
 };
 
 struct LaunchResult {
-  int exit_code = 0;         // 0 all ranks succeeded; 1 a rank failed; 3 diverged; 130/143 interrupted
+  // kExitOk: all ranks succeeded; kExitFailure: a rank failed; kExitDiverged; or
+  // exit_code_for_signal(SIGINT / SIGTERM): interrupted (base/exit_codes.h).
+  int exit_code = 0;
   int failed_rank = -1;
   std::string reason;        // "exited with code 1", "killed by signal 9"
 };

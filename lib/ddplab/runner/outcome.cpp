@@ -1,0 +1,55 @@
+#include "ddplab/runner/outcome.h"
+
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/train/trainer.h"
+
+namespace ddplab::runner {
+
+using rundir::RunStatus;
+
+Outcome done_outcome() { return Outcome{RunStatus::kDone, "", kExitOk, std::nullopt, std::nullopt}; }
+
+Outcome outcome_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const train::Diverged& d) {
+    return Outcome{RunStatus::kDiverged, d.what(), kExitDiverged, d.epoch, d.step};
+  } catch (const train::Interrupted& i) {
+    return Outcome{RunStatus::kInterrupted, i.what(), exit_code_for_signal(i.signal), std::nullopt, std::nullopt};
+  } catch (const Error& u) {
+    return Outcome{RunStatus::kFailed, message_of(u), kExitUserError, std::nullopt, std::nullopt};
+  } catch (const std::exception& x) {
+    return Outcome{RunStatus::kFailed, message_of(x), kExitFailure, std::nullopt, std::nullopt};
+  }
+}
+
+Outcome outcome_of(const launch::LaunchResult& result) {
+  Outcome o;
+  o.exit_code = result.exit_code;
+  if (result.exit_code == kExitOk) return done_outcome();
+  if (result.exit_code == kExitDiverged) {
+    o.status = RunStatus::kDiverged;
+    o.message = result.reason;
+  } else if (result.failed_rank >= 0) {
+    o.status = RunStatus::kFailed;
+    o.message = fmt::format("rank {} {}", result.failed_rank, result.reason);
+  } else {
+    o.status = is_signal_exit_code(result.exit_code) ? RunStatus::kInterrupted : RunStatus::kFailed;
+    o.message = result.reason;
+  }
+  return o;
+}
+
+int exit_code_of(const std::exception_ptr& e) { return outcome_of(e).exit_code; }
+
+void record(const rundir::RunLog& run, const Outcome& outcome) {
+  if (outcome.diverged_epoch || outcome.diverged_step)
+    run.update_manifest({{"diverged_epoch", outcome.diverged_epoch.value_or(0)},
+                         {"diverged_step", outcome.diverged_step.value_or(0)}});
+  run.finish(outcome.status, outcome.message);
+}
+
+}  // namespace ddplab::runner

@@ -1,0 +1,123 @@
+#include "ddplab/runner/run_one.h"
+
+#include <filesystem>
+#include <optional>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/data/dataset.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/launch/launcher.h"
+#include "ddplab/rundir/layout.h"
+#include "ddplab/rundir/run_log.h"
+#include "ddplab/runner/console.h"
+#include "ddplab/runner/outcome.h"
+#include "ddplab/train/trainer.h"
+
+namespace ddplab::runner {
+namespace {
+
+using rundir::RunStatus;
+
+bool runs_in_this_process(const config::ExperimentSpec& spec) {
+  return spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated;
+}
+
+void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run) {
+  const int n = spec.replicas.count;
+  say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epochs; logs in {}", spec.name,
+      rundir::run_id(spec), n, spec.replicas.mode == config::ReplicaMode::kSimulated ? " simulated" : "",
+      n > 1 ? "s" : "", spec.per_replica_batch, spec.global_batch, spec.epochs, run.dir().string());
+}
+
+int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run,
+                        const data::DatasetPair& data, bool resume) {
+  try {
+    train::ReplicaOptions options;
+    options.run_dir = run.dir();
+    options.data = &data;
+    options.resume = resume;
+    train::install_stop_handlers();
+    auto result = train::train_replica(spec, distributed::World{}, options);
+    record(run, done_outcome());
+    say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());
+    return kExitOk;
+  } catch (const std::exception&) {
+    const Outcome outcome = outcome_of(std::current_exception());
+    record(run, outcome);
+    if (outcome.status == RunStatus::kFailed) throw;
+    complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
+    return outcome.exit_code;
+  }
+}
+
+// Records how the launch (its last attempt) ended, and says so.
+int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run, const launch::LaunchResult& result) {
+  const Outcome outcome = outcome_of(result);
+  if (outcome.status == RunStatus::kDone) {
+    record(run, outcome);
+    say("ddplab: done; logs in {}", run.dir().string());
+    return outcome.exit_code;
+  }
+  if (outcome.status == RunStatus::kDiverged) {
+    record(run, outcome);
+    complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
+    return outcome.exit_code;
+  }
+  if (result.failed_rank >= 0) {
+    const auto log = rundir::rank_log_file(run.dir(), result.failed_rank);
+    std::error_code ec;
+    for (int r = 0; r < spec.replicas.count; ++r) std::filesystem::remove(rundir::rank_error_file(run.dir(), r), ec);
+    fmt::print(stderr, "ddplab: {}; the other ranks were stopped. Last lines of {}:\n{}", outcome.message,
+               log.string(), launch::tail_file(log, 15));
+    std::fflush(stderr);
+  } else {
+    complain("ddplab: {}; all ranks stopped", outcome.message);
+  }
+  record(run, outcome);
+  return outcome.exit_code;
+}
+
+int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool resume) {
+  launch::LaunchOptions options;
+  options.nproc = spec.replicas.count;
+  options.run_dir = run.dir();
+  options.spec_path = rundir::spec_file(run.dir()).string();
+  options.timeout_s = spec.replicas.timeout_s;
+  options.resume = resume;
+  auto result = launch::launch_workers(options);
+  // replicas.max_restarts: a failed rank stops all; they start again from the last checkpoint.
+  for (int restart = 1; restart <= spec.replicas.max_restarts; ++restart) {
+    const Outcome outcome = outcome_of(result);
+    if (outcome.status != RunStatus::kFailed) break;
+    complain("ddplab: {}; restart {} of {}", outcome.message, restart, spec.replicas.max_restarts);
+    auto again = rundir::RunLog::resume(spec, outcome.message);
+    if (!again) {
+      complain("ddplab: no checkpoint yet; starting over");
+      run = rundir::RunLog::create(spec, true);
+    }
+    options.resume = again.has_value();
+    options.restart_count = restart;
+    result = launch::launch_workers(options);
+  }
+  return finish_launch(spec, run, result);
+}
+
+}  // namespace
+
+int run_one(const config::ExperimentSpec& spec, bool force) {
+  // Read the data and build the model before anything is written (see run_one.h).
+  auto data = data::load_dataset(spec.dataset);
+  train::check_setup(spec, data);
+  // An unfinished run with a checkpoint continues where it stopped, unless --force.
+  std::optional<rundir::RunLog> resumed = force ? std::nullopt : rundir::RunLog::resume(spec, "ddplab run again");
+  auto run = resumed ? *resumed : rundir::RunLog::create(spec, force);
+  if (resumed) say("ddplab: resuming {} from its checkpoint (--force starts over)", run.dir().string());
+  say_what_runs(spec, run);
+  if (runs_in_this_process(spec)) return run_in_this_process(spec, run, data, resumed.has_value());
+  return run_launched(spec, run, resumed.has_value());
+}
+
+}  // namespace ddplab::runner

@@ -1,0 +1,21 @@
+// One run of one spec, as `ddplab run` of a spec without sweep keys does it:
+//
+//  1. The data are read and the model built before anything is written: a missing or corrupt
+//     file, or a spec that does not fit the data or the model, is a user error (ddplab::Error)
+//     and leaves no run directory.
+//  2. An unfinished run with a checkpoint in the run directory continues from it, unless `force`;
+//     otherwise a new run directory is made (an existing run there needs `force`).
+//  3. One replica, or N simulated ones (replicas.mode "simulated"), train in this process; N
+//     replicas of mode "processes" are N workers started by launch::launch_workers. When a rank
+//     fails, all ranks start again from the last checkpoint, up to replicas.max_restarts times.
+//  4. How it ended goes to the manifest and becomes the exit code (outcome.h). A run in this
+//     process that fails with an exception is recorded as failed and the exception rethrown.
+#pragma once
+#include "ddplab/config/spec.h"
+
+namespace ddplab::runner {
+
+// Runs `spec`; returns the exit code (base/exit_codes.h).
+int run_one(const config::ExperimentSpec& spec, bool force);
+
+}  // namespace ddplab::runner

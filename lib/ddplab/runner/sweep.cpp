@@ -1,0 +1,224 @@
+#include "ddplab/runner/sweep.h"
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/config/spec.h"
+#include "ddplab/config/sweep.h"
+#include "ddplab/data/dataset.h"
+#include "ddplab/report/report.h"
+#include "ddplab/runner/commands.h"
+#include "ddplab/runner/console.h"
+#include "ddplab/runner/outcome.h"
+#include "ddplab/runner/run_one.h"
+
+namespace fs = std::filesystem;
+
+namespace ddplab::runner {
+
+using rundir::RunStatus;
+
+bool skips_run(std::optional<RunStatus> status, bool force) { return !force && status && rundir::is_finished(*status); }
+
+RunStart run_start(bool resumable, bool force) { return !force && resumable ? RunStart::kResume : RunStart::kStartOver; }
+
+Tally tally_of(int exit_code, std::optional<RunStatus> status) {
+  if (exit_code == kExitOk) return Tally::kDone;
+  if (is_signal_exit_code(exit_code) || status == RunStatus::kInterrupted) return Tally::kInterrupted;
+  if (status == RunStatus::kDiverged) return Tally::kDiverged;
+  return Tally::kFailed;
+}
+
+std::string failure_reason(const std::string& exception_message, const std::string& manifest_message, int exit_code) {
+  if (!exception_message.empty()) return exception_message;
+  if (!manifest_message.empty()) return manifest_message;
+  return fmt::format("exit code {}", exit_code);
+}
+
+void SweepTally::count(Tally tally, int exit_code, const std::string& run_id, const std::string& reason) {
+  ++ran;
+  switch (tally) {
+    case Tally::kDone:
+      ++done;
+      break;
+    case Tally::kDiverged:
+      ++diverged;
+      break;
+    case Tally::kFailed:
+      failures.emplace_back(run_id, reason);
+      break;
+    case Tally::kInterrupted:
+      // A run stopped by a signal that its exit code does not tell (e.g. one that failed while
+      // stopping) stops the sweep as Ctrl-C would.
+      stop_code = is_signal_exit_code(exit_code) ? exit_code : exit_code_for_signal(SIGINT);
+      break;
+  }
+}
+
+int sweep_exit_code(const SweepTally& tally) {
+  if (tally.stopped()) return tally.stop_code;
+  return tally.failures.empty() ? kExitOk : kExitFailure;
+}
+
+std::string sweep_summary(const std::string& name, const SweepTally& t) {
+  std::string line = fmt::format("ddplab: sweep {}: {} done, {} skipped, {} failed", name, t.done, t.skipped,
+                                 t.failures.size());
+  if (t.diverged > 0) line += fmt::format(", {} diverged", t.diverged);
+  if (t.stopped()) line += fmt::format(", stopped after {} of {}", t.ran + t.skipped, t.runs);
+  return line;
+}
+
+std::string minutes_seconds(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+std::string eta(double spent_s, size_t ran, size_t to_run) {
+  if (ran == 0) return "-:--";
+  return minutes_seconds(spent_s / static_cast<double>(ran) * static_cast<double>(to_run - ran));
+}
+
+namespace {
+
+// The status a run's manifest has, unless `force` (which never reads it: a sweep with --force
+// runs every run, whatever its directory holds). A malformed manifest is an Error naming it.
+std::optional<RunStatus> status_unless_forced(const config::SweepRun& run, bool force) {
+  return force ? std::nullopt : rundir::read_status(rundir::run_dir(run.spec));
+}
+
+// --dry-run: the runs, what each changes and whether it would be skipped; then the data files.
+int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs, const std::string& path,
+            bool force) {
+  const bool sweep = config::has_sweep(doc);
+  const size_t n = runs.size();
+  nlohmann::json base = runs.front().spec.resolved;
+  try {
+    auto plain = doc;
+    for (const char* k : {"sweep", "sweep_zip", "repeats"}) plain.erase(k);
+    base = config::resolve(plain, path).resolved;
+  } catch (const Error&) {
+  }
+  say("ddplab: {}: {} run{} (dry run: nothing is run or written)", runs.front().spec.name, n, n == 1 ? "" : "s");
+  for (size_t i = 0; i < n; ++i) {
+    const char* note = !skips_run(status_unless_forced(runs[i], force), force) ? ""
+                       : sweep ? "  (done: would be skipped)"
+                               : "  (done: --force runs it again)";
+    std::string lines = fmt::format("[{}/{}] {}{}", i + 1, n, runs[i].run_id, note);
+    for (const auto& line : config::resolved_differences(base, runs[i].spec.resolved))
+      lines += fmt::format("\n    {}", line);
+    say("{}", lines);
+  }
+  // The data are checked too (cheap: files and sizes), so a missing dataset shows up before a
+  // long sweep is started: exit code kExitUserError, as the real run would give.
+  std::set<std::pair<std::string, std::string>> checked;
+  int code = kExitOk;
+  for (const auto& r : runs) {
+    if (!checked.insert({config::name(r.spec.dataset.name), r.spec.dataset.root}).second) continue;
+    try {
+      data::check_dataset_files(r.spec.dataset);
+    } catch (const Error& e) {
+      complain("ddplab: {}", e.what());
+      code = kExitUserError;
+    }
+  }
+  return code;
+}
+
+// The manifest's status and message after a run; nothing of a manifest that cannot be read
+// (already reported as the run's failure).
+std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& dir) {
+  std::pair<std::optional<RunStatus>, std::string> out;
+  try {
+    out.first = rundir::read_status(dir);
+    out.second = rundir::read_manifest(dir).value("message", "");
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+// Runs one run of the sweep (resumed or started over, run_start) and counts it.
+void run_and_count(const config::SweepRun& run, bool force, SweepTally& tally) {
+  const fs::path dir = rundir::run_dir(run.spec);
+  int code = kExitOk;
+  std::string reason;
+  try {
+    // An unfinished run with a checkpoint continues from it (as a plain `ddplab run` does);
+    // any other unfinished run starts over in a fresh directory.
+    const bool start_over = run_start(!force && rundir::holds_resumable_run(dir), force) == RunStart::kStartOver;
+    code = run_one(run.spec, start_over);
+  } catch (const std::exception&) {
+    const Outcome outcome = outcome_of(std::current_exception());
+    code = outcome.exit_code;
+    reason = outcome.message;
+    complain("ddplab: {} failed: {}", run.run_id, reason);
+  }
+  const auto [status, message] = manifest_after(dir);
+  const Tally t = tally_of(code, status);
+  tally.count(t, code, run.run_id, t == Tally::kFailed ? failure_reason(reason, message, code) : "");
+}
+
+void write_experiment_report(const config::ExperimentSpec& spec) {
+  const fs::path experiment_dir = fs::path(spec.output) / spec.name;
+  try {
+    report::ReportOptions options;
+    options.inputs = {experiment_dir};
+    options.out_dir = experiment_dir;
+    auto summary = report::write_report(options);
+    say("ddplab: report of {} runs in {} groups: {}", summary.runs, summary.groups,
+        (experiment_dir / "report.html").string());
+  } catch (const std::exception& e) {
+    complain("ddplab: the report could not be written: {}", message_of(e));
+  }
+}
+
+int run_all(const std::vector<config::SweepRun>& runs, bool force) {
+  const std::string& name = runs.front().spec.name;
+  SweepTally tally;
+  tally.runs = runs.size();
+  std::vector<std::optional<RunStatus>> statuses;
+  size_t to_run = 0;
+  for (const auto& run : runs) {
+    statuses.push_back(status_unless_forced(run, force));
+    to_run += skips_run(statuses.back(), force) ? 0 : 1;
+  }
+  say("ddplab: sweep {}: {} runs, {} already done", name, tally.runs, tally.runs - to_run);
+  double spent_s = 0;
+  for (size_t i = 0; i < runs.size() && !tally.stopped(); ++i) {
+    const auto& run = runs[i];
+    if (skips_run(statuses[i], force)) {
+      say("[{}/{}] skipping {}: {}", i + 1, tally.runs, run.run_id, rundir::name(*statuses[i]));
+      tally.count_skipped();
+      continue;
+    }
+    say("[{}/{}] {} (ETA {})", i + 1, tally.runs, run.run_id, eta(spent_s, tally.ran, to_run));
+    const auto start = std::chrono::steady_clock::now();
+    run_and_count(run, force, tally);
+    spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (tally.stopped())
+      complain("ddplab: sweep {} interrupted during {}; run it again to finish the remaining runs (done runs are "
+               "skipped)",
+               name, run.run_id);
+  }
+  say("{}", sweep_summary(name, tally));
+  for (const auto& [id, why] : tally.failures) say("ddplab:   failed {}: {}", id, why);
+  if (!tally.stopped()) write_experiment_report(runs.front().spec);
+  return sweep_exit_code(tally);
+}
+
+}  // namespace
+
+int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run_only) {
+  const auto doc = load_document(path, overrides);
+  const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  if (dry_run_only) return dry_run(doc, runs, path, force);
+  if (!config::has_sweep(doc)) return run_one(runs.front().spec, force);
+  return run_all(runs, force);
+}
+
+}  // namespace ddplab::runner

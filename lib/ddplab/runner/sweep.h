@@ -1,0 +1,73 @@
+// `ddplab run <spec> [overrides]`: a spec without sweep keys is one run (run_one.h; an existing
+// run directory needs --force). A sweep runs every run in turn:
+//
+//   - a run whose manifest says done or diverged is skipped, unless --force;
+//   - an unfinished run (running, failed, interrupted) with a checkpoint is resumed from it;
+//   - any other run starts over in a fresh directory;
+//   - a failed run is counted and the sweep goes on; an interrupted one (SIGINT/SIGTERM) stops
+//     the sweep, which a second `ddplab run` finishes;
+//   - at the end a summary line ("ddplab: sweep NAME: 3 done, 1 skipped, 0 failed") and, unless
+//     stopped, the experiment's report (report/report.h).
+// Exit code: the interrupted run's (128 + signal) when stopped, else kExitFailure when a run
+// failed, else kExitOk (base/exit_codes.h). Diverged runs are not failures.
+//
+// --dry-run lists the runs (id and what each changes) and checks their data files; nothing is
+// run or written; exit code kExitUserError when a data file is missing.
+//
+// The policy is the pure functions below (over run statuses and exit codes), so it can be
+// tested without running anything; run_sweep does the reading, running and printing.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddplab/rundir/run_log.h"
+
+namespace ddplab::runner {
+
+// Whether the sweep skips a run whose manifest says `status` (nullopt: no run there yet).
+bool skips_run(std::optional<rundir::RunStatus> status, bool force);
+
+// How a run that is not skipped starts: from the checkpoint of the unfinished run in its
+// directory (`resumable`: rundir::holds_resumable_run), or over in a fresh directory.
+enum class RunStart { kResume, kStartOver };
+RunStart run_start(bool resumable, bool force);
+
+// How a run that ran counts, from its exit code and the status its manifest has after it.
+enum class Tally { kDone, kDiverged, kFailed, kInterrupted };
+Tally tally_of(int exit_code, std::optional<rundir::RunStatus> status);
+
+// Why a failed run failed, for the summary: the exception it ended with, else its manifest's
+// message, else "exit code N".
+std::string failure_reason(const std::string& exception_message, const std::string& manifest_message, int exit_code);
+
+struct SweepTally {
+  size_t runs = 0;  // in the sweep
+  size_t done = 0, skipped = 0, diverged = 0;
+  size_t ran = 0;   // runs started (done, diverged, failed, interrupted)
+  std::vector<std::pair<std::string, std::string>> failures;  // run id, why
+  int stop_code = 0;  // non-zero: an interrupted run stopped the sweep with this exit code
+
+  bool stopped() const { return stop_code != 0; }
+  void count_skipped() { ++skipped; }
+  // Counts a run that ran and ended as `tally` with `exit_code`; `reason` for a failed run.
+  void count(Tally tally, int exit_code, const std::string& run_id, const std::string& reason = "");
+};
+
+// The sweep's exit code (see above).
+int sweep_exit_code(const SweepTally& tally);
+
+// "ddplab: sweep NAME: 2 done, 1 skipped, 1 failed, 1 diverged, stopped after 4 of 6".
+std::string sweep_summary(const std::string& name, const SweepTally& tally);
+
+// "m:ss" of `seconds`, rounded.
+std::string minutes_seconds(double seconds);
+// Estimated time left after `ran` of `to_run` runs took `spent_s`: "-:--" before the first.
+std::string eta(double spent_s, size_t ran, size_t to_run);
+
+// `ddplab run` of the spec file at `path` with `overrides`; returns the exit code.
+int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run);
+
+}  // namespace ddplab::runner

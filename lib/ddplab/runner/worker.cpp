@@ -1,0 +1,132 @@
+#include "ddplab/runner/worker.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
+#include "ddplab/config/sweep.h"
+#include "ddplab/data/dataset.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/launch/launcher.h"
+#include "ddplab/launch/worker_env.h"
+#include "ddplab/rundir/layout.h"
+#include "ddplab/rundir/run_log.h"
+#include "ddplab/runner/commands.h"
+#include "ddplab/runner/console.h"
+#include "ddplab/runner/outcome.h"
+#include "ddplab/train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace ddplab::runner {
+namespace {
+
+using rundir::RunStatus;
+
+// The spec with replicas.count set to the world's size, when the launcher says otherwise.
+config::ExperimentSpec fit_to_world(const config::ExperimentSpec& spec, const distributed::World& world) {
+  if (world.size == spec.replicas.count) return spec;
+  complain("ddplab worker: note: WORLD_SIZE {} overrides replicas.count {}", world.size, spec.replicas.count);
+  auto doc = spec.resolved;
+  doc["replicas"]["count"] = world.size;
+  doc["replicas"]["threads"] = 0;
+  return config::resolve(doc, "worker");
+}
+
+// Where this worker writes, and what it owns of the run directory.
+struct WorkerRun {
+  fs::path dir;
+  bool launched = false;  // by ddplab's launcher, which owns the run directory
+  bool resume = false;
+  std::optional<rundir::RunLog> own;        // rank 0 under torchrun or srun
+  std::optional<data::DatasetPair> data;    // loaded by rank 0 before it made the directory
+};
+
+// Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
+void own_run_directory(const config::ExperimentSpec& s, const distributed::World& world,
+                       const launch::WorkerEnv& env, WorkerRun& run) {
+  run.dir = rundir::run_dir(s);
+  // A restarted attempt (torchrun --max-restarts) continues from the checkpoint if there is one.
+  run.resume = world.restart_count > 0 && fs::exists(rundir::checkpoint_file(run.dir));
+  if (world.rank != 0) return;
+  // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
+  run.data = data::load_dataset(s.dataset);
+  train::check_setup(s, *run.data);
+  if (run.resume) run.own = rundir::RunLog::resume(s, fmt::format("torchrun restart {}", world.restart_count));
+  // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
+  const std::optional<rundir::RunStatus> status =
+      world.restart_count == 0 ? rundir::read_status(run.dir) : std::optional<rundir::RunStatus>{};
+  if (status && rundir::is_finished(*status) && !env.force)
+    throw Error(fmt::format("{}: holds a finished run (status {}); set DDPLAB_FORCE=1 to replace it, or give another "
+                            "name or output",
+                            run.dir.string(), rundir::name(*status)));
+  if (!run.own) run.own = rundir::RunLog::create(s, true);
+  run.own->update_manifest({{"launcher", world.launcher}});
+}
+
+// After training ended with the exception in flight: says so, leaves the rank's error file for
+// ddplab's launcher, records the run when this rank owns it.
+int report_failure(const distributed::World& world, const WorkerRun& run) {
+  Outcome outcome = outcome_of(std::current_exception());
+  complain("ddplab worker rank {}: {}", world.rank, outcome.message);
+  if (run.launched && outcome.status != RunStatus::kInterrupted)
+    launch::write_error_file(run.dir, world.rank, outcome.message);
+  if (run.own) {
+    if (outcome.status == RunStatus::kFailed) outcome.message = fmt::format("rank {}: {}", world.rank, outcome.message);
+    record(*run.own, outcome);
+  }
+  return outcome.exit_code;
+}
+
+}  // namespace
+
+int run_worker(const config::ExperimentSpec& spec) {
+  if (spec.replicas.mode == config::ReplicaMode::kSimulated)
+    throw Error("/replicas/mode: \"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
+  const auto world = distributed::discover_world_from_environment();
+  const config::ExperimentSpec s = fit_to_world(spec, world);
+  const auto env = launch::worker_env_from_environment();
+  WorkerRun run;
+  run.launched = !env.run_dir.empty();
+  if (run.launched) {
+    run.dir = env.run_dir;
+    run.resume = env.resume;
+  } else {
+    own_run_directory(s, world, env, run);
+  }
+  std::shared_ptr<distributed::Comm> comm;  // outlives the catch below: peers see our error first
+  try {
+    train::ReplicaOptions options;
+    options.run_dir = run.dir;
+    if (world.size > 1)
+      comm = distributed::make_comm(world, s.replicas.backend,
+                                    std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
+    options.comm = comm;
+    options.data = run.data ? &*run.data : nullptr;
+    options.resume = run.resume;
+    train::install_stop_handlers();
+    train::train_replica(s, world, options);
+    if (comm) distributed::shutdown(*comm);
+    if (run.own) record(*run.own, done_outcome());
+  } catch (const std::exception&) {
+    return report_failure(world, run);
+  }
+  return done_outcome().exit_code;
+}
+
+int worker_command(const std::string& path, const std::vector<std::string>& overrides) {
+  const auto doc = load_document(path, overrides);
+  const auto spec = config::resolve(doc, path);
+  if (config::has_sweep(doc))
+    throw Error(fmt::format("{}: has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
+                            "sweep with `ddplab run`, or give the worker a spec file without them",
+                            path));
+  return run_worker(spec);
+}
+
+}  // namespace ddplab::runner

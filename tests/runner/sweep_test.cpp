@@ -1,0 +1,192 @@
+// The sweep policy (pure functions over run statuses and exit codes), then sweeps of tiny runs
+// through runner::run_sweep in this process (no binary is spawned).
+#include "ddplab/runner/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "ddplab/base/exit_codes.h"
+#include "integration/integration_util.h"
+
+namespace ddplab::runner {
+namespace {
+
+namespace fs = std::filesystem;
+using rundir::RunStatus;
+
+TEST(RunnerSweepPolicy, ADoneOrDivergedRunIsSkipped) {
+  EXPECT_TRUE(skips_run(RunStatus::kDone, false));
+  EXPECT_TRUE(skips_run(RunStatus::kDiverged, false));
+  for (auto s : {RunStatus::kRunning, RunStatus::kFailed, RunStatus::kInterrupted})
+    EXPECT_FALSE(skips_run(s, false)) << rundir::name(s);
+  EXPECT_FALSE(skips_run(std::nullopt, false)) << "a run not made yet";
+}
+
+TEST(RunnerSweepPolicy, ForceRunsADoneRunAgain) {
+  EXPECT_FALSE(skips_run(RunStatus::kDone, true));
+  EXPECT_FALSE(skips_run(RunStatus::kDiverged, true));
+  EXPECT_EQ(run_start(true, true), RunStart::kStartOver) << "--force starts over even with a checkpoint";
+}
+
+TEST(RunnerSweepPolicy, AnUnfinishedRunWithACheckpointIsResumedAnyOtherStartsOver) {
+  EXPECT_EQ(run_start(true, false), RunStart::kResume);
+  EXPECT_EQ(run_start(false, false), RunStart::kStartOver);
+}
+
+TEST(RunnerSweepPolicy, AFailedRunIsCountedAndTheSweepGoesOn) {
+  EXPECT_EQ(tally_of(kExitFailure, RunStatus::kFailed), Tally::kFailed);
+  EXPECT_EQ(tally_of(kExitUserError, std::nullopt), Tally::kFailed) << "a user error before the run dir was made";
+  SweepTally t;
+  t.runs = 3;
+  t.count(Tally::kFailed, kExitFailure, "a", "injected fault");
+  EXPECT_FALSE(t.stopped());
+  t.count(Tally::kDone, kExitOk, "b");
+  t.count_skipped();
+  EXPECT_EQ(t.failures.size(), 1u);
+  EXPECT_EQ(t.failures[0], (std::pair<std::string, std::string>{"a", "injected fault"}));
+  EXPECT_EQ(sweep_exit_code(t), kExitFailure);
+  EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 1 skipped, 1 failed");
+}
+
+TEST(RunnerSweepPolicy, AnInterruptedRunStopsTheSweepWithItsExitCode) {
+  EXPECT_EQ(tally_of(exit_code_for_signal(SIGTERM), RunStatus::kInterrupted), Tally::kInterrupted);
+  EXPECT_EQ(tally_of(exit_code_for_signal(SIGINT), std::nullopt), Tally::kInterrupted);
+  EXPECT_EQ(tally_of(kExitFailure, RunStatus::kInterrupted), Tally::kInterrupted)
+      << "a run whose manifest says interrupted stops the sweep whatever its exit code";
+  SweepTally t;
+  t.runs = 4;
+  t.count(Tally::kDone, kExitOk, "a");
+  t.count(Tally::kInterrupted, exit_code_for_signal(SIGTERM), "b");
+  EXPECT_TRUE(t.stopped());
+  EXPECT_EQ(sweep_exit_code(t), 143);
+  EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, stopped after 2 of 4");
+  SweepTally u;
+  u.count(Tally::kInterrupted, kExitFailure, "c");
+  EXPECT_EQ(sweep_exit_code(u), 130) << "an interrupted run whose exit code is not a signal's stops as Ctrl-C";
+}
+
+TEST(RunnerSweepPolicy, ADivergedRunIsNoFailure) {
+  EXPECT_EQ(tally_of(kExitDiverged, RunStatus::kDiverged), Tally::kDiverged);
+  SweepTally t;
+  t.runs = 2;
+  t.count(Tally::kDiverged, kExitDiverged, "a");
+  t.count(Tally::kDone, kExitOk, "b");
+  EXPECT_EQ(sweep_exit_code(t), kExitOk);
+  EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 diverged");
+}
+
+TEST(RunnerSweepPolicy, FailureReasonAndEta) {
+  EXPECT_EQ(failure_reason("thrown", "manifest", 1), "thrown");
+  EXPECT_EQ(failure_reason("", "manifest", 1), "manifest");
+  EXPECT_EQ(failure_reason("", "", 1), "exit code 1");
+  EXPECT_EQ(minutes_seconds(61.4), "1:01");
+  EXPECT_EQ(minutes_seconds(0), "0:00");
+  EXPECT_EQ(minutes_seconds(3599.6), "60:00");
+  EXPECT_EQ(eta(0, 0, 3), "-:--");
+  EXPECT_EQ(eta(10, 1, 3), "0:20");
+}
+
+// Tiny runs: 256 training images, 128 test, mlp, 4 steps per epoch.
+struct TinySweep {
+  testing::Workspace ws{256, 128};
+  nlohmann::json spec(const std::string& name) const {
+    auto s = ws.base_spec(name);
+    s["epochs"] = 1;
+    return s;
+  }
+  fs::path dir(const std::string& name, const std::string& id) const { return ws.out() / name / id; }
+};
+
+std::optional<RunStatus> status_of(const fs::path& dir) { return rundir::read_status(dir); }
+
+TEST(RunnerSweep, ADoneRunIsSkippedAndForceRunsItAgain) {
+  TinySweep t;
+  auto spec = t.spec("skip");
+  spec["repeats"] = 1;
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const fs::path dir = t.dir("skip", "seed=3");
+  ASSERT_EQ(status_of(dir), RunStatus::kDone);
+  const std::string manifest = testing::read_file(rundir::manifest_file(dir));
+
+  ::testing::internal::CaptureStdout();
+  const int again = run_sweep(path, {}, false, false);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(again, kExitOk);
+  EXPECT_NE(out.find("[1/1] skipping seed=3: done"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 done, 1 skipped, 0 failed"), std::string::npos) << out;
+  EXPECT_EQ(testing::read_file(rundir::manifest_file(dir)), manifest) << "a skipped run is untouched";
+
+  ::testing::internal::CaptureStdout();
+  const int forced = run_sweep(path, {}, true, false);
+  const std::string forced_out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(forced, kExitOk);
+  EXPECT_EQ(forced_out.find("skipping"), std::string::npos) << forced_out;
+  EXPECT_NE(forced_out.find("1 done, 0 skipped"), std::string::npos) << forced_out;
+  EXPECT_EQ(testing::read_records(dir).size(), 1u) << "replaced, not appended";
+}
+
+TEST(RunnerSweep, AFailedRunDoesNotStopTheSweep) {
+  TinySweep t;
+  auto spec = t.spec("faulty");
+  spec["debug"] = {{"rank", 0}, {"step", 1}};
+  spec["sweep"] = {{"debug.fault", {"throw", "none"}}};
+  const auto path = t.ws.write_spec(spec);
+  ::testing::internal::CaptureStdout();
+  const int code = run_sweep(path, {}, false, false);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(code, kExitFailure);
+  EXPECT_NE(out.find("1 done, 0 skipped, 1 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("failed debug.fault=throw,seed=3: injected fault"), std::string::npos) << out;
+  EXPECT_EQ(status_of(t.dir("faulty", "debug.fault=throw,seed=3")), RunStatus::kFailed);
+  EXPECT_EQ(status_of(t.dir("faulty", "debug.fault=none,seed=3")), RunStatus::kDone);
+}
+
+TEST(RunnerSweep, AnInterruptedRunStopsTheSweep) {
+  TinySweep t;
+  auto spec = t.spec("stop");
+  spec["debug"] = {{"rank", 0}, {"step", 1}};
+  spec["sweep"] = {{"debug.fault", {"stop", "none"}}};
+  const auto path = t.ws.write_spec(spec);
+  const int code = run_sweep(path, {}, false, false);
+  EXPECT_TRUE(is_signal_exit_code(code)) << code;
+  EXPECT_EQ(status_of(t.dir("stop", "debug.fault=stop,seed=3")), RunStatus::kInterrupted);
+  EXPECT_FALSE(fs::exists(t.dir("stop", "debug.fault=none,seed=3"))) << "the sweep stops at the interrupted run";
+}
+
+TEST(RunnerSweep, AnUnfinishedRunWithACheckpointIsResumed) {
+  TinySweep t;
+  auto spec = t.spec("resume");
+  spec["epochs"] = 2;
+  spec["repeats"] = 1;
+  spec["debug"] = {{"fault", "throw"}, {"rank", 0}, {"step", 6}};  // in epoch 2, after epoch 1's checkpoint
+  const auto path = t.ws.write_spec(spec);
+  const fs::path dir = t.dir("resume", "seed=3");
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitFailure);
+  ASSERT_EQ(status_of(dir), RunStatus::kFailed);
+  ASSERT_TRUE(rundir::holds_resumable_run(dir));
+  EXPECT_EQ(testing::read_records(dir).size(), 1u);
+
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk) << "the fault does not fire in a resumed attempt";
+  EXPECT_EQ(status_of(dir), RunStatus::kDone);
+  EXPECT_EQ(testing::read_records(dir).size(), 2u);
+  EXPECT_EQ(rundir::read_manifest(dir)["restarts"].size(), 1u) << "resumed, not started over";
+}
+
+TEST(RunnerSweep, ADryRunWritesNothing) {
+  TinySweep t;
+  auto spec = t.spec("dry");
+  spec["sweep"] = {{"model.hidden", {16, 32}}};
+  const auto path = t.ws.write_spec(spec);
+  ::testing::internal::CaptureStdout();
+  const int code = run_sweep(path, {}, false, true);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(code, kExitOk);
+  EXPECT_NE(out.find("ddplab: dry: 2 runs (dry run: nothing is run or written)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[2/2] model.hidden=32,seed=3"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(t.ws.out() / "dry"));
+}
+
+}  // namespace
+}  // namespace ddplab::runner
