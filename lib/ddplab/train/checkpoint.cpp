@@ -1,5 +1,6 @@
 #include "ddplab/train/checkpoint.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
@@ -44,7 +45,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "comm_wait_s", s.comm_wait_s);
   write_scalar(archive, "epoch_elapsed_s", s.epoch_elapsed_s);
   write_scalar(archive, "ranks", static_cast<double>(s.rng_states.size()));
-  for (size_t r = 0; r < s.rng_states.size(); ++r) rng_archive.write(std::to_string(r), s.rng_states[r]);
+  for (size_t r = 0; r < s.rng_states.size(); ++r) rng_archive.write(fmt::format("{}", r), s.rng_states[r]);
   archive.write("rng", rng_archive);
   write_scalar(archive, "comm_bytes", static_cast<double>(s.comm_bytes));
   write_scalar(archive, "gns_trace", s.gns_trace);
@@ -52,7 +53,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
   if (!s.easgd_center.empty()) {
     torch::serialize::OutputArchive center_archive;
-    for (size_t i = 0; i < s.easgd_center.size(); ++i) center_archive.write(std::to_string(i), s.easgd_center[i]);
+    for (size_t i = 0; i < s.easgd_center.size(); ++i) center_archive.write(fmt::format("{}", i), s.easgd_center[i]);
     write_scalar(archive, "easgd_center_size", static_cast<double>(s.easgd_center.size()));
     archive.write("easgd_center", center_archive);
   }
@@ -95,7 +96,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     archive.read("rng", rng_archive);
     for (int64_t r = 0; r < ranks; ++r) {
       at::Tensor t;
-      rng_archive.read(std::to_string(r), t);
+      rng_archive.read(fmt::format("{}", r), t);
       s.rng_states.push_back(t.cpu());
     }
     s.comm_bytes = static_cast<int64_t>(read_scalar_or(archive, "comm_bytes", 0));
@@ -108,13 +109,13 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
       archive.read("easgd_center", center_archive);
       for (int64_t i = 0; i < centers; ++i) {
         at::Tensor t;
-        center_archive.read(std::to_string(i), t);
+        center_archive.read(fmt::format("{}", i), t);
         s.easgd_center.push_back(t);
       }
     }
   } catch (const c10::Error& e) {
-    throw Error(file.string() + ": cannot resume from this checkpoint: " + e.what_without_backtrace() +
-                " (`ddplab run --force` starts the run over)");
+    throw Error(fmt::format("{}: cannot resume from this checkpoint: {} (`ddplab run --force` starts the run over)",
+                            file.string(), e.what_without_backtrace()));
   }
   return s;
 }

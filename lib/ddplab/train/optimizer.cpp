@@ -1,5 +1,6 @@
 #include "ddplab/train/optimizer.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <regex>
@@ -86,9 +87,9 @@ std::vector<std::pair<std::vector<at::Tensor>, double>> decay_groups(const confi
     if (members.empty()) {
       std::string names;
       for (const auto& [name, p] : params) names += (names.empty() ? "" : ", ") + name;
-      throw Error("/optimizer/weight_decay_groups/" + std::to_string(g) + "/match: matches no parameter" +
-                  (shadowed ? " that an earlier entry has not taken" : "") + " (parameters: " + names + "), got \"" +
-                  entry.match + "\"");
+      throw Error(fmt::format(
+          "/optimizer/weight_decay_groups/{}/match: matches no parameter{} (parameters: {}), got \"{}\"", g,
+          shadowed ? " that an earlier entry has not taken" : "", names, entry.match));
     }
     groups.emplace_back(std::move(members), entry.weight_decay);
   }

@@ -3,34 +3,19 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <csignal>
 #include <cstdio>
-#include <deque>
-#include <iostream>
+#include <cstring>
 #include <mutex>
-#include <optional>
 
-#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "ddplab/data/dataset.h"
-#include "ddplab/data/loader.h"
-#include "ddplab/data/transform.h"
-#include "ddplab/distributed/comm.h"
-#include "ddplab/runtime/device.h"
-#include "ddplab/distributed/grad_sync.h"
-#include "ddplab/train/noise_scale.h"
 #include "ddplab/base/error.h"
-#include "ddplab/rundir/run_log.h"
-#include "ddplab/models/models.h"
-#include "ddplab/train/checkpoint.h"
-#include "ddplab/train/lr_schedule.h"
+#include "ddplab/train/autocast.h"
 #include "ddplab/train/optimizer.h"
-#include "ddplab/train/replica_sync.h"
-#include "ddplab/train/simulated.h"
+#include "ddplab/train/trainer_impl.h"
 
 namespace ddplab::train {
 namespace {
@@ -42,75 +27,10 @@ void on_stop_signal(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
-using Clock = std::chrono::steady_clock;
-
-// A failed audit is a bug in the training setup, found at run time: exit code 1, not a spec error.
-class AuditFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 std::string format_duration(double s) {
-  int t = static_cast<int>(s + 0.5);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
-  return buf;
+  const int t = static_cast<int>(s + 0.5);
+  return fmt::format("{}:{:02}", t / 60, t % 60);
 }
-
-// `what` names the tensors in the message ("parameter", "EASGD center variable of parameter").
-void check_replica_consistency(distributed::Comm& comm, const std::vector<std::pair<std::string, at::Tensor>>& named,
-                               int epoch, const std::string& what) {
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> sums;
-  for (const auto& [name, p] : named) {
-    auto d = p.detach().to(torch::kCPU, torch::kFloat64);
-    sums.push_back(d.sum().reshape({1}));
-    sums.push_back(d.pow(2).sum().reshape({1}));
-  }
-  auto local = torch::cat(sums);
-  auto both = torch::cat({local, -local});
-  distributed::allreduce_max(comm, both);
-  auto n = local.numel();
-  auto hi = both.narrow(0, 0, n), lo = -both.narrow(0, n, n);
-  auto differs = (hi != lo).nonzero();
-  if (differs.numel() > 0) {
-    auto k = differs[0][0].item<int64_t>() / 2;
-    throw AuditFailure("replica consistency audit failed after epoch " + std::to_string(epoch) + ": " + what + " '" +
-                named[k].first + "' differs between replicas (checksums from " +
-                std::to_string(lo[2 * k].item<double>()) + " to " + std::to_string(hi[2 * k].item<double>()) +
-                "); the replicas do not share weights (was rank 0's model broadcast at start?)");
-  }
-}
-
-// precision "bf16": autocast to bfloat16 on `device` for the scope's lifetime, as Python's
-// `with torch.autocast(device_type, dtype=torch.bfloat16)`; the autocast weight-cast cache is
-// cleared when the outermost scope ends, as Python's does.
-class AutocastScope {
- public:
-  AutocastScope(c10::DeviceType device, bool enabled) : device_(device), enabled_(enabled) {
-    if (!enabled_) return;
-    was_enabled_ = at::autocast::is_autocast_enabled(device_);
-    was_dtype_ = at::autocast::get_autocast_dtype(device_);
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(device_, was_enabled_);
-    at::autocast::set_autocast_dtype(device_, was_dtype_);
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  c10::DeviceType device_;
-  bool enabled_;
-  bool was_enabled_ = false;
-  at::ScalarType was_dtype_ = at::kFloat;
-};
 
 // The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
 models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
@@ -121,10 +41,20 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
 // One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
 void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
   if (spec.global_batch > data.train.size())
-    throw Error("/batch: the global batch " + std::to_string(spec.global_batch) + " (" +
-                std::to_string(spec.replicas.count) + " x " + std::to_string(spec.per_replica_batch) +
-                ") is larger than the " + std::to_string(data.train.size()) + " training samples" +
-                (spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : "") + "; not one step would run");
+    throw Error(fmt::format("/batch: the global batch {} ({} x {}) is larger than the {} training samples{}; not one "
+                            "step would run",
+                            spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
+                            spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
+}
+
+NamedTensors named_parameters(torch::nn::Module& model) {
+  NamedTensors named;
+  for (const auto& item : model.named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+std::chrono::steady_clock::duration as_duration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace
@@ -134,9 +64,7 @@ void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& da
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
   auto model = models::make_model(spec.model, input_shape(*transform, data));
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
-  make_optimizer(spec.optimizer, named);
+  make_optimizer(spec.optimizer, named_parameters(*model));
 }
 
 bool loss_has_blown_up(double mean_train_loss, int64_t num_classes) {
@@ -151,435 +79,523 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop_signal; }
 
-ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world, const ReplicaOptions& options) {
-  const int rank = world.rank, size = world.size;
-  const bool lead = rank == 0;
-  // N replicas: `size` processes, or one process simulating them (simulated.h).
-  const bool simulated = spec.replicas.mode == config::ReplicaMode::kSimulated;
-  const int replicas = simulated ? spec.replicas.count : size;
-  TORCH_INTERNAL_ASSERT(!simulated || size == 1, "simulated replicas run in one process, got world size ", size);
-  at::set_num_threads(spec.replicas.threads);
-  data::DatasetPair loaded;
-  if (options.data == nullptr) loaded = data::load_dataset(spec.dataset);
-  const data::DatasetPair& data = options.data != nullptr ? *options.data : loaded;
-  const auto transform = data::make_transform(spec.dataset.augment, data);
-  const models::InputShape shape = input_shape(*transform, data);
+ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world,
+                            const ReplicaOptions& options) {
+  return Trainer(spec, world, options).run();
+}
 
-  const bool skip_broadcast = spec.debug.fault == config::Fault::kSkipBroadcast;
-  torch::manual_seed(static_cast<uint64_t>(spec.seed) + (skip_broadcast ? rank : 0));
-  auto model = models::make_model(spec.model, shape);
-  // CUDA: rank -> GPU local_rank. NCCL needs a GPU per rank; gloo may put several ranks on one GPU
-  // (local_rank modulo the GPU count), which lets one GPU test N > 1. Without a CUDA build the
-  // spec rejects device "cuda".
-  torch::Device device(torch::kCPU);
-  if (spec.replicas.device == config::Device::kCuda) {
-    const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-    if (gpus == 0 || (spec.replicas.backend == config::Backend::kNccl && gpus <= world.local_rank))
-      throw Error("/replicas/device: cuda: local rank " + std::to_string(world.local_rank) + " needs GPU " +
-                  std::to_string(world.local_rank) + ", but " + std::to_string(gpus) +
-                  " GPU(s) are visible (NCCL needs one GPU per rank; backend gloo can share one)");
-    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank % gpus));
-    runtime::select_device(device);
-    model->to(device);
-  }
-  const bool bf16 = spec.precision == config::Precision::kBf16;
+// ---- Set-up -------------------------------------------------------------------------------------
 
-  std::shared_ptr<distributed::Comm> comm = options.comm;
-  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
-  if (size > 1) {
-    if (!comm) comm = distributed::make_comm(world, spec.replicas.backend, timeout);
+Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& world, const ReplicaOptions& options)
+    : spec_(spec),
+      world_(world),
+      options_(options),
+      rank_(world.rank),
+      size_(world.size),
+      lead_(world.rank == 0),
+      simulated_(spec.replicas.mode == config::ReplicaMode::kSimulated),
+      replicas_(simulated_ ? spec.replicas.count : world.size),
+      bf16_(spec.precision == config::Precision::kBf16),
+      skip_broadcast_(spec.debug.fault == config::Fault::kSkipBroadcast),
+      noise_scale_(spec.per_replica_batch, spec.global_batch),
+      schedule_(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs) {
+  TORCH_INTERNAL_ASSERT(!simulated_ || size_ == 1, "simulated replicas run in one process, got world size ", size_);
+  at::set_num_threads(spec_.replicas.threads);
+  load_data();
+  build_model();
+  connect();
+  build_training();
+  build_loader();
+  checkpoint_file_ = rundir::checkpoint_file(options_.run_dir);
+  if (options_.resume) resume();
+  faults_armed_ = !options_.resume;
+  global_step_ = resumed_.global_step;
+  train_start_ = Clock::now() - as_duration(resumed_.wall_s);
+}
+
+void Trainer::load_data() {
+  if (options_.data == nullptr) loaded_ = data::load_dataset(spec_.dataset);
+  data_ = options_.data != nullptr ? options_.data : &loaded_;
+  transform_ = data::make_transform(spec_.dataset.augment, *data_);
+}
+
+// Every rank draws the same initial weights (rank 0's are broadcast anyway), except under debug
+// fault skip_broadcast, which must leave the replicas different.
+void Trainer::build_model() {
+  torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (skip_broadcast_ ? rank_ : 0));
+  model_ = models::make_model(spec_.model, input_shape(*transform_, *data_));
+  place_on_device();
+}
+
+// CUDA: rank -> GPU local_rank. NCCL needs a GPU per rank; gloo may put several ranks on one GPU
+// (local_rank modulo the GPU count), which lets one GPU test N > 1. Without a CUDA build the
+// spec rejects device "cuda".
+void Trainer::place_on_device() {
+  if (spec_.replicas.device != config::Device::kCuda) return;
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const int local_rank = world_.local_rank;
+  if (gpus == 0 || (spec_.replicas.backend == config::Backend::kNccl && gpus <= local_rank))
+    throw Error(fmt::format("/replicas/device: cuda: local rank {} needs GPU {}, but {} GPU(s) are visible (NCCL needs "
+                            "one GPU per rank; backend gloo can share one)",
+                            local_rank, local_rank, gpus));
+  device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  runtime::select_device(device_);
+  model_->to(device_);
+}
+
+// The process group, rank 0's parameters and buffers broadcast to every rank, and SyncBatchNorm's
+// all-reduce. BatchNorm running statistics: rank 0's are broadcast before every training forward
+// (DDP's broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
+void Trainer::connect() {
+  comm_ = options_.comm;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec_.replicas.timeout_s * 1000));
+  if (size_ > 1) {
+    if (!comm_) comm_ = distributed::make_comm(world_, spec_.replicas.backend, timeout);
     std::vector<at::Tensor> state;
-    for (auto& p : model->parameters()) state.push_back(p);
-    for (auto& b : model->buffers()) state.push_back(b);
-    if (!skip_broadcast) distributed::broadcast_coalesced(*comm, state, 0);
-    if (spec.model.sync_bn) model->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
+    for (auto& p : model_->parameters()) state.push_back(p);
+    for (auto& b : model_->buffers()) state.push_back(b);
+    if (!skip_broadcast_) distributed::broadcast_coalesced(*comm_, state, 0);
+    if (spec_.model.sync_bn) {
+      auto comm = comm_;
+      model_->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
+    }
   }
-  // BatchNorm running statistics: rank 0's are broadcast before every training forward (DDP's
-  // broadcast_buffers=True) and before evaluation, so every rank evaluates the model rank 0 saves.
-  std::vector<at::Tensor> buffers;
-  for (auto& b : model->buffers()) buffers.push_back(b);
-  auto broadcast_buffers = [&] {
-    if (comm && !buffers.empty()) distributed::broadcast_coalesced(*comm, buffers, 0);
-  };
-  // Each replica draws its own dropout masks, as separate DDP processes do.
-  auto dropout_seed = [&](int r) { return static_cast<uint64_t>(spec.seed) * 1000003ULL + 1 + r; };
-  torch::manual_seed(dropout_seed(rank));
+  for (auto& b : model_->buffers()) buffers_.push_back(b);
+}
 
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
-  std::vector<at::Tensor> params;
-  for (const auto& [name, p] : named) params.push_back(p);
+// Each replica draws its own dropout masks, as separate DDP processes do.
+uint64_t Trainer::dropout_seed(int replica) const {
+  return static_cast<uint64_t>(spec_.seed) * 1000003ULL + 1 + replica;
+}
 
-  auto optimizer = make_optimizer(spec.optimizer, named);
-  distributed::GradSyncOptions sync_options;
-  sync_options.bucket_mb = spec.replicas.bucket_mb;
-  sync_options.mean = spec.replicas.reduce == config::Reduce::kMean;
-  sync_options.compress_bf16 = spec.replicas.grad_dtype == config::WireDtype::kBf16;
-  distributed::GradSync sync(params, comm, sync_options);
-  std::optional<SimulatedReplicas> sim;
-  if (simulated) {
+void Trainer::build_training() {
+  torch::manual_seed(dropout_seed(rank_));
+  named_ = named_parameters(*model_);
+  for (const auto& [name, p] : named_) params_.push_back(p);
+  optimizer_ = make_optimizer(spec_.optimizer, named_);
+  sync_options_.bucket_mb = spec_.replicas.bucket_mb;
+  sync_options_.mean = spec_.replicas.reduce == config::Reduce::kMean;
+  sync_options_.compress_bf16 = spec_.replicas.grad_dtype == config::WireDtype::kBf16;
+  sync_.emplace(params_, comm_, sync_options_);
+  if (simulated_) {
     std::vector<uint64_t> seeds;
-    for (int r = 0; r < replicas; ++r) seeds.push_back(dropout_seed(r));
-    sim.emplace(*model, params, seeds, sync_options.mean, device);
+    for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
+    sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_);
   }
-  train::GradNoiseScale noise_scale(spec.per_replica_batch, spec.global_batch);
+}
 
-  // A simulating process loads the whole global batch and splits it into the replicas' shards.
-  data::TrainLoader loader(data, transform, spec.global_batch, simulated ? 0 : rank, simulated ? 1 : size, spec.seed,
-                           /*prefetch=*/4, /*pin_memory=*/device.is_cuda());
-  runtime::BatchMover mover(device);  // on CUDA, batch k+1's copy overlaps step k
-  check_batch_fits(spec, data);
-  const int64_t steps = loader.steps_per_epoch();
-  TORCH_INTERNAL_ASSERT(steps > 0, "no step in an epoch of ", data.train.size(), " samples");
-  ReplicaSync replica_sync(spec.replicas.sync, steps, params, comm);
-  LrSchedule schedule(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs);
-  std::optional<rundir::RunLog> run;  // only rank 0 writes the run directory
-  if (lead) run = rundir::RunLog::open(options.run_dir);
-  const bool tty = options.progress && lead && ::isatty(STDOUT_FILENO);
-  // The replicas this process computes, and so the test shards it evaluates.
-  std::vector<int> local_replicas;
-  for (int r = simulated ? 0 : rank; r < (simulated ? replicas : rank + 1); ++r) local_replicas.push_back(r);
-
+// A simulating process loads the whole global batch and splits it into the replicas' shards.
+void Trainer::build_loader() {
+  loader_.emplace(*data_, transform_, spec_.global_batch, simulated_ ? 0 : rank_, simulated_ ? 1 : size_, spec_.seed,
+                  /*prefetch=*/4, /*pin_memory=*/device_.is_cuda());
+  mover_.emplace(device_);  // on CUDA, batch k+1's copy overlaps step k
+  check_batch_fits(spec_, *data_);
+  steps_ = loader_->steps_per_epoch();
+  TORCH_INTERNAL_ASSERT(steps_ > 0, "no step in an epoch of ", data_->train.size(), " samples");
+  replica_sync_.emplace(spec_.replicas.sync, steps_, params_, comm_);
+  if (lead_) run_ = rundir::RunLog::open(options_.run_dir);
+  tty_ = options_.progress && lead_ && ::isatty(STDOUT_FILENO);
+  for (int r = simulated_ ? 0 : rank_; r < (simulated_ ? replicas_ : rank_ + 1); ++r) local_replicas_.push_back(r);
   // Dropout draws from the default generator of the device it runs on (Philox on CUDA).
-  at::Generator dropout_generator =
-      at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
-  auto dropout_state = [&] {
-    std::lock_guard<std::mutex> lock(dropout_generator.mutex());
-    return dropout_generator.get_state();
-  };
+  dropout_generator_ = at::globalContext().defaultGenerator(device_.is_cuda() ? device_ : c10::Device(c10::kCPU));
+}
 
-  CheckpointState resumed;
-  const auto checkpoint_file = rundir::checkpoint_file(options.run_dir);
-  if (options.resume) {
-    resumed = load_checkpoint(checkpoint_file, *model, *optimizer);
-    const int64_t state_bytes = dropout_state().numel();
-    if (static_cast<int>(resumed.rng_states.size()) == replicas && resumed.rng_states[0].numel() == state_bytes) {
-      if (sim) {
-        sim->set_rng_states(resumed.rng_states);
-      } else {
-        std::lock_guard<std::mutex> lock(dropout_generator.mutex());
-        dropout_generator.set_state(resumed.rng_states[rank]);
-      }
-    } else if (lead) {
-      std::cerr << "ddplab: note: the checkpoint holds " << resumed.rng_states.size() << " dropout generator states of "
-                << (resumed.rng_states.empty() ? 0 : resumed.rng_states[0].numel()) << " bytes, this run has "
-                << replicas << " replicas whose " << device.type() << " generators keep " << state_bytes
-                << " bytes (another replica count or device); dropout streams restart from the seed" << std::endl;
-    }
-    noise_scale.set_state(resumed.gns_trace, resumed.gns_grad_sq, resumed.gns_steps);
-    replica_sync.set_center(resumed.easgd_center);
-  }
-  const bool faults_armed = !options.resume;
-  // Every rank takes part (the RNG states are gathered); rank 0 writes the file.
-  auto write_checkpoint = [&](CheckpointState state) {
-    if (sim) {
-      state.rng_states = sim->rng_states();
+at::Tensor Trainer::dropout_state() {
+  std::lock_guard<std::mutex> lock(dropout_generator_.mutex());
+  return dropout_generator_.get_state();
+}
+
+void Trainer::resume() {
+  resumed_ = load_checkpoint(checkpoint_file_, *model_, *optimizer_);
+  const auto& states = resumed_.rng_states;
+  const int64_t state_bytes = dropout_state().numel();
+  if (static_cast<int>(states.size()) == replicas_ && states[0].numel() == state_bytes) {
+    if (sim_) {
+      sim_->set_rng_states(states);
     } else {
-      const at::Tensor rng = dropout_state();
-      state.rng_states = comm ? distributed::allgather(*comm, rng) : std::vector<at::Tensor>{rng};
+      std::lock_guard<std::mutex> lock(dropout_generator_.mutex());
+      dropout_generator_.set_state(states[rank_]);
     }
-    state.gns_trace = noise_scale.raw_trace();
-    state.gns_grad_sq = noise_scale.raw_grad_sq();
-    state.gns_steps = noise_scale.steps();
-    state.easgd_center = replica_sync.center();
-    if (!lead) return;
-    save_checkpoint(checkpoint_file, *model, *optimizer, state);
-    run->update_manifest({{"checkpoint",
-                           {{"epochs_done", state.epochs_done},
-                            {"step_in_epoch", state.step_in_epoch},
-                            {"global_step", state.global_step},
-                            {"records", state.records},
-                            {"time", rundir::utc_now()}}}});
-  };
-
-  ReplicaResult result;
-  int64_t global_step = resumed.global_step;
-  bool audit_pending = false;  // local SGD: check the replicas at their next agreement
-  std::vector<at::Tensor> final_params;  // local SGD / EASGD: what the last epoch evaluated
-  auto train_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resumed.wall_s));
-  for (int epoch = static_cast<int>(resumed.epochs_done); epoch < spec.epochs; ++epoch) {
-    const bool partial = epoch == resumed.epochs_done && resumed.step_in_epoch > 0;
-    const int64_t first_step = partial ? resumed.step_in_epoch : 0;
-    model->train();
-    sync.reset_received();
-    std::vector<at::Tensor> snapshot;
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& p : params) snapshot.push_back(p.detach().clone());
-    }
-    auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-    const bool restore_partial = partial && lead;
-    auto loss_sum = torch::full({}, restore_partial ? resumed.loss_sum : 0.0, f64);
-    auto correct =
-        torch::full({}, restore_partial ? static_cast<int64_t>(resumed.correct) : 0, f64.dtype(torch::kInt64));
-    double grad_norm_sum = partial ? resumed.grad_norm_sum : 0;
-    double comm_wait = partial ? resumed.comm_wait_s : 0;
-    // The record's lr is the last step's: already taken if a stop came in the epoch's last step.
-    double lr = first_step > 0 ? schedule(epoch + static_cast<double>(first_step - 1) / steps) : 0;
-    int64_t comm_bytes = partial ? resumed.comm_bytes : 0;
-    auto epoch_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(partial ? resumed.epoch_elapsed_s : 0.0));
-    auto last_progress = epoch_start;
-    loader.start_epoch(epoch, first_step);
-    // Each step's gradient norm and stop flag are read on the host one step late (on CUDA the
-    // host then never waits for the step it just queued); the epoch's last step is read at once.
-    runtime::HostReadback readback(device);
-    std::deque<std::pair<int64_t, double>> unread;  // global step and lr of each value pushed
-    // Returns whether the replicas agreed to stop after that step.
-    auto read_step = [&] {
-      const auto values = readback.pop();
-      const auto [at_step, at_lr] = unread.front();
-      unread.pop_front();
-      const double grad_norm = std::sqrt(values[0]);
-      if (!std::isfinite(grad_norm)) {
-        char msg[160];
-        std::snprintf(msg, sizeof msg, "diverged at epoch %d, step %ld: the gradient norm is %s (lr %g)", epoch + 1,
-                      static_cast<long>(at_step), std::isnan(grad_norm) ? "NaN" : "Inf", at_lr);
-        throw Diverged(msg, epoch + 1, at_step);
-      }
-      grad_norm_sum += grad_norm;
-      return values[1] > 0;
-    };
-    auto stage_next = [&](int64_t step) {
-      auto batch = loader.next();
-      TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps, " steps");
-      mover.stage(batch->x, batch->y);
-    };
-    for (int64_t step = first_step; step < steps; ++step, ++global_step) {
-      if (!mover.staged()) stage_next(step);
-      auto [batch_x, batch_y] = mover.take();
-      if (step + 1 < steps) stage_next(step + 1);
-      const bool fault_now = faults_armed && rank == spec.debug.rank && global_step == spec.debug.step;
-      if (spec.debug.fault == config::Fault::kCrash && fault_now) std::raise(SIGKILL);
-      if (spec.debug.fault == config::Fault::kThrow && fault_now)
-        throw std::runtime_error("injected fault (debug.fault=throw) at step " + std::to_string(global_step));
-      lr = schedule(epoch + static_cast<double>(step) / steps);
-      set_lr(*optimizer, lr);
-      const bool reduce = replica_sync.reduces_gradients(global_step);
-      sync.set_require_sync(reduce);
-      sync.request_stop(stop_signal() != 0 || (spec.debug.fault == config::Fault::kStop && fault_now));
-      broadcast_buffers();
-      if (sim) sim->begin_step();
-      const int64_t shard = spec.per_replica_batch;
-      for (size_t k = 0; k < local_replicas.size(); ++k) {
-        auto x = sim ? batch_x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_x;
-        auto y = sim ? batch_y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_y;
-        if (sim) sim->begin_replica(static_cast<int>(k));
-        sync.prepare_for_backward();
-        at::Tensor logits, loss;
-        {
-          AutocastScope autocast(device.type(), bf16);
-          logits = model->forward(x);
-          loss = torch::cross_entropy_loss(logits, y);
-        }
-        loss.backward();
-        sync.finalize();
-        if (sim) sim->end_replica(static_cast<int>(k));
-        torch::NoGradGuard no_grad;
-        loss_sum += loss.detach().to(torch::kFloat64) * y.size(0);
-        correct += (logits.argmax(1) == y).sum();
-      }
-      if (sim) sim->end_step();
-      const at::Tensor grad_sq = sync.grad_norm_squared();  // of the reduced gradient
-      if (reduce && replicas > 1) {
-        comm_bytes += distributed::ring_allreduce_bytes(sync.payload_bytes(), replicas);
-        // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
-        const auto mean_sq = sync_options.mean ? grad_sq : grad_sq / (static_cast<double>(replicas) * replicas);
-        noise_scale.update(sim ? sim->local_norm_squared_mean() : sync.local_norm_squared_mean(), mean_sq);
-      }
-      readback.push(torch::cat({grad_sq.reshape({1}), sync.stop_flag()}).to(torch::kFloat64));
-      unread.emplace_back(global_step, lr);
-      if (spec.debug.fault == config::Fault::kUpdateFirstOnly)
-        for (size_t i = 1; i < params.size(); ++i) params[i].mutable_grad() = at::Tensor();
-      optimizer->step();
-      bool stop = false;
-      while (readback.pending() > (step + 1 < steps ? 1 : 0)) stop = read_step() || stop;
-      const auto synced = replica_sync.after_step(global_step, stop_signal() != 0);
-      stop = stop || synced.stop;
-      comm_bytes += synced.bytes;
-      if (audit_pending && comm && replica_sync.replicas_agree_after(global_step)) {
-        check_replica_consistency(*comm, named, epoch, "parameter");
-        audit_pending = false;
-      }
-      if (stop) {
-        while (readback.pending() > 0) read_step();
-        comm_wait += sync.take_comm_wait_s();
-        int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
-        CheckpointState state;
-        state.epochs_done = epoch;
-        state.step_in_epoch = step + 1;
-        state.global_step = global_step + 1;
-        state.records = epoch;
-        state.wall_s = seconds_since(train_start);
-        // The partial train metrics are per rank: store their sum; rank 0 alone restores it.
-        auto partial_totals = torch::stack({loss_sum, correct.to(torch::kFloat64)}).cpu();
-        if (comm) distributed::allreduce_sum(*comm, partial_totals);
-        state.loss_sum = partial_totals[0].item<double>();
-        state.correct = partial_totals[1].item<double>();
-        state.grad_norm_sum = grad_norm_sum;
-        state.comm_wait_s = comm_wait;
-        state.comm_bytes = comm_bytes;
-        state.epoch_elapsed_s = seconds_since(epoch_start);
-        write_checkpoint(state);
-        throw Interrupted("stopped by " + std::string(strsignal(sig)) + " after step " +
-                              std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) + ")",
-                          sig);
-      }
-      if (tty && seconds_since(last_progress) > 0.5) {
-        last_progress = Clock::now();
-        double el = seconds_since(epoch_start);
-        double ips = (step + 1) * spec.global_batch / el;
-        std::printf("\r  epoch %d/%d  step %ld/%ld  %.0f img/s  ETA %s   ", epoch + 1, spec.epochs,
-                    static_cast<long>(step + 1), static_cast<long>(steps), ips,
-                    format_duration(el / (step + 1) * (steps - step - 1)).c_str());
-        std::fflush(stdout);
-      }
-    }
-    runtime::synchronize(device);
-    double epoch_s = seconds_since(epoch_start);
-    comm_wait += sync.take_comm_wait_s();
-
-    // Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
-    auto view = replica_sync.epoch_view();
-    std::vector<at::Tensor> own_params;
-    if (view) {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) {
-        own_params.push_back(params[i].detach().clone());
-        params[i].detach().copy_(view->eval_params[i]);
-      }
-    }
-    model->eval();
-    broadcast_buffers();
-    auto test_loss_sum = torch::zeros({}, f64), test_correct = torch::zeros({}, f64.dtype(torch::kInt64));
-    {
-      torch::NoGradGuard no_grad;
-      AutocastScope autocast(device.type(), bf16);
-      for (int r : local_replicas) {
-        const auto [test_begin, test_end] = data::eval_shard(data.test.size(), r, replicas);
-        for (int64_t b = test_begin; b < test_end; b += 1000) {
-          auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
-          auto batch = data::make_batch(data.test, idx, *transform, /*train=*/false);
-          batch.x = batch.x.to(device);
-          batch.y = batch.y.to(device);
-          auto logits = model->forward(batch.x);
-          test_loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
-          test_correct += (logits.argmax(1) == batch.y).sum();
-        }
-      }
-    }
-    if (view) {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(own_params[i]);
-      final_params = std::move(view->eval_params);
-    }
-    auto totals = torch::stack({loss_sum, correct.to(torch::kFloat64), test_loss_sum,
-                                test_correct.to(torch::kFloat64)}).cpu();
-    if (comm) {
-      distributed::allreduce_sum(*comm, totals);
-      if (replica_sync.method() == config::SyncMethod::kEasgd) {
-        std::vector<std::pair<std::string, at::Tensor>> center;
-        const auto c = replica_sync.center();
-        for (size_t i = 0; i < named.size(); ++i) center.emplace_back(named[i].first, c[i]);
-        check_replica_consistency(*comm, center, epoch + 1, "EASGD center variable of parameter");
-      } else if (replica_sync.replicas_agree_after(global_step - 1)) {
-        check_replica_consistency(*comm, named, epoch + 1, "parameter");
-      } else {
-        audit_pending = true;
-      }
-    }
-    // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
-    if (first_step < steps) {
-      torch::NoGradGuard no_grad;
-      const auto& got = sync.received_grad();
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (!params[i].requires_grad()) continue;
-        if (!got[i])
-          throw AuditFailure("gradient audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
-                      "' received no gradient (is it used in forward? is the loss connected to it?)");
-        const auto& grad = params[i].grad();
-        if (torch::equal(params[i], snapshot[i]) && grad.defined() && !grad.any().item<bool>())
-          throw AuditFailure("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" +
-                             named[i].first +
-                             "' did not change: its gradients were exactly zero (constant inputs, such as all-zero "
-                             "images? a layer whose ReLUs are all dead?)");
-        if (torch::equal(params[i], snapshot[i]))
-          throw AuditFailure("update audit failed in epoch " + std::to_string(epoch + 1) + ": parameter '" + named[i].first +
-                      "' did not change although it received gradients; the optimizer did not update it (a "
-                      "gradient-averaging loop that returns after the first variable?)");
-      }
-    }
-    auto t = totals.accessor<double, 1>();
-    const double train_n = static_cast<double>(steps * spec.global_batch);
-    rundir::EpochRecord rec;
-    rec.epoch = epoch + 1;
-    rec.step = global_step;
-    rec.lr = lr;
-    rec.train_loss = t[0] / train_n;
-    rec.train_acc = t[1] / train_n;
-    rec.test_loss = t[2] / static_cast<double>(data.test.size());
-    rec.test_acc = t[3] / static_cast<double>(data.test.size());
-    rec.grad_norm = grad_norm_sum / steps;
-    rec.epoch_s = epoch_s;
-    rec.wall_s = seconds_since(train_start);
-    rec.images_per_s = train_n / epoch_s;
-    rec.comm_wait_s = comm_wait;
-    // Noise scale: only while the gradients are all-reduced (not in local SGD / EASGD phases).
-    if (noise_scale.available() && replica_sync.reduces_gradients(global_step - 1)) {
-      rec.gns_trace_ema = noise_scale.trace_ema();
-      rec.gns_grad_sq_ema = noise_scale.grad_sq_ema();
-      rec.grad_noise_scale = noise_scale.b_simple();
-    }
-    rec.comm_bytes = comm_bytes;
-    if (view) rec.replica_drift = view->drift;
-    rec.replicas = replicas;
-    rec.global_batch = spec.global_batch;
-    if (lead) {
-      run->append(rec);
-      if (tty) std::printf("\r%80s\r", "");
-      if (!options.quiet) {
-        std::printf("epoch %d/%d  lr %.4g  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  %.0f img/s",
-                    rec.epoch, spec.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss,
-                    100 * rec.test_acc, rec.epoch_s, rec.images_per_s);
-        if (size > 1) std::printf("  comm wait %.2f s", rec.comm_wait_s);
-        if (rec.grad_noise_scale) std::printf("  B_simple %.0f", *rec.grad_noise_scale);
-        std::printf("\n");
-        std::fflush(stdout);
-      }
-    }
-    if (loss_has_blown_up(rec.train_loss, data.num_classes)) {
-      char msg[200];
-      std::snprintf(msg, sizeof msg, "diverged in epoch %d: the mean training loss is %g, over 100 x ln(%ld) (lr %g)",
-                    rec.epoch, rec.train_loss, static_cast<long>(data.num_classes), lr);
-      throw Diverged(msg, rec.epoch, global_step);
-    }
-    result.epochs_done = epoch + 1;
-    result.final_test_acc = rec.test_acc;
-    result.final_train_loss = rec.train_loss;
-    const int every = spec.checkpoint.every_epochs;
-    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == spec.epochs) {
-      CheckpointState state;
-      state.epochs_done = epoch + 1;
-      state.global_step = global_step;
-      state.records = epoch + 1;
-      state.wall_s = seconds_since(train_start);
-      write_checkpoint(state);
-    }
+  } else if (lead_) {
+    fmt::print(stderr,
+               "ddplab: note: the checkpoint holds {} dropout generator states of {} bytes, this run has {} replicas "
+               "whose {} generators keep {} bytes (another replica count or device); dropout streams restart from "
+               "the seed\n",
+               states.size(), states.empty() ? 0 : states[0].numel(), replicas_,
+               c10::DeviceTypeName(device_.type(), /*lower_case=*/true), state_bytes);
   }
-  if (!final_params.empty()) {
-    // Local SGD / EASGD: the saved model is the one the last epoch evaluated.
+  noise_scale_.set_state(resumed_.gns_trace, resumed_.gns_grad_sq, resumed_.gns_steps);
+  replica_sync_->set_center(resumed_.easgd_center);
+}
+
+// ---- The epoch loop -----------------------------------------------------------------------------
+
+ReplicaResult Trainer::run() {
+  for (int epoch = static_cast<int>(resumed_.epochs_done); epoch < spec_.epochs; ++epoch) run_epoch(epoch);
+  restore_final_params();
+  save_model();
+  if (comm_) distributed::barrier(*comm_);
+  return result_;
+}
+
+void Trainer::run_epoch(int epoch) {
+  EpochTotals totals = start_epoch(epoch);
+  train_steps(epoch, totals);
+  runtime::synchronize(device_);
+  const double epoch_s = seconds_since(epoch_start_);
+  totals.comm_wait_s += sync_->take_comm_wait_s();
+  const Evaluation test = evaluate_epoch_model();
+  const EpochSums sums = reduce_sums(epoch, totals, test);
+  // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
+  if (first_step_ < steps_) check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1);
+  const rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
+  if (lead_) {
+    run_->append(rec);
+    print_epoch(rec);
+  }
+  check_not_blown_up(rec);
+  result_.epochs_done = epoch + 1;
+  result_.final_test_acc = rec.test_acc;
+  result_.final_train_loss = rec.train_loss;
+  maybe_checkpoint(epoch, totals);
+}
+
+// The accumulators start from zero, or from the checkpoint's partial metrics when resuming inside
+// this epoch (rank 0 holds the summed train metrics of all ranks).
+EpochTotals Trainer::start_epoch(int epoch) {
+  const bool partial = epoch == resumed_.epochs_done && resumed_.step_in_epoch > 0;
+  first_step_ = partial ? resumed_.step_in_epoch : 0;
+  model_->train();
+  sync_->reset_received();
+  snapshot_.clear();
+  {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(final_params[i]);
+    for (auto& p : params_) snapshot_.push_back(p.detach().clone());
   }
-  if (lead) {
-    const auto model_file = rundir::model_file(options.run_dir);
-    const auto tmp = rundir::temp_file(model_file);
-    model->to(torch::kCPU);
-    torch::save(model, tmp.string());
-    std::filesystem::rename(tmp, model_file);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  const bool restore_partial = partial && lead_;
+  EpochTotals totals;
+  totals.loss_sum = torch::full({}, restore_partial ? resumed_.loss_sum : 0.0, f64);
+  totals.correct =
+      torch::full({}, restore_partial ? static_cast<int64_t>(resumed_.correct) : 0, f64.dtype(torch::kInt64));
+  totals.grad_norm_sum = partial ? resumed_.grad_norm_sum : 0;
+  totals.comm_wait_s = partial ? resumed_.comm_wait_s : 0;
+  // The record's lr is the last step's: already taken if a stop came in the epoch's last step.
+  totals.lr = first_step_ > 0 ? schedule_(epoch + static_cast<double>(first_step_ - 1) / steps_) : 0;
+  totals.comm_bytes = partial ? resumed_.comm_bytes : 0;
+  epoch_start_ = Clock::now() - as_duration(partial ? resumed_.epoch_elapsed_s : 0.0);
+  last_progress_ = epoch_start_;
+  loader_->start_epoch(epoch, first_step_);
+  // Each step's gradient norm and stop flag are read on the host one step late (on CUDA the
+  // host then never waits for the step it just queued); the epoch's last step is read at once.
+  readback_.emplace(device_);
+  unread_.clear();
+  return totals;
+}
+
+void Trainer::train_steps(int epoch, EpochTotals& totals) {
+  for (int64_t step = first_step_; step < steps_; ++step, ++global_step_) {
+    if (!mover_->staged()) stage_next(step);
+    auto [batch_x, batch_y] = mover_->take();
+    if (step + 1 < steps_) stage_next(step + 1);
+    inject_fault();
+    if (train_step(epoch, step, batch_x, batch_y, totals)) stop_cleanly(epoch, step, totals);
+    print_progress(epoch, step);
   }
-  if (comm) distributed::barrier(*comm);
-  return result;
+}
+
+void Trainer::stage_next(int64_t step) {
+  auto batch = loader_->next();
+  TORCH_INTERNAL_ASSERT(batch.has_value(), "loader ended after ", step, " of ", steps_, " steps");
+  mover_->stage(batch->x, batch->y);
+}
+
+// Debug faults fire on rank debug.rank at global step debug.step, never in a resumed attempt.
+bool Trainer::fault_now() const {
+  return faults_armed_ && rank_ == spec_.debug.rank && global_step_ == spec_.debug.step;
+}
+
+void Trainer::inject_fault() {
+  if (spec_.debug.fault == config::Fault::kCrash && fault_now()) std::raise(SIGKILL);
+  if (spec_.debug.fault == config::Fault::kThrow && fault_now())
+    throw std::runtime_error(fmt::format("injected fault (debug.fault=throw) at step {}", global_step_));
+}
+
+// One optimizer step; returns whether the replicas agreed to stop after it.
+bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y,
+                         EpochTotals& totals) {
+  totals.lr = schedule_(epoch + static_cast<double>(step) / steps_);
+  set_lr(*optimizer_, totals.lr);
+  const bool reduce = replica_sync_->reduces_gradients(global_step_);
+  sync_->set_require_sync(reduce);
+  sync_->request_stop(stop_signal() != 0 || (spec_.debug.fault == config::Fault::kStop && fault_now()));
+  broadcast_buffers();
+  compute_gradients(batch_x, batch_y, totals);
+  const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
+  if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
+  readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
+  unread_.emplace_back(global_step_, totals.lr);
+  if (spec_.debug.fault == config::Fault::kUpdateFirstOnly)
+    for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
+  optimizer_->step();
+  bool stop = false;
+  while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
+  const auto synced = replica_sync_->after_step(global_step_, stop_signal() != 0);
+  stop = stop || synced.stop;
+  totals.comm_bytes += synced.bytes;
+  if (audit_pending_ && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
+    check_replica_consistency(*comm_, named_, epoch, "parameter");
+    audit_pending_ = false;
+  }
+  return stop;
+}
+
+// Forward and backward of this process's replica, or of each simulated replica on its shard.
+void Trainer::compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals) {
+  if (sim_) sim_->begin_step();
+  const int64_t shard = spec_.per_replica_batch;
+  for (size_t k = 0; k < local_replicas_.size(); ++k) {
+    auto x = sim_ ? batch_x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_x;
+    auto y = sim_ ? batch_y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_y;
+    if (sim_) sim_->begin_replica(static_cast<int>(k));
+    sync_->prepare_for_backward();
+    const auto [logits, loss] = forward_backward(x, y);
+    if (sim_) sim_->end_replica(static_cast<int>(k));
+    torch::NoGradGuard no_grad;
+    totals.loss_sum += loss.detach().to(torch::kFloat64) * y.size(0);
+    totals.correct += (logits.argmax(1) == y).sum();
+  }
+  if (sim_) sim_->end_step();
+}
+
+// Returns the logits and the mean loss; the gradient is reduced (GradSync) when it returns.
+std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x, const at::Tensor& y) {
+  at::Tensor logits, loss;
+  {
+    AutocastScope autocast(device_.type(), bf16_);
+    logits = model_->forward(x);
+    loss = torch::cross_entropy_loss(logits, y);
+  }
+  loss.backward();
+  sync_->finalize();
+  return {logits, loss};
+}
+
+// The noise scale and traffic of a step whose gradients were all-reduced over 2+ replicas.
+void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) {
+  totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas_);
+  // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
+  const auto mean_sq = sync_options_.mean ? grad_sq : grad_sq / (static_cast<double>(replicas_) * replicas_);
+  noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
+}
+
+// Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run. Returns whether the
+// replicas agreed to stop after that step.
+bool Trainer::read_step(int epoch, EpochTotals& totals) {
+  const auto values = readback_->pop();
+  const auto [at_step, at_lr] = unread_.front();
+  unread_.pop_front();
+  const double grad_norm = std::sqrt(values[0]);
+  if (!std::isfinite(grad_norm))
+    throw Diverged(fmt::format("diverged at epoch {}, step {}: the gradient norm is {} (lr {:g})", epoch + 1, at_step,
+                               std::isnan(grad_norm) ? "NaN" : "Inf", at_lr),
+                   epoch + 1, at_step);
+  totals.grad_norm_sum += grad_norm;
+  return values[1] > 0;
+}
+
+// A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
+void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
+  while (readback_->pending() > 0) read_step(epoch, totals);
+  totals.comm_wait_s += sync_->take_comm_wait_s();
+  const int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
+  const double wall_s = seconds_since(train_start_);
+  auto partial_sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)}).cpu();
+  if (comm_) distributed::allreduce_sum(*comm_, partial_sums);
+  PartialEpoch partial;
+  partial.steps_done = step + 1;
+  partial.loss_sum = partial_sums[0].item<double>();
+  partial.correct = partial_sums[1].item<double>();
+  partial.elapsed_s = seconds_since(epoch_start_);
+  write_checkpoint(make_checkpoint_state(epoch, global_step_ + 1, wall_s, totals, partial));
+  throw Interrupted(fmt::format("stopped by {} after step {} (epoch {})", strsignal(sig), global_step_ + 1, epoch + 1),
+                    sig);
+}
+
+void Trainer::broadcast_buffers() {
+  if (comm_ && !buffers_.empty()) distributed::broadcast_coalesced(*comm_, buffers_, 0);
+}
+
+// ---- The end of an epoch ------------------------------------------------------------------------
+
+// Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
+Trainer::Evaluation Trainer::evaluate_epoch_model() {
+  auto view = replica_sync_->epoch_view();
+  std::vector<at::Tensor> own_params;
+  if (view) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      own_params.push_back(params_[i].detach().clone());
+      params_[i].detach().copy_(view->eval_params[i]);
+    }
+  }
+  Evaluation test = evaluate();
+  if (view) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(own_params[i]);
+    final_params_ = std::move(view->eval_params);
+    test.drift = view->drift;
+  }
+  return test;
+}
+
+// Exact test metrics of this process's shards of the test set (rank 0's BatchNorm statistics).
+Trainer::Evaluation Trainer::evaluate() {
+  model_->eval();
+  broadcast_buffers();
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  Evaluation test{torch::zeros({}, f64), torch::zeros({}, f64.dtype(torch::kInt64)), std::nullopt};
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(device_.type(), bf16_);
+  for (int r : local_replicas_) {
+    const auto [test_begin, test_end] = data::eval_shard(data_->test.size(), r, replicas_);
+    for (int64_t b = test_begin; b < test_end; b += 1000) {
+      auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
+      auto batch = data::make_batch(data_->test, idx, *transform_, /*train=*/false);
+      batch.x = batch.x.to(device_);
+      batch.y = batch.y.to(device_);
+      auto logits = model_->forward(batch.x);
+      test.loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
+      test.correct += (logits.argmax(1) == batch.y).sum();
+    }
+  }
+  return test;
+}
+
+// The epoch's train and test metrics summed over all replicas, then the replica audit (both
+// collectives, in this order on every rank).
+EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
+  auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64), test.loss_sum,
+                            test.correct.to(torch::kFloat64)})
+                  .cpu();
+  if (comm_) {
+    distributed::allreduce_sum(*comm_, sums);
+    audit_replicas(epoch);
+  }
+  const auto t = sums.accessor<double, 1>();
+  return {t[0], t[1], t[2], t[3]};
+}
+
+// Under local SGD the parameters are checked at the first point at or after the epoch's end where
+// the replicas agree; under EASGD the center variable is checked. `epoch` is 0-based.
+void Trainer::audit_replicas(int epoch) {
+  if (replica_sync_->method() == config::SyncMethod::kEasgd) {
+    NamedTensors center;
+    const auto c = replica_sync_->center();
+    for (size_t i = 0; i < named_.size(); ++i) center.emplace_back(named_[i].first, c[i]);
+    check_replica_consistency(*comm_, center, epoch + 1, "EASGD center variable of parameter");
+  } else if (replica_sync_->replicas_agree_after(global_step_ - 1)) {
+    check_replica_consistency(*comm_, named_, epoch + 1, "parameter");
+  } else {
+    audit_pending_ = true;
+  }
+}
+
+rundir::EpochRecord Trainer::epoch_record(int epoch, double epoch_s, const EpochTotals& totals, const EpochSums& sums,
+                                          std::optional<double> drift) const {
+  EpochContext context;
+  context.epoch = epoch + 1;
+  context.global_step = global_step_;
+  context.steps = steps_;
+  context.global_batch = spec_.global_batch;
+  context.test_samples = data_->test.size();
+  context.replicas = replicas_;
+  context.epoch_s = epoch_s;
+  context.wall_s = seconds_since(train_start_);
+  const bool reduced = replica_sync_->reduces_gradients(global_step_ - 1);  // the epoch's last step
+  return make_epoch_record(context, totals, sums, reduced ? &noise_scale_ : nullptr, drift);
+}
+
+void Trainer::check_not_blown_up(const rundir::EpochRecord& rec) const {
+  if (!loss_has_blown_up(rec.train_loss, data_->num_classes)) return;
+  throw Diverged(fmt::format("diverged in epoch {}: the mean training loss is {:g}, over 100 x ln({}) (lr {:g})",
+                             rec.epoch, rec.train_loss, data_->num_classes, rec.lr),
+                 rec.epoch, global_step_);
+}
+
+void Trainer::maybe_checkpoint(int epoch, const EpochTotals& totals) {
+  const int every = spec_.checkpoint.every_epochs;
+  if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == spec_.epochs)
+    write_checkpoint(make_checkpoint_state(epoch, global_step_, seconds_since(train_start_), totals, std::nullopt));
+}
+
+// Every rank takes part (the RNG states are gathered); rank 0 writes the file.
+void Trainer::write_checkpoint(CheckpointState state) {
+  if (sim_) {
+    state.rng_states = sim_->rng_states();
+  } else {
+    const at::Tensor rng = dropout_state();
+    state.rng_states = comm_ ? distributed::allgather(*comm_, rng) : std::vector<at::Tensor>{rng};
+  }
+  state.gns_trace = noise_scale_.raw_trace();
+  state.gns_grad_sq = noise_scale_.raw_grad_sq();
+  state.gns_steps = noise_scale_.steps();
+  state.easgd_center = replica_sync_->center();
+  if (!lead_) return;
+  save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
+  run_->update_manifest({{"checkpoint",
+                          {{"epochs_done", state.epochs_done},
+                           {"step_in_epoch", state.step_in_epoch},
+                           {"global_step", state.global_step},
+                           {"records", state.records},
+                           {"time", rundir::utc_now()}}}});
+}
+
+// Local SGD / EASGD: the saved model is the one the last epoch evaluated.
+void Trainer::restore_final_params() {
+  if (final_params_.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(final_params_[i]);
+}
+
+void Trainer::save_model() {
+  if (!lead_) return;
+  const auto model_file = rundir::model_file(options_.run_dir);
+  const auto tmp = rundir::temp_file(model_file);
+  model_->to(torch::kCPU);
+  torch::save(model_, tmp.string());
+  std::filesystem::rename(tmp, model_file);
+}
+
+// ---- Console ------------------------------------------------------------------------------------
+
+// The live progress line (rank 0, a TTY), at most every half second.
+void Trainer::print_progress(int epoch, int64_t step) {
+  if (!tty_ || !(seconds_since(last_progress_) > 0.5)) return;
+  last_progress_ = Clock::now();
+  const double el = seconds_since(epoch_start_);
+  const double ips = (step + 1) * spec_.global_batch / el;
+  fmt::print("\r  epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}   ", epoch + 1, spec_.epochs, step + 1, steps_, ips,
+             format_duration(el / (step + 1) * (steps_ - step - 1)));
+  std::fflush(stdout);
+}
+
+// Clears the progress line, then the epoch's line unless quiet.
+void Trainer::print_epoch(const rundir::EpochRecord& rec) const {
+  if (tty_) fmt::print("\r{:80}\r", "");
+  if (options_.quiet) return;
+  std::string line = fmt::format(
+      "epoch {}/{}  lr {:.4g}  train loss {:.4f} acc {:.2f}%  test loss {:.4f} acc {:.2f}%  {:.1f} s  {:.0f} img/s",
+      rec.epoch, spec_.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss, 100 * rec.test_acc,
+      rec.epoch_s, rec.images_per_s);
+  if (size_ > 1) line += fmt::format("  comm wait {:.2f} s", rec.comm_wait_s);
+  if (rec.grad_noise_scale) line += fmt::format("  B_simple {:.0f}", *rec.grad_noise_scale);
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+double Trainer::seconds_since(Clock::time_point t) const {
+  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 }  // namespace ddplab::train

@@ -6,13 +6,16 @@
 // audits below, one record (rank 0). With replicas.mode "simulated" one process computes all
 // replicas: the middle of the step runs once per shard (simulated.h).
 //
-// Audits, every epoch (cheap): (a) replica consistency: a checksum per parameter compared
-// across ranks; a mismatch stops the run naming the first parameter that differs (towers that
-// do not share weights). Under local SGD it runs at the first point at or after the epoch's end
-// where the replicas agree; under EASGD it checks the center variable. (b) every trainable
+// Audits, every epoch (cheap; audits.h): (a) replica consistency: a checksum per parameter
+// compared across ranks; a mismatch stops the run naming the first parameter that differs (towers
+// that do not share weights). Under local SGD it runs at the first point at or after the epoch's
+// end where the replicas agree; under EASGD it checks the center variable. (b) every trainable
 // parameter received a gradient and changed during the epoch, else the run stops naming it (an
-// averaging loop that updated only the first variable). A failed audit throws
+// averaging loop that updated only the first variable). A failed audit throws AuditFailure, a
 // std::runtime_error (exit code 1).
+//
+// The pieces (set-up, the epoch loop, one step, evaluation, the audits, records, checkpoints) are
+// the members of class Trainer (trainer_impl.h); train_replica() builds one and runs it.
 //
 // At the end rank 0 saves the final model (torch::save of the module) as <run_dir>/model.pt (under
 // local SGD the replicas' mean, under EASGD the center: what the last epoch evaluated).
@@ -86,8 +89,8 @@ int stop_signal();  // 0 while no stop was asked for
 // run directory is made.
 void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& data);
 
-// Trains replica `world.rank`. Throws ddplab::Error on a failed audit and other exceptions on
-// runtime failures; writes nothing to the manifest (the caller records the status).
+// Trains replica `world.rank`. Throws AuditFailure on a failed audit, Diverged, Interrupted, and
+// other exceptions on runtime failures; writes nothing to the manifest (the caller records the status).
 ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world,
                             const ReplicaOptions& options);
 

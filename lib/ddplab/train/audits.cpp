@@ -1,0 +1,44 @@
+#include "ddplab/train/audits.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "ddplab/distributed/consistency.h"
+
+namespace ddplab::train {
+
+void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch,
+                               const std::string& what) {
+  const auto mismatch = distributed::first_replica_mismatch(comm, named);
+  if (!mismatch) return;
+  throw AuditFailure(fmt::format(
+      "replica consistency audit failed after epoch {}: {} '{}' differs between replicas (checksums from {:f} to "
+      "{:f}); the replicas do not share weights (was rank 0's model broadcast at start?)",
+      epoch, what, mismatch->name, mismatch->lo, mismatch->hi));
+}
+
+void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
+                                 const std::vector<bool>& received, int epoch) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, p] = named[i];
+    if (!p.requires_grad()) continue;
+    if (!received[i])
+      throw AuditFailure(fmt::format("gradient audit failed in epoch {}: parameter '{}' received no gradient (is it "
+                                     "used in forward? is the loss connected to it?)",
+                                     epoch, name));
+    const auto& grad = p.grad();
+    if (torch::equal(p, snapshot[i]) && grad.defined() && !grad.any().item<bool>())
+      throw AuditFailure(fmt::format(
+          "update audit failed in epoch {}: parameter '{}' did not change: its gradients were exactly zero (constant "
+          "inputs, such as all-zero images? a layer whose ReLUs are all dead?)",
+          epoch, name));
+    if (torch::equal(p, snapshot[i]))
+      throw AuditFailure(fmt::format(
+          "update audit failed in epoch {}: parameter '{}' did not change although it received gradients; the "
+          "optimizer did not update it (a gradient-averaging loop that returns after the first variable?)",
+          epoch, name));
+  }
+}
+
+}  // namespace ddplab::train

@@ -1,0 +1,43 @@
+// The trainer's per-epoch audits (cheap), each a function that throws AuditFailure naming the
+// culprit:
+//   (a) replica consistency: a checksum per parameter compared across ranks
+//       (distributed/consistency.h); a mismatch names the first parameter that differs (towers
+//       that do not share weights). `what` names the tensors in the message: "parameter", or
+//       "EASGD center variable of parameter".
+//   (b) gradient: every trainable parameter received a gradient during the epoch (GradSync's
+//       received_grad()), else it is not used in forward or the loss is not connected to it.
+//   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
+//       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an
+//       averaging loop that updated only the first variable).
+// `epoch` is the 1-based epoch the message names.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "ddplab/distributed/comm.h"
+
+namespace ddplab::train {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// A failed audit is a bug in the training setup, found at run time: exit code 1, not a spec error.
+class AuditFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// (a); a collective: every rank of `comm` calls it with the same names.
+void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch,
+                               const std::string& what);
+
+// (b) and (c) for every parameter of `named` that requires a gradient, in order (the first
+// failing parameter is named; for one parameter (b) comes before (c)). `snapshot[i]` is
+// parameter i at the epoch's start, `received[i]` whether it got a gradient since.
+void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
+                                 const std::vector<bool>& received, int epoch);
+
+}  // namespace ddplab::train

@@ -1,0 +1,54 @@
+#include "ddplab/train/epoch_totals.h"
+
+namespace ddplab::train {
+
+rundir::EpochRecord make_epoch_record(const EpochContext& c, const EpochTotals& totals, const EpochSums& sums,
+                                      const GradNoiseScale* noise_scale, std::optional<double> drift) {
+  const double train_n = static_cast<double>(c.steps * c.global_batch);
+  const double test_n = static_cast<double>(c.test_samples);
+  rundir::EpochRecord rec;
+  rec.epoch = c.epoch;
+  rec.step = c.global_step;
+  rec.lr = totals.lr;
+  rec.train_loss = sums.train_loss / train_n;
+  rec.train_acc = sums.train_correct / train_n;
+  rec.test_loss = sums.test_loss / test_n;
+  rec.test_acc = sums.test_correct / test_n;
+  rec.grad_norm = totals.grad_norm_sum / c.steps;
+  rec.epoch_s = c.epoch_s;
+  rec.wall_s = c.wall_s;
+  rec.images_per_s = train_n / c.epoch_s;
+  rec.comm_wait_s = totals.comm_wait_s;
+  // Noise scale: only while the gradients are all-reduced (not in local SGD / EASGD phases).
+  if (noise_scale != nullptr && noise_scale->available()) {
+    rec.gns_trace_ema = noise_scale->trace_ema();
+    rec.gns_grad_sq_ema = noise_scale->grad_sq_ema();
+    rec.grad_noise_scale = noise_scale->b_simple();
+  }
+  rec.comm_bytes = totals.comm_bytes;
+  rec.replica_drift = drift;
+  rec.replicas = c.replicas;
+  rec.global_batch = c.global_batch;
+  return rec;
+}
+
+CheckpointState make_checkpoint_state(int epoch, int64_t global_step, double wall_s, const EpochTotals& totals,
+                                      const std::optional<PartialEpoch>& partial) {
+  CheckpointState state;
+  state.epochs_done = partial ? epoch : epoch + 1;
+  state.records = state.epochs_done;
+  state.global_step = global_step;
+  state.wall_s = wall_s;
+  if (!partial) return state;
+  state.step_in_epoch = partial->steps_done;
+  // The partial train metrics are per rank: the checkpoint holds their sum; rank 0 alone restores it.
+  state.loss_sum = partial->loss_sum;
+  state.correct = partial->correct;
+  state.grad_norm_sum = totals.grad_norm_sum;
+  state.comm_wait_s = totals.comm_wait_s;
+  state.comm_bytes = totals.comm_bytes;
+  state.epoch_elapsed_s = partial->elapsed_s;
+  return state;
+}
+
+}  // namespace ddplab::train

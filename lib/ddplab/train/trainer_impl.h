@@ -1,0 +1,159 @@
+// Trainer: the state and the named pieces of train_replica (trainer.h), internal to train/.
+//
+// The constructor sets up, in this order (the RNG draws and the collectives depend on it): the
+// data and transform; the model from the spec's seed (rank-dependent only under debug fault
+// skip_broadcast), placed on its device; the process group and the broadcast of rank 0's
+// parameters and buffers; the dropout seed; optimizer, GradSync and simulated replicas; the
+// loader, ReplicaSync and run log; then, when resuming, the checkpoint. run() runs the epochs and
+// saves the final model. Every rank calls the same collectives in the same order (c10d needs it):
+// per step GradSync's all-reduces and ReplicaSync's averaging, a buffer broadcast before every
+// forward and before evaluation; per epoch the metric all-reduce, then the consistency audit;
+// per checkpoint the gather of the dropout RNG states (after the partial metrics' all-reduce
+// of a clean stop).
+#pragma once
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <torch/optim/optimizer.h>
+
+#include "ddplab/config/spec.h"
+#include "ddplab/data/dataset.h"
+#include "ddplab/data/loader.h"
+#include "ddplab/data/transform.h"
+#include "ddplab/distributed/comm.h"
+#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/models/models.h"
+#include "ddplab/rundir/run_log.h"
+#include "ddplab/runtime/device.h"
+#include "ddplab/train/audits.h"
+#include "ddplab/train/checkpoint.h"
+#include "ddplab/train/epoch_totals.h"
+#include "ddplab/train/lr_schedule.h"
+#include "ddplab/train/noise_scale.h"
+#include "ddplab/train/replica_sync.h"
+#include "ddplab/train/simulated.h"
+#include "ddplab/train/trainer.h"
+
+namespace ddplab::train {
+
+class Trainer {
+ public:
+  // `spec`, `world` and `options` must outlive the Trainer.
+  Trainer(const config::ExperimentSpec& spec, const distributed::World& world, const ReplicaOptions& options);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  ReplicaResult run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Set-up.
+  void load_data();
+  void build_model();
+  void place_on_device();
+  void connect();
+  void build_training();
+  void build_loader();
+  void resume();
+  uint64_t dropout_seed(int replica) const;
+  at::Tensor dropout_state();
+
+  // The epoch loop.
+  void run_epoch(int epoch);
+  EpochTotals start_epoch(int epoch);
+  void train_steps(int epoch, EpochTotals& totals);
+  void stage_next(int64_t step);
+  bool fault_now() const;
+  void inject_fault();
+  bool train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y,
+                  EpochTotals& totals);
+  void compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals);
+  std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
+  void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
+  bool read_step(int epoch, EpochTotals& totals);
+  [[noreturn]] void stop_cleanly(int epoch, int64_t step, EpochTotals& totals);
+  void broadcast_buffers();
+
+  // The end of an epoch.
+  struct Evaluation {
+    at::Tensor loss_sum, correct;  // this process's test shards, on the device
+    std::optional<double> drift;   // local SGD / EASGD
+  };
+  Evaluation evaluate_epoch_model();
+  Evaluation evaluate();
+  EpochSums reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test);
+  void audit_replicas(int epoch);
+  rundir::EpochRecord epoch_record(int epoch, double epoch_s, const EpochTotals& totals, const EpochSums& sums,
+                                   std::optional<double> drift) const;
+  void check_not_blown_up(const rundir::EpochRecord& rec) const;
+  void maybe_checkpoint(int epoch, const EpochTotals& totals);
+  void write_checkpoint(CheckpointState state);
+  void restore_final_params();
+  void save_model();
+
+  // Console.
+  void print_progress(int epoch, int64_t step);
+  void print_epoch(const rundir::EpochRecord& rec) const;
+
+  double seconds_since(Clock::time_point t) const;
+
+  const config::ExperimentSpec& spec_;
+  const distributed::World& world_;
+  const ReplicaOptions& options_;
+  const int rank_, size_;
+  const bool lead_;
+  const bool simulated_;  // N replicas in this one process (simulated.h), else one per process
+  const int replicas_;
+  const bool bf16_;
+  const bool skip_broadcast_;
+
+  data::DatasetPair loaded_;  // when options_.data is null
+  const data::DatasetPair* data_ = nullptr;
+  std::shared_ptr<const data::Transform> transform_;
+  std::shared_ptr<models::Model> model_;
+  torch::Device device_{torch::kCPU};
+  std::shared_ptr<distributed::Comm> comm_;
+  std::vector<at::Tensor> buffers_;
+  NamedTensors named_;
+  std::vector<at::Tensor> params_;
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  distributed::GradSyncOptions sync_options_;
+  std::optional<distributed::GradSync> sync_;
+  std::optional<SimulatedReplicas> sim_;
+  GradNoiseScale noise_scale_;
+  std::optional<data::TrainLoader> loader_;
+  std::optional<runtime::BatchMover> mover_;
+  int64_t steps_ = 0;  // per epoch
+  std::optional<ReplicaSync> replica_sync_;
+  LrSchedule schedule_;
+  std::optional<rundir::RunLog> run_;  // only rank 0 writes the run directory
+  bool tty_ = false;
+  std::vector<int> local_replicas_;  // the replicas this process computes (and whose test shards it evaluates)
+  at::Generator dropout_generator_;
+  std::filesystem::path checkpoint_file_;
+  CheckpointState resumed_;
+  bool faults_armed_ = false;
+
+  ReplicaResult result_;
+  int64_t global_step_ = 0;
+  bool audit_pending_ = false;             // local SGD: check the replicas at their next agreement
+  std::vector<at::Tensor> final_params_;  // local SGD / EASGD: what the last epoch evaluated
+  Clock::time_point train_start_;
+
+  // The current epoch.
+  int64_t first_step_ = 0;
+  std::vector<at::Tensor> snapshot_;  // the parameters at its start, for the update audit
+  Clock::time_point epoch_start_, last_progress_;
+  std::optional<runtime::HostReadback> readback_;
+  std::deque<std::pair<int64_t, double>> unread_;  // global step and lr of each value pushed
+};
+
+}  // namespace ddplab::train

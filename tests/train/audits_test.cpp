@@ -1,0 +1,110 @@
+#include "ddplab/train/audits.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <mutex>
+#include <string>
+
+#include "distributed/ranks.h"
+
+namespace ddplab::train {
+namespace {
+
+// Runs the gradient/update audit over `named` against `snapshot` and returns its message ("" if
+// it passed).
+std::string audit_message(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
+                          const std::vector<bool>& received) {
+  try {
+    check_gradients_and_updates(named, snapshot, received, /*epoch=*/3);
+  } catch (const AuditFailure& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<at::Tensor> snapshot_of(const NamedTensors& named) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, p] : named) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(Audit, UpdatedParametersWithGradientsPass) {
+  auto w = torch::ones({2, 2}, torch::requires_grad());
+  NamedTensors named{{"fc.weight", w}};
+  const auto snapshot = snapshot_of(named);
+  w.mutable_grad() = torch::full({2, 2}, 0.5);
+  w.detach().sub_(w.grad());
+  EXPECT_EQ(audit_message(named, snapshot, {true}), "");
+}
+
+TEST(Audit, ParameterWithoutGradientIsNamed) {
+  auto a = torch::ones({3}, torch::requires_grad()), b = torch::ones({3}, torch::requires_grad());
+  NamedTensors named{{"fc1.weight", a}, {"fc2.bias", b}};
+  const auto snapshot = snapshot_of(named);
+  a.detach().add_(1);
+  a.mutable_grad() = torch::ones({3});
+  const std::string message = audit_message(named, snapshot, {true, false});
+  EXPECT_EQ(message,
+            "gradient audit failed in epoch 3: parameter 'fc2.bias' received no gradient (is it used in forward? is "
+            "the loss connected to it?)");
+}
+
+TEST(Audit, UnchangedParameterWithZeroGradientsSaysSo) {
+  auto w = torch::ones({4}, torch::requires_grad());
+  NamedTensors named{{"conv.weight", w}};
+  const auto snapshot = snapshot_of(named);
+  w.mutable_grad() = torch::zeros({4});
+  EXPECT_EQ(audit_message(named, snapshot, {true}),
+            "update audit failed in epoch 3: parameter 'conv.weight' did not change: its gradients were exactly zero "
+            "(constant inputs, such as all-zero images? a layer whose ReLUs are all dead?)");
+}
+
+TEST(Audit, UnchangedParameterWithGradientsBlamesTheOptimizer) {
+  auto first = torch::ones({2}, torch::requires_grad()), second = torch::ones({2}, torch::requires_grad());
+  NamedTensors named{{"fc1.weight", first}, {"fc2.weight", second}};
+  const auto snapshot = snapshot_of(named);
+  // An averaging loop that updated only the first variable.
+  first.mutable_grad() = torch::ones({2});
+  second.mutable_grad() = torch::ones({2});
+  first.detach().sub_(first.grad());
+  EXPECT_EQ(audit_message(named, snapshot, {true, true}),
+            "update audit failed in epoch 3: parameter 'fc2.weight' did not change although it received gradients; "
+            "the optimizer did not update it (a gradient-averaging loop that returns after the first variable?)");
+}
+
+TEST(Audit, FrozenParametersAreSkipped) {
+  auto frozen = torch::ones({2});  // requires_grad false: neither a gradient nor a change is expected
+  NamedTensors named{{"embedding.weight", frozen}};
+  EXPECT_EQ(audit_message(named, snapshot_of(named), {false}), "");
+}
+
+TEST(Audit, FailureIsARuntimeErrorNotASpecError) {
+  auto w = torch::ones({1}, torch::requires_grad());
+  NamedTensors named{{"w", w}};
+  EXPECT_THROW(check_gradients_and_updates(named, snapshot_of(named), {false}, 1), std::runtime_error);
+}
+
+TEST(Audit, ReplicaConsistencyNamesTheParameterAndTheChecksums) {
+  std::mutex mutex;
+  std::vector<std::string> messages(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<distributed::Comm>& comm) {
+    NamedTensors named{{"tower.fc.weight", torch::full({2}, comm->rank == 0 ? 0.25f : 0.5f)}};
+    std::string message;
+    try {
+      check_replica_consistency(*comm, named, 2, "parameter");
+    } catch (const AuditFailure& e) {
+      message = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    messages[comm->rank] = message;
+  });
+  for (const auto& m : messages)
+    EXPECT_EQ(m,
+              "replica consistency audit failed after epoch 2: parameter 'tower.fc.weight' differs between replicas "
+              "(checksums from 0.500000 to 1.000000); the replicas do not share weights (was rank 0's model "
+              "broadcast at start?)");
+}
+
+}  // namespace
+}  // namespace ddplab::train
