@@ -8,8 +8,8 @@
   folder-names          no folder named dist, build, out, spec or test in the source tree
                         (names conventions reserve for build output or tests)
   function-length       no function in lib/ or app/ over 80 lines (scripts/function-lengths.py)
-  formatting            lib/ and app/ format with fmt: a line with std::to_string, snprintf or a
-                        string stream carries a comment "not fmt: <why>" on it or the line before
+  formatting            lib/ and app/ format with fmt: a line with std::to_string, (s)(n)printf or an
+                        ostringstream carries a comment "not fmt: <why>" on it or the line before
   settings-as-strings   outside lib/ddplab/config/, nothing compares a value to the spelling of a
                         schema enum or a run status ("simulated", "done", ...): settings are enums
 
@@ -56,7 +56,7 @@ def function_length():
     return bad
 
 
-FORMATTING = re.compile(r"std::to_string\(|\bsnprintf\(|std::(o|i)?stringstream\b")
+FORMATTING = re.compile(r"std::to_string\(|\bs?n?printf\(|std::ostringstream\b")
 
 
 def formatting():

@@ -604,10 +604,14 @@ ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   return to_typed(doc);
 }
 
-ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides) {
+nlohmann::json load_document(const std::string& path, const std::vector<std::string>& overrides) {
   json doc = load_json_file(path);
   for (const auto& o : overrides) apply_override(doc, o);
-  return resolve(std::move(doc), path);
+  return doc;
+}
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides) {
+  return resolve(load_document(path, overrides), path);
 }
 
 const char* schema_text() { return ddplab::schema_json(); }

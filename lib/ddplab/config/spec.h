@@ -150,7 +150,11 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 // expanding them is expand_sweep's job (ddplab/spec/sweep.h).
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
 
-// load_json_file + every override in order + resolve.
+// load_json_file + every override in order: the document as the user means it, sweep keys
+// (sweep, sweep_zip, repeats) still in (has_sweep and expand_sweep read them; resolve drops them).
+nlohmann::json load_document(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// load_document + resolve.
 ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The JSON Schema text (same as ddplab::schema_json()).

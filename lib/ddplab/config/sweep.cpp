@@ -304,9 +304,7 @@ std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string&
       const std::string seed_text = run_doc.contains("seed") ? value_text(run_doc["seed"]) : "1";
       const std::string tried_id = combo.id + "seed=" + sanitize(seed_text);
       ExperimentSpec spec = resolve_run(run_doc, base, source, combo.applied, !axes.empty(), tried_id);
-      // The run id names the run directory that scripts and the report read back: it keeps
-      // std::to_string's spelling of the seed.
-      spec.run_id = combo.id + "seed=" + std::to_string(spec.seed);
+      spec.run_id = fmt::format("{}seed={}", combo.id, spec.seed);
       ordered_json values = combo.assignments;
       values["seed"] = spec.seed;
       check_run_id(spec.run_id, values, runs, seen);
@@ -340,9 +338,7 @@ std::vector<std::string> sweep_key_order_of_text(const std::string& json_text) {
 }
 
 std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std::string>& overrides) {
-  json doc = load_json_file(path);
-  for (const auto& o : overrides) apply_override(doc, o);
-  return expand_sweep(doc, path, sweep_key_order(path));
+  return expand_sweep(load_document(path, overrides), path, sweep_key_order(path));
 }
 
 std::vector<std::string> resolved_differences(const nlohmann::json& base, const nlohmann::json& run) {

@@ -62,7 +62,7 @@ std::vector<std::string> sweep_key_order(const std::string& path);
 // spec fuzz target, which has bytes, not a file.
 std::vector<std::string> sweep_key_order_of_text(const std::string& json_text);
 
-// load_json_file + every override in order + expand_sweep in the file's key order.
+// load_document + expand_sweep in the file's key order.
 std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // True when `doc` has any of sweep, sweep_zip or repeats (even a trivial one).

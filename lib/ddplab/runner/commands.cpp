@@ -17,14 +17,8 @@ namespace fs = std::filesystem;
 
 namespace ddplab::runner {
 
-nlohmann::json load_document(const std::string& path, const std::vector<std::string>& overrides) {
-  auto doc = config::load_json_file(path);
-  for (const auto& o : overrides) config::apply_override(doc, o);
-  return doc;
-}
-
 int validate(const std::string& path, const std::vector<std::string>& overrides) {
-  const auto doc = load_document(path, overrides);
+  const auto doc = config::load_document(path, overrides);
   size_t sweep_runs = 0;
   if (config::has_sweep(doc)) sweep_runs = config::expand_sweep(doc, path, config::sweep_key_order(path)).size();
   const auto spec = config::resolve(doc, path);

@@ -1,7 +1,5 @@
-// The small commands of the CLI, and what all commands share:
-//   load_document   the spec file at `path` (config::load_json_file) with `overrides` applied in
-//                   order, not yet resolved: `run`, `validate` and `worker` need it whole, sweep
-//                   keys included (config::has_sweep), before it becomes runs or a spec;
+// The small commands of the CLI, and what all commands share (every command reads its spec with
+// config::load_document: overrides applied, sweep keys still in):
 //   validate        `ddplab validate`: a sweep is checked whole (every run it expands to must
 //                   resolve; a note on stderr says how many), then the spec without its sweep keys
 //                   is printed fully resolved;
@@ -14,11 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace ddplab::runner {
-
-nlohmann::json load_document(const std::string& path, const std::vector<std::string>& overrides);
 
 int validate(const std::string& path, const std::vector<std::string>& overrides);
 

@@ -214,7 +214,7 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
 }  // namespace
 
 int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run_only) {
-  const auto doc = load_document(path, overrides);
+  const auto doc = config::load_document(path, overrides);
   const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
   if (dry_run_only) return dry_run(doc, runs, path, force);
   if (!config::has_sweep(doc)) return run_one(runs.front().spec, force);

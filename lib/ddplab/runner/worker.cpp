@@ -120,7 +120,7 @@ int run_worker(const config::ExperimentSpec& spec) {
 }
 
 int worker_command(const std::string& path, const std::vector<std::string>& overrides) {
-  const auto doc = load_document(path, overrides);
+  const auto doc = config::load_document(path, overrides);
   const auto spec = config::resolve(doc, path);
   if (config::has_sweep(doc))
     throw Error(fmt::format("{}: has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
