@@ -829,6 +829,22 @@ TEST(Report, NoiseScaleGuardLeavesOutCollapsedRunsAndLowLrEpochs) {
             std::string::npos);
 }
 
+TEST(ReportSvg, ARangeAtRoundingLevelIsOneValue) {
+  // The mean of three runs' lr 0.1 is 0.10000000000000002: the axis must still have distinct ticks.
+  const auto ticks = nice_ticks(0.1, (0.1 + 0.1 + 0.1) / 3);
+  ASSERT_GE(ticks.size(), 2u);
+  EXPECT_LT(ticks.front(), 0.1);
+  EXPECT_GT(ticks.back(), 0.1);
+  LineChart chart;
+  chart.id = "flat";
+  ChartSeries s;
+  s.label = "flat";
+  s.x = {1, 2, 3};
+  s.y = {0.1, (0.1 + 0.1 + 0.1) / 3, 0.1};
+  chart.series.push_back(s);
+  EXPECT_NO_THROW(render_svg(chart));
+}
+
 TEST(ReportSvg, SixteenGroupLegendStaysInsideTheViewBox) {
   LineChart chart;
   chart.id = "many";

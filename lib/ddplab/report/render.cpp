@@ -417,7 +417,7 @@ std::string render_markdown(const ReportData& d) {
     for (const auto& w : d.warnings) o += fmt::format("- {}\n", md_cell(w));
     o += "\n";
   }
-  o += fmt::format("## Groups\n\n{}\n{}\n\n", md_table(groups_table(d)), kBestNote);
+  o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), kBestNote);  // \* : not a list item
   o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
     o += "No two groups differ in exactly one setting.\n\n";
@@ -428,7 +428,7 @@ std::string render_markdown(const ReportData& d) {
                      kNoiseScaleNote);
   o += "## Charts\n\n";
   for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
-  o += fmt::format("## Runs\n\n{}\n{}\n", md_table(runs_table(d)), kBestNote);
+  o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), kBestNote);
   return o;
 }
 

@@ -19,6 +19,7 @@ std::string tick_text(double v, double step) {
   if (std::fabs(v) < step * 1e-9) v = 0;
   const double a = std::fabs(v);
   if (a != 0 && (a >= 1e5 || a < 1e-3)) return fmt::format("{:.2g}", v);
+  if (!(step > 0) || !std::isfinite(step)) return fmt::format("{:g}", v);
   const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
   return fmt::format("{:.{}f}", v, decimals);
 }
@@ -45,7 +46,9 @@ std::string palette_colour(size_t i) { return kPalette[i % kPaletteSize]; }
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (hi < lo) std::swap(lo, hi);
-  if (hi == lo) {
+  // A range at rounding level (the mean of equal values, 0.1 vs 0.10000000000000002) is one value:
+  // ticks that far apart would coincide and give a zero step.
+  if (hi - lo <= 1e-9 * std::max(std::fabs(lo), std::fabs(hi))) {
     const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
     lo -= pad;
     hi += pad;
