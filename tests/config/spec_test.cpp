@@ -321,7 +321,8 @@ TEST(Spec, ReportComparisonSettingsAreChecked) {
   EXPECT_NE(resolve_error(with(R"(report.labels={"replicas.count=2": 2})")).find("/report/labels/replicas.count=2"),
             std::string::npos)
       << resolve_error(with(R"(report.labels={"replicas.count=2": 2})"));
-  const ExperimentSpec s = resolve(with(R"(report={"equivalence_pts": 0.25, "final_epochs": 3, "labels": {"replicas.count=2": "2 GPUs"}})"));
+  const ExperimentSpec s =
+      resolve(with(R"(report={"equivalence_pts": 0.25, "final_epochs": 3, "labels": {"replicas.count=2": "2 GPUs"}})"));
   EXPECT_EQ(s.resolved["report"]["final_epochs"], 3);
   EXPECT_EQ(s.resolved["report"]["labels"]["replicas.count=2"], "2 GPUs");
   EXPECT_FALSE(resolve(minimal()).resolved["report"].contains("equivalence_pts")) << "unset stays unset";

@@ -223,10 +223,12 @@ TEST(Report, WelchOverDifferentSeedsMarksRealDifference) {
   EXPECT_NE(md.find("| difference (B - A) | 95% CI | n | method | adjusted p | verdict |"), std::string::npos) << md;
   EXPECT_NE(md.find("| +2.17 pts |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 3 / 3 | Welch |"), std::string::npos) << md;
-  EXPECT_NE(md.find("schedule.scale_rule=none better than schedule.scale_rule=linear by 2.17 points"), std::string::npos) << md;
+  EXPECT_NE(md.find("schedule.scale_rule=none better than schedule.scale_rule=linear by 2.17 points"), std::string::npos)
+      << md;
   EXPECT_NE(md.find("corrected for 1 comparison (Holm)"), std::string::npos) << md;
   const std::string csv = render_comparisons_csv(d);
-  EXPECT_NE(csv.find("schedule.scale_rule,linear,none,schedule.scale_rule=linear,schedule.scale_rule=none,final_test_acc,"),
+  EXPECT_NE(csv.find("schedule.scale_rule,linear,none,schedule.scale_rule=linear,schedule.scale_rule=none,"
+                     "final_test_acc,"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find(",3,3,Welch,"), std::string::npos) << csv;

@@ -291,7 +291,8 @@ void comparison_settings(const ReportOptions& options, ReportData& data) {
   } else if (delta.is_number() && delta.get<double>() > 0) {
     data.equivalence_pts = delta.get<double>();
   } else if (!delta.is_null()) {
-    data.warnings.push_back(fmt::format("report.equivalence_pts: expected a number > 0, got {}; using 0.5", delta.dump()));
+    data.warnings.push_back(
+        fmt::format("report.equivalence_pts: expected a number > 0, got {}; using 0.5", delta.dump()));
   }
   const json k = report_setting(data.runs, "final_epochs");
   if (options.final_epochs) {
@@ -439,7 +440,8 @@ void metric_statistics(const GroupSamples& s, GroupStats& g) {
   g.metric = mean_std(values);
   g.test_samples = test_samples_of(g.key_spec);
   const double p = g.final_test_acc.mean;
-  g.test_sampling_error_pts = g.test_samples && p >= 0 && p <= 1 ? test_set_sampling_error_points(p, *g.test_samples) : kNaN;
+  g.test_sampling_error_pts =
+      g.test_samples && p >= 0 && p <= 1 ? test_set_sampling_error_points(p, *g.test_samples) : kNaN;
 }
 
 void group_statistics(const ReportData& data, const std::optional<double>& target, GroupStats& g) {

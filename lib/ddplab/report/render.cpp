@@ -93,7 +93,8 @@ std::string metric_cell(const GroupStats& g) {
   return pm(g.metric, static_cast<int>(g.metric_by_seed.size()), 2, 1, " pts");
 }
 std::string test_se_cell(const GroupStats& g) {
-  return std::isfinite(g.test_sampling_error_pts) ? fmt::format("\xC2\xB1{} pts (n_test {})", fixed(g.test_sampling_error_pts, 2), *g.test_samples) : kDash;
+  if (!std::isfinite(g.test_sampling_error_pts)) return kDash;
+  return fmt::format("\xC2\xB1{} pts (n_test {})", fixed(g.test_sampling_error_pts, 2), *g.test_samples);
 }
 size_t holm_family(const ReportData& d) { return d.comparisons.empty() ? 0 : d.comparisons.front().stats.m; }
 
@@ -332,8 +333,9 @@ NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
 namespace {
 // What the comparisons table is, under it.
 std::string comparisons_note(const ReportData& d) {
-  const std::string metric = d.final_epochs > 1 ? fmt::format("the mean test accuracy of the last {} epochs", d.final_epochs)
-                                                : std::string("the final test accuracy");
+  const std::string metric = d.final_epochs > 1
+                                 ? fmt::format("the mean test accuracy of the last {} epochs", d.final_epochs)
+                                 : std::string("the final test accuracy");
   return fmt::format(
       "Groups that differ in one setting, compared on {} in points: paired by seed over the seeds both groups ran, "
       "else Welch's unequal-variance t. p values are corrected for {} comparison{} (Holm); a verdict is \"better\" or "
@@ -401,7 +403,8 @@ std::string render_html(const ReportData& d) {
   o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
   for (const auto& c : render_charts(d)) o += fmt::format("<figure>\n{}</figure>\n", c.svg);
-  o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"), escape_html(kBestNote));
+  o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"),
+                   escape_html(kBestNote));
   return o + "</body>\n</html>\n";
 }
 
@@ -464,7 +467,8 @@ std::string groups_csv_stats(const GroupStats& g) {
   o += fmt::format("{},{},{},{},{},{},{},", g.replicas, g.per_replica_batch, g.global_batch,
                    csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
                    g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
-  o += fmt::format("{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "", csv_num(g.test_sampling_error_pts));
+  o += fmt::format("{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
+                   csv_num(g.test_sampling_error_pts));
   return o;
 }
 }  // namespace
@@ -491,7 +495,8 @@ std::string render_comparisons_csv(const ReportData& d) {
   std::string o =
       "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
       "method,p,p_adjusted,m,verdict,sentence\n";
-  const std::string metric = d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : "final_test_acc";
+  const std::string metric =
+      d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
   for (const auto& c : d.comparisons) {
     const Comparison& s = c.stats;
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];

@@ -253,7 +253,8 @@ std::string svg_legend(const LineChart& chart, const Frame& f) {
     const auto lines = wrap_label(chart.series[k].label, legend_chars(f.w));
     std::string text = escape_html(lines.front());
     for (size_t i = 1; i < lines.size(); ++i)
-      text += fmt::format("<tspan x=\"{}\" dy=\"{}\">{}</tspan>", num(kLegendTextX), num(kLegendLine), escape_html(lines[i]));
+      text += fmt::format("<tspan x=\"{}\" dy=\"{}\">{}</tspan>", num(kLegendTextX), num(kLegendLine),
+                          escape_html(lines[i]));
     o += fmt::format(
         "<g class=\"legend\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>"
         "<text x=\"{}\" y=\"{}\">{}</text></g>\n",
