@@ -314,6 +314,20 @@ TEST(Spec, OutOfRange) {
   EXPECT_EQ(resolve_error(with("optimizer.betas=[0.9]")), "/optimizer/betas: must have at least 2 items, got [0.9]");
 }
 
+TEST(Spec, ReportComparisonSettingsAreChecked) {
+  EXPECT_EQ(resolve_error(with("report.equivalence_pts=0")), "/report/equivalence_pts: must be > 0, got 0");
+  EXPECT_EQ(resolve_error(with("report.final_epochs=0")), "/report/final_epochs: must be >= 1, got 0");
+  EXPECT_NE(resolve_error(with("report.final_epochs=1.5")).find("/report/final_epochs"), std::string::npos);
+  EXPECT_NE(resolve_error(with(R"(report.labels={"replicas.count=2": 2})")).find("/report/labels/replicas.count=2"),
+            std::string::npos)
+      << resolve_error(with(R"(report.labels={"replicas.count=2": 2})"));
+  const ExperimentSpec s =
+      resolve(with(R"(report={"equivalence_pts": 0.25, "final_epochs": 3, "labels": {"replicas.count=2": "2 GPUs"}})"));
+  EXPECT_EQ(s.resolved["report"]["final_epochs"], 3);
+  EXPECT_EQ(s.resolved["report"]["labels"]["replicas.count=2"], "2 GPUs");
+  EXPECT_FALSE(resolve(minimal()).resolved["report"].contains("equivalence_pts")) << "unset stays unset";
+}
+
 TEST(Spec, EnumMessage) {
   EXPECT_EQ(resolve_error(with("replicas.reduce=avg")), "/replicas/reduce: must be one of \"mean\", \"sum\", got \"avg\"");
 }

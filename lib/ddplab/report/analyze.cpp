@@ -99,6 +99,14 @@ double RunData::best_test_acc() const {
   return best;
 }
 
+double RunData::final_test_acc_points(int k) const {
+  if (epochs.empty()) return kNaN;
+  const size_t n = std::min(epochs.size(), static_cast<size_t>(std::max(k, 1)));
+  double sum = 0;
+  for (size_t i = epochs.size() - n; i < epochs.size(); ++i) sum += epochs[i].test_acc;
+  return 100 * sum / static_cast<double>(n);
+}
+
 double RunData::mean_images_per_s() const {
   std::vector<double> xs;
   for (const auto& e : epochs)
@@ -169,6 +177,7 @@ EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   p.grad_noise_scale = r.grad_noise_scale.value_or(kNaN);
   // A record older than the field has no byte count: unknown, not 0.
   p.comm_bytes = has_comm_bytes ? static_cast<double>(r.comm_bytes) : kNaN;
+  p.gns_grad_sq_ema = r.gns_grad_sq_ema.value_or(kNaN);
   p.replicas = r.replicas;
   p.global_batch = r.global_batch;
   return p;
@@ -255,26 +264,84 @@ std::string title_of(const std::vector<RunData>& runs) {
   return experiments.empty() ? "runs" : fmt::format("{}", fmt::join(experiments, ", "));
 }
 
-// --target, else the first spec's report.target_acc.
-std::optional<double> target_of(const ReportOptions& options, const std::vector<RunData>& runs) {
-  if (options.target_acc) return options.target_acc;
+// report.<name> of the first spec that sets it, else null.
+json report_setting(const std::vector<RunData>& runs, const char* name) {
   for (const auto& r : runs) {
     if (!r.spec.is_object() || !r.spec.contains("report") || !r.spec["report"].is_object()) continue;
     const json& rep = r.spec["report"];
-    if (rep.contains("target_acc") && rep["target_acc"].is_number()) return rep["target_acc"].get<double>();
+    if (rep.contains(name)) return rep[name];
   }
+  return json();
+}
+
+// --target, else the first spec's report.target_acc.
+std::optional<double> target_of(const ReportOptions& options, const std::vector<RunData>& runs) {
+  if (options.target_acc) return options.target_acc;
+  const json v = report_setting(runs, "target_acc");
+  if (v.is_number()) return v.get<double>();
   return std::nullopt;
+}
+
+// equivalence_pts and final_epochs from the options, else the specs; a value resolve() would
+// reject (a hand-edited spec.json) is warned about and the default used.
+void comparison_settings(const ReportOptions& options, ReportData& data) {
+  const json delta = report_setting(data.runs, "equivalence_pts");
+  if (options.equivalence_pts) {
+    data.equivalence_pts = *options.equivalence_pts;
+  } else if (delta.is_number() && delta.get<double>() > 0) {
+    data.equivalence_pts = delta.get<double>();
+  } else if (!delta.is_null()) {
+    data.warnings.push_back(
+        fmt::format("report.equivalence_pts: expected a number > 0, got {}; using 0.5", delta.dump()));
+  }
+  const json k = report_setting(data.runs, "final_epochs");
+  if (options.final_epochs) {
+    data.final_epochs = *options.final_epochs;
+  } else if (k.is_number_integer() && k.get<int64_t>() >= 1 && k.get<int64_t>() <= 1000000) {
+    data.final_epochs = k.get<int>();
+  } else if (!k.is_null()) {
+    data.warnings.push_back(fmt::format("report.final_epochs: expected an integer >= 1, got {}; using 1", k.dump()));
+  }
+}
+
+// The report.labels map (group label -> display name) of the first spec that has one.
+std::map<std::string, std::string> display_names(const std::vector<RunData>& runs) {
+  std::map<std::string, std::string> out;
+  const json m = report_setting(runs, "labels");
+  if (!m.is_object()) return out;
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  return out;
+}
+
+// The differing keys that only follow another differing key (kFollows): across the groups each
+// value of the leader comes with one value of the follower, so the leader's value names it.
+std::vector<std::string> following_keys(const std::vector<json>& keys, const std::vector<std::string>& differing) {
+  std::vector<std::string> out;
+  for (const auto& k : differing) {
+    const auto f = kFollows.find(k);
+    if (f == kFollows.end() || std::count(differing.begin(), differing.end(), f->second) == 0) continue;
+    std::map<std::string, json> by_leader;
+    bool function = true;
+    for (const auto& g : keys) {
+      const auto [it, added] = by_leader.emplace(g.value(f->second, json()).dump(), g.value(k, json()));
+      if (!added && it->second != g.value(k, json())) function = false;
+    }
+    if (function) out.push_back(k);
+  }
+  return out;
 }
 
 // The group's values of the differing keys and its label. Keys this group does not set are left
 // out of its label ("replicas.sync=allreduce" rather than also
 // "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
-void label_group(const ReportData& data, GroupStats& g) {
+void label_group(const ReportData& data, const std::vector<std::string>& followers, GroupStats& g) {
   g.values = json::object();
   std::vector<std::string> set, unset;
   for (const auto& k : data.differing_keys) {
     const json v = g.key_spec.value(k, json());
     g.values[k] = v;
+    if (std::count(followers.begin(), followers.end(), k) > 0) continue;
     (v.is_null() ? unset : set).push_back(fmt::format("{}={}", k, value_text(v)));
   }
   g.label = fmt::format("{}", fmt::join(set.empty() ? unset : set, ", "));
@@ -288,26 +355,73 @@ void label_group(const ReportData& data, GroupStats& g) {
 // The per-run values a group's statistics are taken over (finished runs with records).
 struct GroupSamples {
   std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
+  std::map<int64_t, std::vector<double>> metric;  // by seed
+  std::string unreliable;                         // why a run's last noise scale was left out
 };
 
-void add_run(const RunData& r, const std::optional<double>& target, GroupStats& g, GroupSamples& s) {
+// Classes of the group's dataset: 100 for cifar100, else 10 (idx: unknown, taken as 10).
+int classes_of(const json& key_spec) { return key_spec.value("dataset.name", json()) == "cifar100" ? 100 : 10; }
+
+std::optional<int64_t> test_samples_of(const json& key_spec) {
+  const json limit = key_spec.value("dataset.test_limit", json());
+  const json name = key_spec.value("dataset.name", json());
+  std::optional<int64_t> known;
+  for (const char* n : {"fashion-mnist", "mnist", "cifar10", "cifar100"})
+    if (name == n) known = 10000;
+  if (limit.is_number_integer() && limit.get<int64_t>() > 0)
+    return known ? std::min(*known, limit.get<int64_t>()) : limit.get<int64_t>();
+  return known;
+}
+
+// The noise scale of run r at its first and last epoch whose lr is at least 10% of the run's
+// peak (a decayed lr makes |G|^2 tiny and B_simple meaningless); the last one only when its
+// |G|^2 estimate is clearly positive, else the reason goes to s.unreliable.
+void add_noise_scale(const RunData& r, GroupSamples& s) {
+  double peak = 0;
+  for (const auto& e : r.epochs)
+    if (std::isfinite(e.lr)) peak = std::max(peak, e.lr);
+  const EpochPoint* last = nullptr;
+  bool first = true;
+  for (const auto& e : r.epochs) {
+    if (!(e.lr >= 0.1 * peak)) continue;
+    if (first && std::isfinite(e.grad_noise_scale)) s.ns_first.push_back(e.grad_noise_scale), first = false;
+    last = &e;
+  }
+  // Only a value from the last epoch describes the end of the run: a local SGD run that
+  // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
+  if (last == nullptr) return;
+  if (last->gns_grad_sq_ema <= 0)
+    s.unreliable = "the |G|\xC2\xB2 estimate is not positive: gradient noise swamps the mean gradient";
+  else if (last->grad_noise_scale > 100.0 * static_cast<double>(last->global_batch))
+    s.unreliable = "the |G|\xC2\xB2 estimate is near zero: B_simple is over 100 x the global batch";
+  else if (std::isfinite(last->grad_noise_scale))
+    s.ns_last.push_back(last->grad_noise_scale);
+}
+
+// A run that diverged or ended near chance says nothing about the noise scale of training.
+bool collapsed(const RunData& r, int classes) {
+  const EpochPoint& e = r.epochs.back();
+  return !std::isfinite(e.train_loss) || !(e.test_acc >= 1.5 / classes);
+}
+
+void add_run(const RunData& r, const std::optional<double>& target, int final_epochs, GroupStats& g, GroupSamples& s) {
   ++g.n;
   g.final_accs.push_back(r.final_test_acc());
+  s.metric[seed_of(r)].push_back(r.final_test_acc_points(final_epochs));
   s.best.push_back(r.best_test_acc());
   s.train_loss.push_back(r.final_train_loss());
   s.test_loss.push_back(r.final_test_loss());
   s.thr.push_back(r.mean_images_per_s());
-  std::vector<double> ns;
   double bytes = 0;
-  bool logged = false;
+  bool logged = false, noise = false;
   for (const auto& e : r.epochs) {
-    if (std::isfinite(e.grad_noise_scale)) ns.push_back(e.grad_noise_scale);
     if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
+    noise = noise || std::isfinite(e.grad_noise_scale) || std::isfinite(e.gns_grad_sq_ema);
   }
-  if (!ns.empty()) s.ns_first.push_back(ns.front());
-  // Only a value from the final epoch describes the end of the run: a local SGD run that
-  // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
-  if (std::isfinite(r.epochs.back().grad_noise_scale)) s.ns_last.push_back(r.epochs.back().grad_noise_scale);
+  if (noise && collapsed(r, classes_of(g.key_spec)))
+    ++g.noise_scale_runs_left_out;
+  else if (noise)
+    add_noise_scale(r, s);
   if (logged) s.comm.push_back(bytes);
   if (!target) return;
   if (const EpochPoint* p = r.first_reaching(*target)) {
@@ -317,13 +431,26 @@ void add_run(const RunData& r, const std::optional<double>& target, GroupStats& 
   }
 }
 
+void metric_statistics(const GroupSamples& s, GroupStats& g) {
+  std::vector<double> values;
+  for (const auto& [seed, xs] : s.metric) {
+    g.metric_by_seed[seed] = mean(xs);
+    values.push_back(g.metric_by_seed[seed]);
+  }
+  g.metric = mean_std(values);
+  g.test_samples = test_samples_of(g.key_spec);
+  const double p = g.final_test_acc.mean;
+  g.test_sampling_error_pts =
+      g.test_samples && p >= 0 && p <= 1 ? test_set_sampling_error_points(p, *g.test_samples) : kNaN;
+}
+
 void group_statistics(const ReportData& data, const std::optional<double>& target, GroupStats& g) {
   GroupSamples s;
   g.target_acc = target;
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
     if (r.running()) ++g.in_progress;
-    if (r.finished() && !r.epochs.empty()) add_run(r, target, g, s);
+    if (r.finished() && !r.epochs.empty()) add_run(r, target, data.final_epochs, g, s);
   }
   g.final_test_acc = mean_std(g.final_accs);
   g.best_test_acc = mean_std(s.best);
@@ -334,7 +461,9 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   g.target_wall_s = mean(s.t_wall);
   g.noise_scale_first = mean(s.ns_first);
   g.noise_scale_last = mean(s.ns_last);
+  if (s.ns_last.empty()) g.noise_scale_unreliable = s.unreliable;
   g.comm_bytes = mean(s.comm);
+  metric_statistics(s, g);
   // Replica count and per-replica batch from the first run that has records.
   for (size_t ri : g.runs) {
     if (data.runs[ri].epochs.empty()) continue;
@@ -395,9 +524,9 @@ void scaling_efficiency(ReportData& data) {
   }
 }
 
-// Groups a and b compared on final test accuracy, when they differ in exactly one setting
-// (derived settings that follow it aside) and both have a spec.
-std::optional<Comparison> compare(const ReportData& data, size_t a, size_t b) {
+// Groups a and b compared on the metric, when they differ in exactly one setting (derived
+// settings that follow it aside) and both have a spec. Holm's correction comes later.
+std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t b) {
   const GroupStats &ga = data.groups[a], &gb = data.groups[b];
   const auto all_ab = keys_between(data, ga, gb);
   std::vector<std::string> keys_ab, followers;
@@ -408,41 +537,65 @@ std::optional<Comparison> compare(const ReportData& data, size_t a, size_t b) {
   }
   if (keys_ab.size() != 1 || ga.key_spec.contains("run") || gb.key_spec.contains("run")) return std::nullopt;
   const auto value_in = [](const GroupStats& g, const std::string& k) { return value_text(g.key_spec.value(k, json())); };
-  Comparison c;
+  GroupComparison c;
   c.a = a;
   c.b = b;
   c.key = keys_ab.front();
   c.value_a = value_in(ga, c.key);
   c.value_b = value_in(gb, c.key);
   for (const auto& k : followers) c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
-  c.welch = welch_t_test(ga.final_accs, gb.final_accs);
-  if (!c.welch.valid) {
-    c.verdict = fmt::format("cannot tell (n={})", std::min(ga.n, gb.n));
-  } else {
-    c.significant = c.welch.p < 0.05;
-    c.verdict = c.significant ? "significant (p < 0.05)" : "not significant";
-  }
+  CompareOptions options;
+  options.delta = data.equivalence_pts;
+  c.stats = compare_by_seed(ga.metric_by_seed, gb.metric_by_seed, options);
+  if (std::isfinite(ga.test_sampling_error_pts) && std::isfinite(gb.test_sampling_error_pts))
+    c.stats.resolution_floor = std::max(ga.test_sampling_error_pts, gb.test_sampling_error_pts);
   return c;
+}
+
+// Every pair that differs in one setting, Holm-corrected over all of them, with its sentence.
+void compare_groups(ReportData& data) {
+  for (size_t a = 0; a < data.groups.size(); ++a)
+    for (size_t b = a + 1; b < data.groups.size(); ++b)
+      if (auto c = compare(data, a, b)) data.comparisons.push_back(std::move(*c));
+  std::vector<Comparison> stats;
+  for (const auto& c : data.comparisons) stats.push_back(c.stats);
+  adjust_for_multiple_comparisons(stats);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    GroupComparison& c = data.comparisons[i];
+    c.stats = stats[i];
+    c.sentence = describe(c.stats, data.groups[c.a].label, data.groups[c.b].label);
+  }
+}
+
+// "replicas.threads follows replicas.count", for the report's opening.
+std::vector<std::string> follower_notes(const std::vector<std::string>& followers) {
+  std::vector<std::string> out;
+  for (const auto& k : followers) out.push_back(fmt::format("{} follows {}", k, kFollows.at(k)));
+  return out;
 }
 }  // namespace
 
 ReportData analyze(const ReportOptions& options) {
   ReportData data;
   for (const auto& dir : find_run_dirs(options.inputs)) data.runs.push_back(load_run(dir, data.warnings));
-  data.differing_keys = differing_keys(group_runs(data));
+  const std::vector<json> keys = group_runs(data);
+  data.differing_keys = differing_keys(keys);
+  const std::vector<std::string> followers = following_keys(keys, data.differing_keys);
+  data.follower_notes = follower_notes(followers);
   data.title = title_of(data.runs);
   const std::optional<double> target = target_of(options, data.runs);
+  comparison_settings(options, data);
+  const auto names = display_names(data.runs);
   for (auto& g : data.groups) {
     std::sort(g.runs.begin(), g.runs.end(),
               [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
-    label_group(data, g);
+    label_group(data, followers, g);
+    if (const auto it = names.find(g.label); it != names.end()) g.label = it->second;
     group_statistics(data, target, g);
   }
   sort_groups(data);
   scaling_efficiency(data);
-  for (size_t a = 0; a < data.groups.size(); ++a)
-    for (size_t b = a + 1; b < data.groups.size(); ++b)
-      if (auto c = compare(data, a, b)) data.comparisons.push_back(std::move(*c));
+  compare_groups(data);
   return data;
 }
 

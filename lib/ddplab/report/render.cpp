@@ -60,15 +60,43 @@ std::string n_cell(const GroupStats& g) {
   if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", g.n, g.in_progress);
   return fmt::format("{}", g.n);
 }
-std::string p_cell(const Comparison& c) {
-  if (!c.welch.valid) return kDash;
-  return c.welch.p < 1e-4 ? std::string("< 0.0001") : fixed(c.welch.p, 4);
+// Points to 2 decimals with a sign, never "-0.00".
+std::string signed_pts(double v) {
+  if (!std::isfinite(v)) return kDash;
+  return fmt::format("{:+.2f}", std::fabs(v) < 0.005 ? 0.0 : v);
 }
-std::string diff_cell(const ReportData& d, const Comparison& c) {
-  const double diff = d.groups[c.b].final_test_acc.mean - d.groups[c.a].final_test_acc.mean;
-  if (!std::isfinite(diff)) return kDash;
-  return fmt::format("{}{} pts", diff >= 0 ? "+" : "", fixed(100 * diff, 2));
+std::string p_cell(double p) {
+  if (!std::isfinite(p)) return kDash;
+  return p < 1e-4 ? std::string("< 0.0001") : fixed(p, 4);
 }
+std::string diff_cell(const Comparison& c) {
+  return std::isfinite(c.diff) ? fmt::format("{} pts", signed_pts(c.diff)) : kDash;
+}
+std::string ci_cell(const Comparison& c) {
+  if (c.method == CompareMethod::too_few) return kDash;
+  return fmt::format("{} to {}", signed_pts(c.ci_low), signed_pts(c.ci_high));
+}
+std::string n_pairs_cell(const Comparison& c) {
+  if (c.method == CompareMethod::paired) return fmt::format("{} pairs", c.n_pairs);
+  return fmt::format("{} / {}", c.n_a, c.n_b);
+}
+std::string method_cell(const Comparison& c) {
+  switch (c.method) {
+    case CompareMethod::paired: return "paired by seed";
+    case CompareMethod::welch: return "Welch";
+    case CompareMethod::too_few: return "too few runs";
+  }
+  return kDash;
+}
+// The metric of a group (mean +- std in points over its seeds).
+std::string metric_cell(const GroupStats& g) {
+  return pm(g.metric, static_cast<int>(g.metric_by_seed.size()), 2, 1, " pts");
+}
+std::string test_se_cell(const GroupStats& g) {
+  if (!std::isfinite(g.test_sampling_error_pts)) return kDash;
+  return fmt::format("\xC2\xB1{} pts (n_test {})", fixed(g.test_sampling_error_pts, 2), *g.test_samples);
+}
+size_t holm_family(const ReportData& d) { return d.comparisons.empty() ? 0 : d.comparisons.front().stats.m; }
 
 // Rows of the tables shared by HTML and Markdown.
 using Table = std::vector<std::vector<std::string>>;
@@ -78,10 +106,10 @@ Table noise_scale_table(const ReportData& d) {
   Table t = {{"group", "replicas", "global batch", "B_simple first epoch", "B_simple last epoch",
               "global batch / B_simple", "what more replicas buy"}};
   for (const auto& g : d.groups) {
-    if (!std::isfinite(g.noise_scale_last)) continue;
-    const auto v = noise_scale_verdict(static_cast<double>(g.global_batch), g.noise_scale_last);
+    if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
+    const double ratio = static_cast<double>(g.global_batch) / g.noise_scale_last;
     t.push_back({g.label, fmt::format("{}", g.replicas), fmt::format("{}", g.global_batch), fixed(g.noise_scale_first, 0),
-                 fixed(g.noise_scale_last, 0), fixed(v.ratio, 2), v.sentence});
+                 fixed(g.noise_scale_last, 0), fixed(ratio, 2), noise_scale_sentence(g)});
   }
   return t;
 }
@@ -91,35 +119,39 @@ const char* const kNoiseScaleNote =
     "measured from the replicas' local and all-reduced gradients (EMAs over steps); it usually grows as training "
     "goes on. The steps to a given loss scale as S_min (1 + B_noise / B): far below B_noise more replicas (a larger "
     "global batch) cut the steps almost linearly; far above it they buy nothing. The verdict uses the last epoch's "
-    "value. See docs/beyond.md.";
+    "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
+    "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
+
+const char* const kBestNote = "* best over epochs: optimistic, chosen on the test set.";
 
 Table groups_table(const ReportData& d) {
-  Table t = {{"group", "n", "final test acc", "best test acc", "final train loss", "final test loss",
+  Table t = {{"group", "n", "final test acc", "test-set SE", "best test acc*", "final train loss", "final test loss",
               fmt::format("time to {}", d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
                                                                                    : pct(*d.groups[0].target_acc)),
               "images/s", "scaling efficiency"}};
   for (const auto& g : d.groups)
-    t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), pct_pm(g.best_test_acc, g.n),
+    t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), test_se_cell(g), pct_pm(g.best_test_acc, g.n),
                  pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g),
                  fixed(g.images_per_s, 1), efficiency_cell(d, g)});
   return t;
 }
 
 Table comparisons_table(const ReportData& d) {
-  Table t = {{"differs in", "group A", "group B", "A final acc", "B final acc", "B - A", "t", "df", "p", "verdict"}};
+  const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
+  Table t = {{"differs in", "group A", "group B", fmt::format("A {}", metric), fmt::format("B {}", metric),
+              "difference (B - A)", "95% CI", "n", "method", "adjusted p", "verdict"}};
   for (const auto& c : d.comparisons) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     std::string what = fmt::format("{}: {} vs {}", c.key, c.value_a, c.value_b);
     for (const auto& f : c.followers) what += fmt::format(" ({} follows)", f);
-    t.push_back({what, a.label, b.label, pct_pm(a.final_test_acc, a.n),
-                 pct_pm(b.final_test_acc, b.n), diff_cell(d, c), c.welch.valid ? fixed(c.welch.t, 3) : kDash,
-                 c.welch.valid ? fixed(c.welch.df, 2) : kDash, p_cell(c), c.verdict});
+    t.push_back({what, a.label, b.label, metric_cell(a), metric_cell(b), diff_cell(c.stats), ci_cell(c.stats),
+                 n_pairs_cell(c.stats), method_cell(c.stats), p_cell(c.stats.p_adjusted), c.sentence});
   }
   return t;
 }
 
 Table runs_table(const ReportData& d) {
-  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc", "final train loss", "images/s"}};
+  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc*", "final train loss", "images/s"}};
   for (const auto& r : d.runs) {
     std::string status = r.status_text();
     if (!r.message.empty()) status += fmt::format(": {}", r.message);
@@ -231,7 +263,9 @@ double cumulative_comm_bytes(const RunData& r, size_t i) {
 }
 
 bool any_noise_scale(const ReportData& d) {
-  return std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return std::isfinite(g.noise_scale_last); });
+  return std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) {
+    return std::isfinite(g.noise_scale_last) || !g.noise_scale_unreliable.empty();
+  });
 }
 
 bool any_comm_bytes(const ReportData& d) {
@@ -253,7 +287,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
                                    "epoch", "B_simple (samples, log scale)");
     chart.log_y = true;
     for (const auto& g : d.groups) {
-      if (!std::isfinite(g.noise_scale_last)) continue;
+      if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
       auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
       s.label += fmt::format(" (global batch {})", g.global_batch);
       s.reference_y = static_cast<double>(g.global_batch);
@@ -271,6 +305,11 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     out.push_back({"test_acc_comm.svg", chart.title, render_svg(chart)});
   }
   return out;
+}
+
+std::string noise_scale_sentence(const GroupStats& g) {
+  if (!g.noise_scale_unreliable.empty()) return fmt::format("not reliable here ({})", g.noise_scale_unreliable);
+  return noise_scale_verdict(static_cast<double>(g.global_batch), g.noise_scale_last).sentence;
 }
 
 NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
@@ -292,6 +331,19 @@ NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
 }
 
 namespace {
+// What the comparisons table is, under it.
+std::string comparisons_note(const ReportData& d) {
+  const std::string metric = d.final_epochs > 1
+                                 ? fmt::format("the mean test accuracy of the last {} epochs", d.final_epochs)
+                                 : std::string("the final test accuracy");
+  return fmt::format(
+      "Groups that differ in one setting, compared on {} in points: paired by seed over the seeds both groups ran, "
+      "else Welch's unequal-variance t. p values are corrected for {} comparison{} (Holm); a verdict is \"better\" or "
+      "\"worse\" when the adjusted p < 0.05, \"equivalent\" when the 90% interval lies within \xC2\xB1{:g} points "
+      "(report.equivalence_pts), else \"can't tell\". See docs/report.md.",
+      metric, holm_family(d), holm_family(d) == 1 ? "" : "s", d.equivalence_pts);
+}
+
 // The opening paragraph of the HTML report: what a group is and which keys the groups differ in.
 std::string html_intro(const ReportData& d) {
   std::string o = fmt::format(
@@ -304,6 +356,7 @@ std::string html_intro(const ReportData& d) {
       o += fmt::format("{}<code>{}</code>", i ? ", " : "", escape_html(d.differing_keys[i]));
     o += '.';
   }
+  for (const auto& f : d.follower_notes) o += fmt::format(" <code>{}</code> (left out of the labels).", escape_html(f));
   return o + "</p>\n";
 }
 
@@ -317,6 +370,8 @@ std::string html_warnings(const ReportData& d) {
 // The groups, their comparisons and, when logged, the noise scale.
 std::string html_tables(const ReportData& d) {
   std::string o = fmt::format("<h2>Groups</h2>\n{}", html_table(groups_table(d), "groups"));
+  o += fmt::format("<p class=\"note\">{} Test-set SE is the sampling error sqrt(p (1 - p) / n_test) the test set alone "
+                   "puts on the final accuracy p, in points: seeds cannot shrink it.</p>\n", escape_html(kBestNote));
   o += "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
        "same per-replica batch. Time to target is the first epoch whose test accuracy reaches the target (mean over "
        "the runs that reached it).</p>\n";
@@ -325,9 +380,7 @@ std::string html_tables(const ReportData& d) {
     o += "<p>No two groups differ in exactly one setting.</p>\n";
   } else {
     o += html_table(comparisons_table(d), "significance");
-    o += "<p class=\"note\">Welch's t-test on final test accuracy between groups that differ in one setting "
-         "(two-sided, unequal variances). Significant means p &lt; 0.05 with at least 2 runs in each group; with "
-         "one run per group the noise between seeds is unknown, so the report cannot tell.</p>\n";
+    o += fmt::format("<p class=\"note\">{}</p>\n", escape_html(comparisons_note(d)));
   }
   if (any_noise_scale(d)) {
     o += fmt::format("<h2>Gradient noise scale: how many replicas pay off?</h2>\n{}",
@@ -350,34 +403,35 @@ std::string render_html(const ReportData& d) {
   o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
   for (const auto& c : render_charts(d)) o += fmt::format("<figure>\n{}</figure>\n", c.svg);
-  o += fmt::format("<h2>Runs</h2>\n{}", html_table(runs_table(d), "runs"));
+  o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"),
+                   escape_html(kBestNote));
   return o + "</body>\n</html>\n";
 }
 
 std::string render_markdown(const ReportData& d) {
   std::string o = fmt::format("# ddplab report: {}\n\n", md_cell(d.title));
   o += fmt::format(
-      "{} runs in {} groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.\n\n",
+      "{} runs in {} groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.",
       d.runs.size(), d.groups.size());
+  for (const auto& f : d.follower_notes) o += fmt::format(" `{}` (left out of the labels).", f);
+  o += "\n\n";
   if (!d.warnings.empty()) {
     o += "## Warnings\n\n";
     for (const auto& w : d.warnings) o += fmt::format("- {}\n", md_cell(w));
     o += "\n";
   }
-  o += fmt::format("## Groups\n\n{}\n", md_table(groups_table(d)));
+  o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), kBestNote);  // \* : not a list item
   o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
     o += "No two groups differ in exactly one setting.\n\n";
   else
-    o += fmt::format(
-        "{}\nWelch's t-test on final test accuracy; significant means p < 0.05 with n >= 2 in each group.\n\n",
-        md_table(comparisons_table(d)));
+    o += fmt::format("{}\n{}\n\n", md_table(comparisons_table(d)), comparisons_note(d));
   if (any_noise_scale(d))
     o += fmt::format("## Gradient noise scale: how many replicas pay off?\n\n{}\n{}\n\n", md_table(noise_scale_table(d)),
                      kNoiseScaleNote);
   o += "## Charts\n\n";
   for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
-  o += fmt::format("## Runs\n\n{}", md_table(runs_table(d)));
+  o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), kBestNote);
   return o;
 }
 
@@ -410,9 +464,11 @@ std::string groups_csv_stats(const GroupStats& g) {
   o += fmt::format("{},{},{},{},{},", g.target_acc ? csv_num(*g.target_acc) : "",
                    g.target_acc ? fmt::format("{}", g.target_reached) : "", csv_num(g.target_epochs),
                    csv_num(g.target_wall_s), csv_num(g.images_per_s));
-  o += fmt::format("{},{},{},{},{},{},{}\n", g.replicas, g.per_replica_batch, g.global_batch,
+  o += fmt::format("{},{},{},{},{},{},{},", g.replicas, g.per_replica_batch, g.global_batch,
                    csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
                    g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
+  o += fmt::format("{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
+                   csv_num(g.test_sampling_error_pts));
   return o;
 }
 }  // namespace
@@ -423,7 +479,7 @@ std::string render_groups_csv(const ReportData& d) {
   o += ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
        "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
        "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
-       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency\n";
+       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency,test_samples,test_set_se_pts\n";
   for (const auto& g : d.groups) {
     o += csv_field(g.label);
     for (const auto& k : d.differing_keys) {
@@ -431,6 +487,24 @@ std::string render_groups_csv(const ReportData& d) {
       o += fmt::format(",{}", csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump()));
     }
     o += groups_csv_stats(g);
+  }
+  return o;
+}
+
+std::string render_comparisons_csv(const ReportData& d) {
+  std::string o =
+      "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
+      "method,p,p_adjusted,m,verdict,sentence\n";
+  const std::string metric =
+      d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
+  for (const auto& c : d.comparisons) {
+    const Comparison& s = c.stats;
+    const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+    o += fmt::format("{},{},{},{},{},{},{},{},", csv_field(c.key), csv_field(c.value_a), csv_field(c.value_b),
+                     csv_field(a.label), csv_field(b.label), metric, csv_num(a.metric.mean), csv_num(b.metric.mean));
+    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
+                     s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
+                     csv_field(std::string(verdict_name(s.verdict))), csv_field(c.sentence));
   }
   return o;
 }
@@ -454,6 +528,7 @@ ReportSummary write_report(const ReportOptions& options) {
   put("report.md", render_markdown(d));
   put("summary.csv", render_summary_csv(d));
   put("groups.csv", render_groups_csv(d));
+  put("comparisons.csv", render_comparisons_csv(d));
   for (const auto& c : render_charts(d)) put(c.file, c.svg);
   summary.runs = d.runs.size();
   summary.groups = d.groups.size();

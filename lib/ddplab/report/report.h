@@ -6,13 +6,17 @@
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
 // "output", "run_id" and "report" are removed form a group. A group's label names the dotted keys
 // whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"); with one
-// group it is the experiment name. Statistics use the runs whose manifest says "done" (n); runs
+// group it is the experiment name. A differing key that only follows another one (replicas.threads
+// with replicas.count, replicas.backend with replicas.device: one value of it per value of the
+// other) is named once in the report's opening instead of in every label, and the specs'
+// report.labels map (label -> display name) renames groups. Statistics use the runs whose manifest says "done" (n); runs
 // still "running" are listed as "in progress", failed/interrupted ones with their message, a
 // status ddplab does not write as it is spelled, and all runs with records are drawn in the charts.
 //
 // write_report writes into out_dir (created): report.html (self-contained: inline CSS and SVG,
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
-// summary.csv (a row per run), groups.csv (a row per group) and one SVG per chart:
+// summary.csv (a row per run), groups.csv (a row per group), comparisons.csv (a row per
+// comparison) and one SVG per chart:
 // test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
 // have them, noise_scale.svg (B_simple per group vs epoch on a log axis, the group's global batch
 // dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
@@ -27,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddplab/report/compare.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
 
@@ -36,6 +41,8 @@ struct ReportOptions {
   std::vector<std::filesystem::path> inputs;  // run directories or directories above them
   std::filesystem::path out_dir;              // where the files go; created if missing
   std::optional<double> target_acc;           // fraction; default: the specs' report.target_acc, else none
+  std::optional<double> equivalence_pts;      // default: the specs' report.equivalence_pts, else 0.5
+  std::optional<int> final_epochs;            // default: the specs' report.final_epochs, else 1
 };
 
 // One epoch of one run: the fields of a record of epochs.jsonl (rundir::EpochRecord::from_json)
@@ -46,6 +53,7 @@ struct EpochPoint {
   double wall_s = 0, images_per_s = 0;
   double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
   double comm_bytes = 0;        // bytes rank 0 sent this epoch (NaN in records older than the field)
+  double gns_grad_sq_ema = 0;   // the |G|^2 estimate behind grad_noise_scale (NaN when not logged)
   int replicas = 1;
   int64_t global_batch = 0;
 };
@@ -69,7 +77,9 @@ struct RunData {
   int replicas() const;               // from the last record, else spec replicas.count, else 1
   int64_t per_replica_batch() const;  // global_batch / replicas of the last record (0 if unknown)
   double final_test_acc() const;      // NaN without records
-  double best_test_acc() const;
+  double best_test_acc() const;       // best over epochs: optimistic, chosen on the test set
+  // The mean test accuracy of the last k records (all of them when fewer), in points; NaN without.
+  double final_test_acc_points(int k) const;
   double final_train_loss() const;
   double final_test_loss() const;
   double mean_images_per_s() const;   // mean over epochs
@@ -99,30 +109,53 @@ struct GroupStats {
   std::optional<double> scaling_efficiency;  // thr(N) / (N * thr(1)) against `baseline`
   std::optional<size_t> baseline;            // the 1-replica group of the same per-replica batch
   std::vector<double> final_accs;            // final test accuracy of each finished run
+  // The comparisons' metric of each finished run by its seed: final test accuracy in points, or
+  // the mean of the last ReportData::final_epochs epochs (a repeated seed keeps the mean of its runs).
+  SeedValues metric_by_seed;
+  MeanStd metric;                            // over metric_by_seed (points)
+  // Test set size (spec dataset.test_limit when > 0, else 10000 for fashion-mnist, mnist, cifar10
+  // and cifar100; unknown for idx) and the sampling error sqrt(p (1 - p) / n_test) it puts on the
+  // group's mean final accuracy p, in points (NaN when unknown).
+  std::optional<int64_t> test_samples;
+  double test_sampling_error_pts = 0;
   int64_t global_batch = 0;
   // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first epoch
   // that has it and at the final epoch (NaN when the final epoch has none, e.g. local SGD after
   // its all-reduce phase, or when no run logged one).
+  // Guarded: runs that diverged or ended near chance (final test accuracy < 1.5 / classes) are
+  // left out, and so are epochs whose lr is below 10% of the run's peak lr ("last" is the last
+  // epoch that is not).
   double noise_scale_first = 0, noise_scale_last = 0;
+  int noise_scale_runs_left_out = 0;     // finished runs left out as diverged or near chance
+  // Non-empty when the last epoch's |G|^2 estimate is not positive or near zero (B_simple above
+  // 100 x the global batch): why the noise scale is "not reliable here" instead of a number.
+  std::string noise_scale_unreliable;
   double comm_bytes = 0;  // total over the epochs, mean over finished runs (NaN when not logged)
 };
 
-// A pair of groups that differ in exactly one key, compared on final test accuracy.
-struct Comparison {
+// A pair of groups that differ in exactly one key, compared on the metric (GroupStats::metric_by_seed)
+// with compare_by_seed: paired over shared seeds, else Welch; Holm-adjusted over every comparison
+// of the report; equivalence margin ReportData::equivalence_pts; the test set's sampling error as
+// the resolution floor when both groups know it.
+struct GroupComparison {
   size_t a = 0, b = 0;        // group indices
   std::string key;            // the differing dotted key
   std::string value_a, value_b;
   std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
-  WelchResult welch;
-  bool significant = false;   // p < 0.05 with n >= 2 in both
-  std::string verdict;        // "significant (p < 0.05)" | "not significant" | "cannot tell (n=1)"
+  Comparison stats;           // B - A
+  std::string sentence;       // describe(stats, label of a, label of b)
 };
 
 struct ReportData {
   std::vector<RunData> runs;
   std::vector<GroupStats> groups;
-  std::vector<Comparison> comparisons;
+  std::vector<GroupComparison> comparisons;
   std::vector<std::string> differing_keys;  // dotted keys that differ across groups, sorted
+  // Differing keys left out of the labels because they only follow another differing key:
+  // "replicas.threads follows replicas.count".
+  std::vector<std::string> follower_notes;
+  double equivalence_pts = 0.5;             // ReportOptions / report.equivalence_pts
+  int final_epochs = 1;                     // ReportOptions / report.final_epochs
   std::vector<std::string> warnings;        // "file:line: ..." for skipped records etc.
   std::string title;                        // the experiment name(s)
 };
@@ -135,6 +168,9 @@ struct NoiseScaleVerdict {
   double samples_added = 0;  // fraction more samples (epochs) that doubling it costs
   std::string sentence;      // e.g. "global batch 256 is 0.31 x B_noise (~830): far below ..."
 };
+// The verdict for a group: "not reliable here (<reason>)" when GroupStats::noise_scale_unreliable
+// says why, else noise_scale_verdict(global batch, noise_scale_last).
+std::string noise_scale_sentence(const GroupStats& g);
 NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise);
 
 struct ReportSummary {
@@ -165,6 +201,7 @@ std::string render_html(const ReportData& data);
 std::string render_markdown(const ReportData& data);
 std::string render_summary_csv(const ReportData& data);
 std::string render_groups_csv(const ReportData& data);
+std::string render_comparisons_csv(const ReportData& data);
 struct NamedChart {
   std::string file;   // "test_acc.svg"
   std::string title;  // "Test accuracy vs epoch"

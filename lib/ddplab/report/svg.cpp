@@ -19,6 +19,7 @@ std::string tick_text(double v, double step) {
   if (std::fabs(v) < step * 1e-9) v = 0;
   const double a = std::fabs(v);
   if (a != 0 && (a >= 1e5 || a < 1e-3)) return fmt::format("{:.2g}", v);
+  if (!(step > 0) || !std::isfinite(step)) return fmt::format("{:g}", v);
   const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
   return fmt::format("{:.{}f}", v, decimals);
 }
@@ -45,7 +46,9 @@ std::string palette_colour(size_t i) { return kPalette[i % kPaletteSize]; }
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (hi < lo) std::swap(lo, hi);
-  if (hi == lo) {
+  // A range at rounding level (the mean of equal values, 0.1 vs 0.10000000000000002) is one value:
+  // ticks that far apart would coincide and give a zero step.
+  if (hi - lo <= 1e-9 * std::max(std::fabs(lo), std::fabs(hi))) {
     const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
     lo -= pad;
     hi += pad;
@@ -84,7 +87,33 @@ std::vector<double> log_ticks(double lo, double hi) {
 }
 
 namespace {
-constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 50, kLegendRow = 20;
+constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 50, kLegendRow = 20, kLegendLine = 15;
+// A generous width of one character at font-size 12 (sans-serif capitals and digits are ~7 px):
+// legend text is wrapped so that this many pixels per character fit in the chart.
+constexpr double kCharWidth = 7.5;
+constexpr double kLegendTextX = kLeft + 30;
+
+// The legend text of a series broken into lines of at most `max_chars`, at ", " or spaces when it
+// can be, else mid-word.
+std::vector<std::string> wrap_label(const std::string& text, size_t max_chars) {
+  std::vector<std::string> lines;
+  std::string rest = text;
+  while (rest.size() > max_chars) {
+    size_t cut = rest.rfind(' ', max_chars);
+    if (cut == std::string::npos || cut == 0) cut = max_chars;
+    // Never split a UTF-8 sequence.
+    while (cut > 0 && cut < rest.size() && (static_cast<unsigned char>(rest[cut]) & 0xC0) == 0x80) --cut;
+    lines.push_back(rest.substr(0, cut));
+    rest = rest.substr(cut);
+    if (!rest.empty() && rest.front() == ' ') rest.erase(0, 1);
+  }
+  lines.push_back(rest);
+  return lines;
+}
+
+size_t legend_chars(double width) {
+  return static_cast<size_t>(std::max(10.0, (width - kLegendTextX - 10) / kCharWidth));
+}
 
 // Where a chart's values land: the axes' ticks and ranges, and the pixel mapping.
 struct Frame {
@@ -131,7 +160,10 @@ Frame frame_of(const LineChart& chart) {
   f.xa = f.xt.front(), f.xb = f.xt.back(), f.ya = f.yt.front(), f.yb = f.yt.back();
   f.x_step = f.xt.size() > 1 ? f.xt[1] - f.xt[0] : 1, f.y_step = f.yt.size() > 1 ? f.yt[1] - f.yt[0] : 1;
   f.legend_y = kTop + f.ph + kBottom;
-  f.h = f.legend_y + kLegendRow * static_cast<double>(chart.series.size()) + 10;
+  double rows = 0;
+  for (const auto& s : chart.series)
+    rows += kLegendRow + kLegendLine * static_cast<double>(wrap_label(s.label, legend_chars(f.w)).size() - 1);
+  f.h = f.legend_y + rows + 10;
   return f;
 }
 
@@ -212,16 +244,22 @@ std::string svg_line(const ChartSeries& s, size_t k, const Frame& f) {
   return o + fmt::format("{}\n</g>\n", markers);
 }
 
+// One row per series, its label wrapped (<tspan> lines) to stay inside the chart's width.
 std::string svg_legend(const LineChart& chart, const Frame& f) {
   std::string o;
+  double y = f.legend_y;
   for (size_t k = 0; k < chart.series.size(); ++k) {
-    const double y = f.legend_y + kLegendRow * static_cast<double>(k);
     const std::string dash = k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
+    const auto lines = wrap_label(chart.series[k].label, legend_chars(f.w));
+    std::string text = escape_html(lines.front());
+    for (size_t i = 1; i < lines.size(); ++i)
+      text += fmt::format("<tspan x=\"{}\" dy=\"{}\">{}</tspan>", num(kLegendTextX), num(kLegendLine),
+                          escape_html(lines[i]));
     o += fmt::format(
         "<g class=\"legend\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>"
         "<text x=\"{}\" y=\"{}\">{}</text></g>\n",
-        num(kLeft), num(y), num(kLeft + 24), num(y), palette_colour(k), dash, num(kLeft + 30), num(y + 4),
-        escape_html(chart.series[k].label));
+        num(kLeft), num(y), num(kLeft + 24), num(y), palette_colour(k), dash, num(kLegendTextX), num(y + 4), text);
+    y += kLegendRow + kLegendLine * static_cast<double>(lines.size() - 1);
   }
   return o;
 }

@@ -1,7 +1,9 @@
 // Hand-written SVG line charts for the comparison report: one mean line per series with a
 // shaded min..max band and an optional dashed reference line, axes with "nice" ticks
-// (1/2/5 x 10^k; linear or logarithmic y), axis labels, a title and a legend below the plot. Colours follow the Okabe-Ito colour-blind-safe palette (8 colours;
-// beyond 8 series the colours repeat with a dashed line). Every user string is escaped.
+// (1/2/5 x 10^k; linear or logarithmic y), axis labels, a title and a legend below the plot (a
+// label too long for the chart's width wraps onto more lines and the chart grows, so no legend
+// text is clipped). Colours follow the Okabe-Ito colour-blind-safe palette (8 colours; beyond 8
+// series the colours repeat with a dashed line). Every user string is escaped.
 #pragma once
 #include <limits>
 #include <string>
