@@ -616,6 +616,23 @@ ExperimentSpec load(const std::string& path, const std::vector<std::string>& ove
 
 const char* schema_text() { return ddplab::schema_json(); }
 
+std::optional<int64_t> known_classes(DatasetName name) {
+  if (name == DatasetName::kIdx) return std::nullopt;
+  return name == DatasetName::kCifar100 ? 100 : 10;
+}
+
+std::optional<int64_t> known_test_samples(DatasetName name) {
+  if (name == DatasetName::kIdx) return std::nullopt;
+  return 10000;
+}
+
+std::optional<DatasetName> dataset_of(const nlohmann::json& name) {
+  if (!name.is_string()) return std::nullopt;
+  for (size_t i = 0; i < SettingNames<DatasetName>::names.size(); ++i)
+    if (name.get<std::string>() == SettingNames<DatasetName>::names[i]) return static_cast<DatasetName>(i);
+  return std::nullopt;
+}
+
 std::string default_root(DatasetName name) {
   switch (name) {
     case DatasetName::kFashionMnist:

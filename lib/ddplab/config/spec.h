@@ -10,6 +10,7 @@
 //   "exp.json:3:14: malformed JSON: ..."
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,5 +164,14 @@ const char* schema_text();
 // The data directory a dataset reads when dataset.root is "" ("" for idx: it has none). CIFAR's
 // are the directories the official binary tarballs unpack to, under data/.
 std::string default_root(DatasetName name);
+
+// What the official files of a dataset hold: its classes and test images (nullopt for idx, whose
+// files are the user's).
+std::optional<int64_t> known_classes(DatasetName name);
+std::optional<int64_t> known_test_samples(DatasetName name);
+
+// The dataset named in a resolved spec document's "dataset.name" (a flattened or nested spec.json
+// as the report reads it); nullopt when it names none that ddplab knows.
+std::optional<DatasetName> dataset_of(const nlohmann::json& name);
 
 }  // namespace ddplab::config

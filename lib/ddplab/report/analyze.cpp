@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
 
@@ -360,14 +361,15 @@ struct GroupSamples {
 };
 
 // Classes of the group's dataset: 100 for cifar100, else 10 (idx: unknown, taken as 10).
-int classes_of(const json& key_spec) { return key_spec.value("dataset.name", json()) == "cifar100" ? 100 : 10; }
+int classes_of(const json& key_spec) {
+  const auto dataset = config::dataset_of(key_spec.value("dataset.name", json()));
+  return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
+}
 
 std::optional<int64_t> test_samples_of(const json& key_spec) {
   const json limit = key_spec.value("dataset.test_limit", json());
-  const json name = key_spec.value("dataset.name", json());
-  std::optional<int64_t> known;
-  for (const char* n : {"fashion-mnist", "mnist", "cifar10", "cifar100"})
-    if (name == n) known = 10000;
+  const auto dataset = config::dataset_of(key_spec.value("dataset.name", json()));
+  const std::optional<int64_t> known = dataset ? config::known_test_samples(*dataset) : std::nullopt;
   if (limit.is_number_integer() && limit.get<int64_t>() > 0)
     return known ? std::min(*known, limit.get<int64_t>()) : limit.get<int64_t>();
   return known;
