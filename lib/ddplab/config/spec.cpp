@@ -43,17 +43,6 @@ const valijson::Schema& compiled_schema() {
 
 std::string number_text(const json& n) { return n.dump(); }
 
-// RFC 6901 escaping, so a key with '/' or '~' still yields a valid pointer.
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
 size_t levenshtein(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -507,6 +496,16 @@ bool is_utf8(const std::string& text) {
 }
 
 }  // namespace
+
+std::string escape_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
 
 std::string json_message(const nlohmann::json::exception& e) {
   std::string what = e.what();

@@ -128,6 +128,10 @@ nlohmann::json load_json_file(const std::string& path);
 constexpr int kMaxJsonDepth = 64;
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
+// A key as one token of a JSON pointer (RFC 6901: '~' -> "~0", '/' -> "~1"), so that a key with
+// '/' or '~' still yields a valid pointer in a message.
+std::string escape_token(const std::string& key);
+
 // nlohmann's exception text for a person: "[json.exception.out_of_range.406] number overflow ..."
 // without the bracketed id.
 std::string json_message(const nlohmann::json::exception& e);

@@ -18,16 +18,6 @@ using nlohmann::ordered_json;
 
 const char* const kSweepKeys[] = {"sweep", "sweep_zip", "repeats"};
 
-std::string escape_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
 std::vector<std::string> split_dotted(const std::string& key) {
   std::vector<std::string> parts;
   std::stringstream ss(key);
