@@ -9,15 +9,14 @@
 extern char** environ;
 
 namespace ddplab::distributed {
-namespace {
 
-const std::string* find(const std::map<std::string, std::string>& env, const std::string& key) {
+const std::string* env_value(const std::map<std::string, std::string>& env, const std::string& key) {
   auto it = env.find(key);
   return it == env.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-int to_int(const std::map<std::string, std::string>& env, const std::string& key, int fallback) {
-  const std::string* v = find(env, key);
+int env_int(const std::map<std::string, std::string>& env, const std::string& key, int fallback) {
+  const std::string* v = env_value(env, key);
   if (v == nullptr) return fallback;
   try {
     size_t used = 0;
@@ -25,11 +24,10 @@ int to_int(const std::map<std::string, std::string>& env, const std::string& key
     if (used != v->size()) throw std::invalid_argument(*v);
     return n;
   } catch (const std::exception&) {
-    throw Error("environment variable " + key + ": expected an integer, got \"" + *v + "\"");
+    throw Error(fmt::format("environment variable {}: expected an integer, got \"{}\"", key, *v));
   }
 }
 
-}  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
   size_t comma = nodelist.find(',');
@@ -43,41 +41,41 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 World discover_world(const std::map<std::string, std::string>& env) {
   World w;
-  const bool has_rank = find(env, "RANK") != nullptr, has_size = find(env, "WORLD_SIZE") != nullptr;
+  const bool has_rank = env_value(env, "RANK") != nullptr, has_size = env_value(env, "WORLD_SIZE") != nullptr;
   if (has_rank != has_size)
     throw Error(std::string("environment variable ") + (has_rank ? "WORLD_SIZE" : "RANK") + ": is not set, but " +
                 (has_rank ? "RANK" : "WORLD_SIZE") +
                 " is; a torchrun-style launch sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together");
   if (has_rank && has_size) {
-    w.rank = to_int(env, "RANK", 0);
-    w.size = to_int(env, "WORLD_SIZE", 1);
-    w.local_rank = to_int(env, "LOCAL_RANK", w.rank);
-    w.local_size = to_int(env, "LOCAL_WORLD_SIZE", w.size);
-    if (const auto* a = find(env, "MASTER_ADDR")) w.master_addr = *a;
-    w.master_port = to_int(env, "MASTER_PORT", 0);
-    w.restart_count = to_int(env, "TORCHELASTIC_RESTART_COUNT", 0);
-    if (find(env, "DDPLAB_LAUNCHER") != nullptr) {
+    w.rank = env_int(env, "RANK", 0);
+    w.size = env_int(env, "WORLD_SIZE", 1);
+    w.local_rank = env_int(env, "LOCAL_RANK", w.rank);
+    w.local_size = env_int(env, "LOCAL_WORLD_SIZE", w.size);
+    if (const auto* a = env_value(env, "MASTER_ADDR")) w.master_addr = *a;
+    w.master_port = env_int(env, "MASTER_PORT", 0);
+    w.restart_count = env_int(env, "TORCHELASTIC_RESTART_COUNT", 0);
+    if (env_value(env, "DDPLAB_LAUNCHER") != nullptr) {
       w.launcher = "ddplab";
       w.agent_store = true;
-    } else if (find(env, "TORCHELASTIC_RUN_ID") != nullptr || find(env, "TORCHELASTIC_RESTART_COUNT") != nullptr) {
+    } else if (env_value(env, "TORCHELASTIC_RUN_ID") != nullptr || env_value(env, "TORCHELASTIC_RESTART_COUNT") != nullptr) {
       w.launcher = "torchrun";
-      const auto* agent = find(env, "TORCHELASTIC_USE_AGENT_STORE");
+      const auto* agent = env_value(env, "TORCHELASTIC_USE_AGENT_STORE");
       w.agent_store = agent != nullptr && (*agent == "True" || *agent == "true" || *agent == "1");
       if (w.agent_store) w.store_prefix = fmt::format("/worker/attempt_{}", w.restart_count);
     } else {
       w.launcher = "env";
     }
-    if (find(env, "MASTER_PORT") == nullptr && w.size > 1)
+    if (env_value(env, "MASTER_PORT") == nullptr && w.size > 1)
       throw Error("environment variable MASTER_PORT: must be set for WORLD_SIZE > 1");
-  } else if (find(env, "SLURM_PROCID") != nullptr && find(env, "SLURM_NTASKS") != nullptr) {
+  } else if (env_value(env, "SLURM_PROCID") != nullptr && env_value(env, "SLURM_NTASKS") != nullptr) {
     w.launcher = "slurm";
-    w.rank = to_int(env, "SLURM_PROCID", 0);
-    w.size = to_int(env, "SLURM_NTASKS", 1);
-    w.local_rank = to_int(env, "SLURM_LOCALID", 0);
-    w.local_size = to_int(env, "SLURM_NTASKS_PER_NODE", w.size);
-    if (const auto* a = find(env, "MASTER_ADDR")) w.master_addr = *a;
-    else if (const auto* nodes = find(env, "SLURM_JOB_NODELIST")) w.master_addr = first_slurm_host(*nodes);
-    w.master_port = to_int(env, "MASTER_PORT", 12910 + to_int(env, "SLURM_JOB_ID", 0) % 20000);
+    w.rank = env_int(env, "SLURM_PROCID", 0);
+    w.size = env_int(env, "SLURM_NTASKS", 1);
+    w.local_rank = env_int(env, "SLURM_LOCALID", 0);
+    w.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", w.size);
+    if (const auto* a = env_value(env, "MASTER_ADDR")) w.master_addr = *a;
+    else if (const auto* nodes = env_value(env, "SLURM_JOB_NODELIST")) w.master_addr = first_slurm_host(*nodes);
+    w.master_port = env_int(env, "MASTER_PORT", 12910 + env_int(env, "SLURM_JOB_ID", 0) % 20000);
   }
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
     throw Error(fmt::format("rank {} is outside the world of size {}", w.rank, w.size));

@@ -15,6 +15,12 @@
 
 namespace ddplab::distributed {
 
+// The value of `key` in `env`; nullptr when it is unset or empty.
+const std::string* env_value(const std::map<std::string, std::string>& env, const std::string& key);
+// `key` as an integer; `fallback` when unset or empty; an Error naming the variable otherwise
+// ("environment variable RANK: expected an integer, got \"x\"").
+int env_int(const std::map<std::string, std::string>& env, const std::string& key, int fallback);
+
 struct World {
   int rank = 0;
   int size = 1;

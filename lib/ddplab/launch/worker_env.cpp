@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/distributed/world.h"
 
 extern char** environ;
 
@@ -13,28 +14,10 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-const std::string* find(const Env& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() || it->second.empty() ? nullptr : &it->second;
-}
-
-void read_int(const Env& env, const std::string& name, int& out) {
-  const std::string* v = find(env, name);
-  if (v == nullptr) return;
-  try {
-    size_t used = 0;
-    const int n = std::stoi(*v, &used);
-    if (used == v->size()) {
-      out = n;
-      return;
-    }
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("environment variable {}: expected an integer, got \"{}\"", name, *v));
-}
+void read_int(const Env& env, const std::string& name, int& out) { out = distributed::env_int(env, name, out); }
 
 void read_flag(const Env& env, const std::string& name, bool& out) {
-  const std::string* v = find(env, name);
+  const std::string* v = distributed::env_value(env, name);
   if (v == nullptr) return;
   if (*v != "0" && *v != "1")
     throw Error(fmt::format("environment variable {}: must be 0 or 1, got \"{}\"", name, *v));
@@ -82,15 +65,15 @@ WorkerEnv parse_worker_env(const std::map<std::string, std::string>& env) {
   read_int(env, "LOCAL_RANK", e.local_rank);
   read_int(env, "LOCAL_WORLD_SIZE", e.local_world_size);
   read_int(env, "GROUP_RANK", e.group_rank);
-  if (const std::string* addr = find(env, "MASTER_ADDR")) e.master_addr = *addr;
+  if (const std::string* addr = distributed::env_value(env, "MASTER_ADDR")) e.master_addr = *addr;
   read_int(env, "MASTER_PORT", e.master_port);
   read_int(env, "TORCHELASTIC_RESTART_COUNT", e.restart_count);
-  if (const std::string* v = find(env, "DDPLAB_LAUNCHER")) {
+  if (const std::string* v = distributed::env_value(env, "DDPLAB_LAUNCHER")) {
     // Any value means ddplab's launcher to world discovery, so only the one it writes is accepted.
     if (*v != "1") throw Error(fmt::format("environment variable DDPLAB_LAUNCHER: must be 1 when set, got \"{}\"", *v));
     e.launcher = true;
   }
-  if (const std::string* dir = find(env, "DDPLAB_RUN_DIR")) e.run_dir = *dir;
+  if (const std::string* dir = distributed::env_value(env, "DDPLAB_RUN_DIR")) e.run_dir = *dir;
   read_flag(env, "DDPLAB_RESUME", e.resume);
   read_flag(env, "DDPLAB_FORCE", e.force);
   return e;
