@@ -13,7 +13,9 @@
 //
 // The skip/resume policy is the sequential sweep's (sweep.h): done/diverged runs are skipped
 // unless --force, an unfinished run with a checkpoint resumes, any other starts over. A run that
-// fails (or is killed by a signal this process did not send) is counted and the others go on.
+// fails (or is killed by a signal this process did not send) is counted and the others go on; a
+// run that stops cleanly on a signal sent to it alone (exit 130/143) lets the others finish but
+// starts no new run, as an interrupted run stops a sequential sweep.
 // SIGINT/SIGTERM is passed on to every running run (each checkpoints and exits 130/143; a second
 // signal is passed on too, and stops them at once); no new run starts; the exit code is 128 +
 // signal, and the same command resumes the interrupted runs. Children get PR_SET_PDEATHSIG
