@@ -23,6 +23,8 @@ struct Arguments {
   std::vector<std::string> overrides;
   bool force = false;
   bool dry_run = false;
+  runner::PackOptions pack;
+  std::string run_id;
   std::vector<std::string> report_dirs;
   std::string report_out;
   double report_target = 0;
@@ -44,6 +46,15 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.run->add_flag("--force", a.force, "Replace existing run directories (a sweep reruns its done runs)");
   c.run->add_flag("--dry-run", a.dry_run,
                   "List the runs (ids and what each changes), check their data files and exit; nothing is written");
+  c.run->add_option("--jobs", a.pack.jobs, "Pack a sweep: at most N runs at once, each its own process")
+      ->check(CLI::Range(1, 4096));
+  c.run->add_option("--cores", a.pack.cores,
+                    "Pack a sweep into C cores (a CPU run takes replicas.count x threads; default: all cores)")
+      ->check(CLI::Range(1, 4096));
+  c.run->add_option("--gpus", a.pack.gpus,
+                    "Pack a sweep onto G GPUs (a CUDA run takes replicas.count; default: the visible GPUs)")
+      ->check(CLI::Range(0, 4096));
+  c.run->add_option("--run-id", a.run_id, "Run directory name of a spec without sweep keys (default seed=<seed>)");
 
   c.validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
   c.validate->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
@@ -79,7 +90,8 @@ int dispatch(const Commands& c, const Arguments& a) {
     fmt::print("{}", schema_json());
     return kExitOk;
   }
-  if (c.run->parsed()) return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run);
+  if (c.run->parsed() && !a.run_id.empty()) return runner::run_with_id(a.spec_path, a.overrides, a.force, a.run_id);
+  if (c.run->parsed()) return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
   if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_target);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
   return runner::worker_command(a.spec_path, a.overrides);

@@ -1,5 +1,6 @@
 // Sweeps end to end: every run in its own directory, reruns skip done runs, a failed run does
-// not stop the sweep, an interrupted sweep finishes on the next `ddplab run`.
+// not stop the sweep, an interrupted sweep finishes on the next `ddplab run`; the same for
+// packed sweeps (--jobs), whose runs must log what the sequential sweep's runs log.
 #include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
@@ -147,6 +148,121 @@ TEST(SweepCli, PlainSpecStillRunsOnceAsBefore) {
   auto dry = run_ddplab("run " + path + " --dry-run");
   EXPECT_EQ(dry.exit_code, 0);
   EXPECT_NE(dry.output.find("seed=3  (done: --force runs it again)"), std::string::npos) << dry.output;
+}
+
+
+// ---- Packed sweeps (--jobs, --cores: runner/pack.h) --------------------------------------------
+
+// An epoch record without its wall-clock fields (the rest must match bit for bit).
+nlohmann::json without_timing(nlohmann::json record) {
+  for (const char* k : {"epoch_s", "wall_s", "images_per_s", "comm_wait_s"}) record.erase(k);
+  return record;
+}
+
+TEST(SweepCli, APackedSweepGivesEveryRunTheRecordsOfTheSequentialOne) {
+  Workspace ws(256, 100);
+  auto spec = small_spec(ws, "pk");
+  spec["epochs"] = 2;
+  // Two 2-replica runs at once: each has its own launcher and rendezvous port.
+  spec["sweep"] = {{"replicas.count", {1, 2}}, {"optimizer.lr", {0.05, 0.1}}};
+  const auto path = ws.write_spec(spec);
+  const std::string seq_out = (ws.out() / "seq").string(), pk_out = (ws.out() / "packed").string();
+  auto seq = run_ddplab("run " + path + " output=" + seq_out);
+  ASSERT_EQ(seq.exit_code, 0) << seq.output;
+  auto packed = run_ddplab("run " + path + " output=" + pk_out + " --jobs 2 --cores 4");
+  ASSERT_EQ(packed.exit_code, 0) << packed.output;
+  EXPECT_NE(packed.output.find("packed into at most 2 at once, 4 cores, no GPUs, longest first"), std::string::npos)
+      << packed.output;
+  EXPECT_NE(packed.output.find("4 done, 0 skipped, 0 failed"), std::string::npos) << packed.output;
+  EXPECT_NE(packed.output.find("at most 2 runs at once"), std::string::npos) << packed.output;
+  const std::vector<std::string> ids = {"optimizer.lr=0.05,replicas.count=1,seed=3", "optimizer.lr=0.05,replicas.count=2,seed=3",
+                                        "optimizer.lr=0.1,replicas.count=1,seed=3", "optimizer.lr=0.1,replicas.count=2,seed=3"};
+  for (const auto& id : ids) {
+    const fs::path a = fs::path(seq_out) / "pk" / id, b = fs::path(pk_out) / "pk" / id;
+    EXPECT_NE(packed.output.find("] started " + id), std::string::npos) << packed.output;
+    EXPECT_NE(packed.output.find("] done " + id + ": test acc "), std::string::npos) << packed.output;
+    EXPECT_NE(packed.output.find("] " + id + ": epoch 2/2, test acc "), std::string::npos) << packed.output;
+    ASSERT_EQ(status_of(b), "done") << id << "\n" << packed.output;
+    const auto ra = read_records(a), rb = read_records(b);
+    ASSERT_EQ(ra.size(), 2u) << id;
+    ASSERT_EQ(rb.size(), 2u) << id;
+    for (size_t e = 0; e < ra.size(); ++e)
+      EXPECT_EQ(without_timing(ra[e]).dump(), without_timing(rb[e]).dump()) << id << " epoch " << e + 1;
+    auto sa = nlohmann::json::parse(read_file(a / "spec.json")), sb = nlohmann::json::parse(read_file(b / "spec.json"));
+    sa.erase("output");
+    sb.erase("output");
+    EXPECT_EQ(sa, sb) << id << ": the resolved spec does not depend on the scheduling";
+    if (id.find("count=2") != std::string::npos) {
+      EXPECT_TRUE(fs::exists(b / "rank-1.log")) << id;
+    }
+  }
+  // Rerun: every run is skipped; the report covers all four.
+  auto again = run_ddplab("run " + path + " output=" + pk_out + " --jobs 2 --cores 4");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("0 done, 4 skipped, 0 failed"), std::string::npos) << again.output;
+  EXPECT_TRUE(fs::exists(fs::path(pk_out) / "pk" / "report.html"));
+}
+
+TEST(SweepCli, APackedSweepGoesOnPastAFailedRun) {
+  Workspace ws(256, 100);
+  auto spec = small_spec(ws, "pkfail");
+  spec["debug"] = {{"rank", 0}, {"step", 1}};
+  spec["sweep"] = {{"debug.fault", {"throw", "none"}}};
+  spec["repeats"] = 2;
+  const auto path = ws.write_spec(spec);
+  auto r = run_ddplab("run " + path + " --jobs 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("2 done, 0 skipped, 2 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed debug.fault=throw,seed=3: injected fault"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("its console output: " + (ws.out() / "pkfail" / "sweep").string()), std::string::npos)
+      << r.output;
+  EXPECT_EQ(status_of(ws.out() / "pkfail" / "debug.fault=throw,seed=4"), "failed");
+  EXPECT_EQ(status_of(ws.out() / "pkfail" / "debug.fault=none,seed=3"), "done");
+  EXPECT_EQ(status_of(ws.out() / "pkfail" / "debug.fault=none,seed=4"), "done");
+  // The child's console output is kept per run.
+  EXPECT_NE(read_file(ws.out() / "pkfail" / "sweep" / "debug.fault=throw,seed=3.log").find("injected fault"),
+            std::string::npos);
+}
+
+TEST(SweepCli, APackedSweepRefusesABudgetSmallerThanARunAndWritesNothing) {
+  Workspace ws(64, 32);
+  auto spec = small_spec(ws, "pkbig");
+  spec["sweep"] = {{"replicas.count", {1, 4}}};
+  const auto path = ws.write_spec(spec);
+  auto r = run_ddplab("run " + path + " --cores 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("run replicas.count=4,seed=3 needs 4 cores (replicas.count 4 x replicas.threads 1), more "
+                          "than the budget's 2 cores (--cores"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(ws.out() / "pkbig")) << "nothing runs, nothing is written";
+  auto dry = run_ddplab("run " + path + " --cores 2 --dry-run");
+  EXPECT_EQ(dry.exit_code, 2) << "a dry run checks the budget too: " << dry.output;
+}
+
+TEST(SweepCli, AnInterruptedPackedSweepStopsEveryRunAndTheSameCommandResumesThem) {
+  Workspace ws(256, 100);
+  auto spec = small_spec(ws, "pkintr");
+  spec["sweep"] = {{"epochs", {300, 301}}};
+  const auto path = ws.write_spec(spec);
+  const fs::path root = ws.out() / "pkintr";
+  const std::vector<std::string> ids = {"epochs=300,seed=3", "epochs=301,seed=3"};
+  // SIGINT to the sweep once both runs have logged an epoch (see InterruptedSweepFinishesOnTheNextRun).
+  const std::string a = (root / ids[0] / "epochs.jsonl").string(), b = (root / ids[1] / "epochs.jsonl").string();
+  auto r = run_command("timeout -s INT 120 sh -c '( while { [ ! -s \"" + a + "\" ] || [ ! -s \"" + b +
+                       "\" ]; } && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ 2>/dev/null ) & exec " DDPLAB_BIN
+                       " run " + path + " --jobs 2'");
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  for (const auto& id : ids) ASSERT_EQ(status_of(root / id), "interrupted") << id << "\n" << r.output;
+  EXPECT_NE(r.output.find("stopping the 2 running runs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped after 2 of 2"), std::string::npos) << r.output;
+
+  auto again = run_ddplab("run " + path + " --jobs 2");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resuming from its checkpoint"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("2 done, 0 skipped, 0 failed"), std::string::npos) << again.output;
+  EXPECT_EQ(read_records(root / ids[0]).size(), 300u);
+  EXPECT_EQ(read_records(root / ids[1]).size(), 301u);
 }
 
 }  // namespace

@@ -123,29 +123,20 @@ std::string tail_file(const std::filesystem::path& file, int lines) {
   return out;
 }
 
+SignalScope::SignalScope(void (*handler)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+}
+
+SignalScope::~SignalScope() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
 namespace {
-
-// SIGINT and SIGTERM handlers for the launcher's lifetime; the old ones come back after.
-class SignalScope {
- public:
-  SignalScope() {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-    g_signal = 0;
-  }
-  ~SignalScope() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 // The workers of one attempt, from their start until the last has exited.
 class Supervisor {
@@ -268,7 +259,8 @@ LaunchResult launch_workers(const LaunchOptions& o) {
   int port = 0;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   auto store = distributed::host_store("127.0.0.1", timeout, &port);
-  SignalScope signals;
+  g_signal = 0;
+  SignalScope signals(on_signal);
   return Supervisor(o, port).run();
 }
 

@@ -13,6 +13,8 @@
 // together and stop (a second signal kills them). A worker exiting with kExitDiverged means the run
 // diverged (every rank sees the same NaN); that is not a failure of a rank. No worker outlives it.
 #pragma once
+#include <signal.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,6 +42,19 @@ struct LaunchResult {
 };
 
 LaunchResult launch_workers(const LaunchOptions& options);
+
+// Installs `handler` for SIGINT and SIGTERM for the object's lifetime; the old handlers come
+// back after (the launcher's and a packed sweep's, runner/pack.h).
+class SignalScope {
+ public:
+  explicit SignalScope(void (*handler)(int));
+  ~SignalScope();
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 // A worker that fails writes <run_dir>/rank-<r>.error ("<ns since epoch> <message>"), so the
 // launcher can tell the root cause from the peers that failed in reaction to it (as torchrun's

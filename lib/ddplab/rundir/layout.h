@@ -10,6 +10,9 @@
 //     model.pt         the final model (torch::save of the module)   model_file
 //     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
 //     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
+//   <output>/<name>/sweep/         a packed sweep's own files (runner/pack.h)
+//     <run-id>.json    the run's resolved spec its process reads      sweep_spec_file
+//     <run-id>.log     that process's console output                  sweep_log_file
 #pragma once
 #include <filesystem>
 #include <string>
@@ -29,6 +32,13 @@ inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int
 }
 inline std::filesystem::path rank_error_file(const std::filesystem::path& dir, int rank) {
   return dir / fmt::format("rank-{}.error", rank);
+}
+inline std::filesystem::path sweep_dir(const std::filesystem::path& experiment_dir) { return experiment_dir / "sweep"; }
+inline std::filesystem::path sweep_spec_file(const std::filesystem::path& experiment_dir, const std::string& run_id) {
+  return sweep_dir(experiment_dir) / fmt::format("{}.json", run_id);
+}
+inline std::filesystem::path sweep_log_file(const std::filesystem::path& experiment_dir, const std::string& run_id) {
+  return sweep_dir(experiment_dir) / fmt::format("{}.log", run_id);
 }
 // `file` with ".tmp" appended: where a file is written before it is renamed over `file`.
 inline std::filesystem::path temp_file(const std::filesystem::path& file) {

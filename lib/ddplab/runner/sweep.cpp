@@ -16,6 +16,7 @@
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
+#include "ddplab/runner/pack.h"
 #include "ddplab/runner/run_one.h"
 #include "ddplab/train/options.h"
 
@@ -85,13 +86,38 @@ std::string eta(double spent_s, size_t ran, size_t to_run) {
   return minutes_seconds(spent_s / static_cast<double>(ran) * static_cast<double>(to_run - ran));
 }
 
-namespace {
-
-// The status a run's manifest has, unless `force` (which never reads it: a sweep with --force
-// runs every run, whatever its directory holds). A malformed manifest is an Error naming it.
+// A sweep with --force runs every run, whatever its directory holds. A malformed manifest is an
+// Error naming it.
 std::optional<RunStatus> status_unless_forced(const config::SweepRun& run, bool force) {
   return force ? std::nullopt : rundir::read_status(rundir::run_dir(run.spec));
 }
+
+// A manifest that cannot be read was already reported as the run's failure.
+std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& dir) {
+  std::pair<std::optional<RunStatus>, std::string> out;
+  try {
+    out.first = rundir::read_status(dir);
+    out.second = rundir::read_manifest(dir).value("message", "");
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+void write_experiment_report(const config::ExperimentSpec& spec) {
+  const fs::path experiment_dir = fs::path(spec.output) / spec.name;
+  try {
+    report::ReportOptions options;
+    options.inputs = {experiment_dir};
+    options.out_dir = experiment_dir;
+    auto summary = report::write_report(options);
+    say("ddplab: report of {} runs in {} groups: {}", summary.runs, summary.groups,
+        (experiment_dir / "report.html").string());
+  } catch (const std::exception& e) {
+    complain("ddplab: the report could not be written: {}", message_of(e));
+  }
+}
+
+namespace {
 
 // --dry-run: the runs, what each changes and whether it would be skipped; then the data files.
 int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs, const std::string& path,
@@ -131,18 +157,6 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
   return code;
 }
 
-// The manifest's status and message after a run; nothing of a manifest that cannot be read
-// (already reported as the run's failure).
-std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& dir) {
-  std::pair<std::optional<RunStatus>, std::string> out;
-  try {
-    out.first = rundir::read_status(dir);
-    out.second = rundir::read_manifest(dir).value("message", "");
-  } catch (const std::exception&) {
-  }
-  return out;
-}
-
 // Runs one run of the sweep (resumed or started over, run_start) and counts it.
 void run_and_count(const config::SweepRun& run, bool force, SweepTally& tally) {
   const fs::path dir = rundir::run_dir(run.spec);
@@ -162,20 +176,6 @@ void run_and_count(const config::SweepRun& run, bool force, SweepTally& tally) {
   const auto [status, message] = manifest_after(dir);
   const Tally t = tally_of(code, status);
   tally.count(t, code, run.run_id, t == Tally::kFailed ? failure_reason(reason, message, code) : "");
-}
-
-void write_experiment_report(const config::ExperimentSpec& spec) {
-  const fs::path experiment_dir = fs::path(spec.output) / spec.name;
-  try {
-    report::ReportOptions options;
-    options.inputs = {experiment_dir};
-    options.out_dir = experiment_dir;
-    auto summary = report::write_report(options);
-    say("ddplab: report of {} runs in {} groups: {}", summary.runs, summary.groups,
-        (experiment_dir / "report.html").string());
-  } catch (const std::exception& e) {
-    complain("ddplab: the report could not be written: {}", message_of(e));
-  }
 }
 
 int run_all(const std::vector<config::SweepRun>& runs, bool force) {
@@ -208,18 +208,44 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
   }
   say("{}", sweep_summary(name, tally));
   for (const auto& [id, why] : tally.failures) say("ddplab:   failed {}: {}", id, why);
+  say("ddplab: sweep {} took {} ({:.1f} s), one run at a time (--jobs N packs them)", name, minutes_seconds(spent_s),
+      spent_s);
   if (!tally.stopped()) write_experiment_report(runs.front().spec);
   return sweep_exit_code(tally);
 }
 
 }  // namespace
 
-int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run_only) {
+int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run_only,
+              const PackOptions& pack) {
   const auto doc = config::load_document(path, overrides);
   const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  const bool sweep = config::has_sweep(doc);
+  // A budget too small for a run is an error before anything is run or written, dry run too.
+  if (sweep && pack.packed()) packing_budget(runs, force, pack);
   if (dry_run_only) return dry_run(doc, runs, path, force);
-  if (!config::has_sweep(doc)) return run_one(runs.front().spec, force);
+  if (!sweep) return run_one(runs.front().spec, force);
+  if (pack.packed()) return run_packed(runs, force, pack);
   return run_all(runs, force);
+}
+
+int run_with_id(const std::string& path, const std::vector<std::string>& overrides, bool force,
+                const std::string& run_id) {
+  const auto doc = config::load_document(path, overrides);
+  if (config::has_sweep(doc))
+    throw Error(fmt::format("--run-id: names the run directory of one run, but {} has sweep keys (sweep, sweep_zip "
+                            "or repeats); give a spec without them",
+                            path));
+  const bool safe = !run_id.empty() && run_id.size() <= config::kMaxRunIdChars && run_id.find("..") == std::string::npos &&
+                    run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=,+-") ==
+                        std::string::npos;
+  if (!safe)
+    throw Error(fmt::format("--run-id: must be a directory name of [A-Za-z0-9._=,+-] without \"..\", at most {} "
+                            "characters, got \"{}\"",
+                            config::kMaxRunIdChars, run_id));
+  auto spec = config::resolve(doc, path);
+  spec.run_id = run_id;
+  return run_one(spec, force);
 }
 
 }  // namespace ddplab::runner

@@ -14,16 +14,23 @@
 // --dry-run lists the runs (id and what each changes) and checks their data files; nothing is
 // run or written; exit code kExitUserError when a data file is missing.
 //
+// --jobs N, --cores C, --gpus G (PackOptions, scheduler.h) pack the sweep instead: several runs
+// at once, each in a child process, within that budget (pack.h). The skip/resume policy, the
+// summary and the exit code are the same; a failed run never stops the others.
+//
 // The policy is the pure functions below (over run statuses and exit codes), so it can be
 // tested without running anything; run_sweep does the reading, running and printing.
 #pragma once
 #include <cstddef>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ddplab/config/sweep.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/runner/scheduler.h"
 
 namespace ddplab::runner {
 
@@ -67,7 +74,24 @@ std::string minutes_seconds(double seconds);
 // Estimated time left after `ran` of `to_run` runs took `spent_s`: "-:--" before the first.
 std::string eta(double spent_s, size_t ran, size_t to_run);
 
-// `ddplab run` of the spec file at `path` with `overrides`; returns the exit code.
-int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run);
+// `ddplab run` of the spec file at `path` with `overrides`; returns the exit code. A packed
+// sweep (pack.packed()) runs `ddplab run <run's spec> --run-id <id>` per run (self_executable),
+// so it must be called from the ddplab binary.
+int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run,
+              const PackOptions& pack = {});
+
+// `ddplab run <spec> --run-id ID`: one run of a spec without sweep keys, in the run directory
+// <output>/<name>/ID instead of seed=<seed> (what a packed sweep starts for each of its runs).
+// ID must be a directory name of [A-Za-z0-9._=,+-] without "..", as sweep run ids are.
+int run_with_id(const std::string& path, const std::vector<std::string>& overrides, bool force,
+                const std::string& run_id);
+
+// Shared by the sweep loops (sweep.cpp, pack.cpp).
+// The status a run's manifest has, unless `force` (which never reads it).
+std::optional<rundir::RunStatus> status_unless_forced(const config::SweepRun& run, bool force);
+// The manifest's status and message after a run; nothing of a manifest that cannot be read.
+std::pair<std::optional<rundir::RunStatus>, std::string> manifest_after(const std::filesystem::path& dir);
+// The experiment's report (report/report.h) over <output>/<name>; a failure is said, not thrown.
+void write_experiment_report(const config::ExperimentSpec& spec);
 
 }  // namespace ddplab::runner
