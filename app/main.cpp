@@ -1,16 +1,20 @@
 // The ddplab command line: parses the arguments (CLI11) and hands each command to lib/ddplab/runner.
 // Exit codes: base/exit_codes.h (0 success, 2 user error, 1 runtime failure, 3 diverged, 128 + signal).
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/version.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/slurm.h"
+#include "ddplab/runner/status.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/runner/worker.h"
 
@@ -23,6 +27,10 @@ struct Arguments {
   std::vector<std::string> overrides;
   bool force = false;
   bool dry_run = false;
+  enum class Launcher { kLocal, kSlurm } launcher = Launcher::kLocal;
+  config::SlurmOptions slurm;  // --partition, --time, --account, --sbatch-option
+  std::string run_id;          // worker --run-id
+  std::string status_dir;
   std::vector<std::string> report_dirs;
   std::string report_out;
   double report_target = 0;
@@ -34,7 +42,21 @@ struct Commands {
   CLI::App* schema;
   CLI::App* report;
   CLI::App* worker;
+  CLI::App* status;
 };
+
+// `ddplab run`'s SLURM options (runner/slurm.h); they need --launcher slurm.
+void add_slurm_options(CLI::App* run, Arguments& a) {
+  const std::map<std::string, Arguments::Launcher> launchers{{"local", Arguments::Launcher::kLocal},
+                                                             {"slurm", Arguments::Launcher::kSlurm}};
+  run->add_option("--launcher", a.launcher, "local (default): run here; slurm: submit each unfinished run as a batch job")
+      ->transform(CLI::CheckedTransformer(launchers, CLI::ignore_case));
+  run->add_option("--partition", a.slurm.partition, "SLURM partition (overrides the spec's slurm.partition)");
+  run->add_option("--time", a.slurm.time, "SLURM time limit per run, e.g. 90, 2:00:00, 1-12 (overrides slurm.time)");
+  run->add_option("--account", a.slurm.account, "SLURM account (overrides slurm.account)");
+  run->add_option("--sbatch-option", a.slurm.options,
+                  "One more sbatch argument, e.g. --sbatch-option=--qos=high (repeatable; after slurm.options)");
+}
 
 Commands add_commands(CLI::App& app, Arguments& a) {
   Commands c{};
@@ -43,7 +65,9 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.run->add_option("overrides", a.overrides, "Overrides key.path=value (value parsed as JSON, else a string)");
   c.run->add_flag("--force", a.force, "Replace existing run directories (a sweep reruns its done runs)");
   c.run->add_flag("--dry-run", a.dry_run,
-                  "List the runs (ids and what each changes), check their data files and exit; nothing is written");
+                  "List the runs (ids and what each changes), check their data files and exit; nothing is written "
+                  "(with --launcher slurm: print the sbatch commands, submit nothing)");
+  add_slurm_options(c.run, a);
 
   c.validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
   c.validate->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
@@ -58,6 +82,9 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.worker = app.add_subcommand("worker", "Run one replica (started by ddplab run, torchrun --no-python or srun)");
   c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
   c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
+  c.worker->add_option("--run-id", a.run_id, "The run directory's name under <output>/<name> (default: seed=<seed>)");
+  c.status = app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
+  c.status->add_option("dir", a.status_dir, "Experiment (runs/<name>) or run directory")->required();
   return c;
 }
 
@@ -74,15 +101,25 @@ bool is_unknown_command(CLI::App& app, int argc, char** argv) {
   return true;
 }
 
+int run_command(const Commands& c, const Arguments& a) {
+  if (a.launcher == Arguments::Launcher::kSlurm)
+    return runner::submit_sweep(a.spec_path, a.overrides, runner::SlurmRequest{a.slurm, a.force, a.dry_run});
+  for (const char* flag : {"--partition", "--time", "--account", "--sbatch-option"})
+    if (c.run->count(flag) > 0)
+      throw Error(fmt::format("{}: is a SLURM option; it needs --launcher slurm", flag));
+  return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run);
+}
+
 int dispatch(const Commands& c, const Arguments& a) {
   if (c.schema->parsed()) {
     fmt::print("{}", schema_json());
     return kExitOk;
   }
-  if (c.run->parsed()) return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run);
+  if (c.run->parsed()) return run_command(c, a);
+  if (c.status->parsed()) return runner::status_command(a.status_dir);
   if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_target);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
-  return runner::worker_command(a.spec_path, a.overrides);
+  return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }
 
 }  // namespace
