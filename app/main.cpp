@@ -1,76 +1,29 @@
 // The ddplab command line: parses the arguments (CLI11) and hands each command to lib/ddplab/runner.
 // Exit codes: base/exit_codes.h (0 success, 2 user error, 1 runtime failure, 3 diverged, 128 + signal).
 #include <exception>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/version.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/slurm.h"
+#include "ddplab/runner/status.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/runner/worker.h"
+#include "arguments.h"
 
 using namespace ddplab;
+using ddplab::app::Arguments;
+using ddplab::app::Commands;
 
 namespace {
-
-struct Arguments {
-  std::string spec_path;
-  std::vector<std::string> overrides;
-  bool force = false;
-  bool dry_run = false;
-  runner::PackOptions pack;
-  std::string run_id;
-  std::vector<std::string> report_dirs;
-  std::string report_out;
-  double report_target = 0;
-};
-
-struct Commands {
-  CLI::App* run;
-  CLI::App* validate;
-  CLI::App* schema;
-  CLI::App* report;
-  CLI::App* worker;
-};
-
-Commands add_commands(CLI::App& app, Arguments& a) {
-  Commands c{};
-  c.run = app.add_subcommand("run", "Run an experiment spec (N replicas are launched as N processes)");
-  c.run->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
-  c.run->add_option("overrides", a.overrides, "Overrides key.path=value (value parsed as JSON, else a string)");
-  c.run->add_flag("--force", a.force, "Replace existing run directories (a sweep reruns its done runs)");
-  c.run->add_flag("--dry-run", a.dry_run,
-                  "List the runs (ids and what each changes), check their data files and exit; nothing is written");
-  c.run->add_option("--jobs", a.pack.jobs, "Pack a sweep: at most N runs at once, each its own process")
-      ->check(CLI::Range(1, 4096));
-  c.run->add_option("--cores", a.pack.cores,
-                    "Pack a sweep into C cores (a CPU run takes replicas.count x threads; default: all cores)")
-      ->check(CLI::Range(1, 4096));
-  c.run->add_option("--gpus", a.pack.gpus,
-                    "Pack a sweep onto G GPUs (a CUDA run takes replicas.count; default: the visible GPUs)")
-      ->check(CLI::Range(0, 4096));
-  c.run->add_option("--run-id", a.run_id, "Run directory name of a spec without sweep keys (default seed=<seed>)");
-
-  c.validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
-  c.validate->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
-  c.validate->add_option("overrides", a.overrides, "Overrides key.path=value");
-
-  c.schema = app.add_subcommand("schema", "Print the JSON Schema of experiment specs");
-
-  c.report = app.add_subcommand("report", "Compare runs: report.html, report.md, summary.csv, groups.csv, charts");
-  c.report->add_option("dirs", a.report_dirs, "Run or experiment directories (searched recursively)")->required();
-  c.report->add_option("--out", a.report_out, "Where to write the report (default: the first directory)");
-  c.report->add_option("--target", a.report_target, "Target test accuracy (0..1) for time-to-accuracy");
-  c.worker = app.add_subcommand("worker", "Run one replica (started by ddplab run, torchrun --no-python or srun)");
-  c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
-  c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
-  return c;
-}
 
 // CLI11 says only "A subcommand is required" for a mistyped one: name it and the choices.
 bool is_unknown_command(CLI::App& app, int argc, char** argv) {
@@ -85,16 +38,30 @@ bool is_unknown_command(CLI::App& app, int argc, char** argv) {
   return true;
 }
 
+int run_command(const Commands& c, const Arguments& a) {
+  const auto refuse = [&](std::initializer_list<const char*> flags, const char* why) {
+    for (const char* flag : flags)
+      if (c.run->count(flag) > 0) throw Error(fmt::format("{}: {}", flag, why));
+  };
+  if (a.launcher == Arguments::Launcher::kSlurm) {
+    refuse({"--jobs", "--cores", "--gpus", "--run-id"}, "packs runs on this machine, SLURM places them; drop it");
+    return runner::submit_sweep(a.spec_path, a.overrides, runner::SlurmRequest{a.slurm, a.force, a.dry_run});
+  }
+  refuse({"--partition", "--time", "--account", "--sbatch-option"}, "is a SLURM option; it needs --launcher slurm");
+  if (!a.run_id.empty()) return runner::run_with_id(a.spec_path, a.overrides, a.force, a.run_id);
+  return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
+}
+
 int dispatch(const Commands& c, const Arguments& a) {
   if (c.schema->parsed()) {
     fmt::print("{}", schema_json());
     return kExitOk;
   }
-  if (c.run->parsed() && !a.run_id.empty()) return runner::run_with_id(a.spec_path, a.overrides, a.force, a.run_id);
-  if (c.run->parsed()) return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
+  if (c.run->parsed()) return run_command(c, a);
+  if (c.status->parsed()) return runner::status_command(a.status_dir);
   if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_target);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
-  return runner::worker_command(a.spec_path, a.overrides);
+  return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }
 
 }  // namespace
@@ -105,7 +72,7 @@ int main(int argc, char** argv) {
                                                 torch_version(), built_with_cuda() ? "CUDA" : "CPU"));
   app.require_subcommand(1);
   Arguments arguments;
-  const Commands commands = add_commands(app, arguments);
+  const Commands commands = ddplab::app::add_commands(app, arguments);
   if (is_unknown_command(app, argc, argv)) return kExitUserError;
   try {
     app.parse(argc, argv);

@@ -113,6 +113,13 @@ TEST(World, SlurmMasterAddrAndPortOverrideTheDerivedOnes) {
   EXPECT_EQ(w.master_port, 5555);
 }
 
+TEST(World, ARequeuedSlurmJobCountsAsARestart) {
+  Env env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "7"}};
+  EXPECT_EQ(discover_world(env).restart_count, 0);
+  env["SLURM_RESTART_COUNT"] = "2";
+  EXPECT_EQ(discover_world(env).restart_count, 2) << "the worker then continues from the checkpoint";
+}
+
 TEST(World, FirstSlurmHost) {
   EXPECT_EQ(first_slurm_host("a"), "a");
   EXPECT_EQ(first_slurm_host("a,b"), "a");

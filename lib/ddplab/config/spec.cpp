@@ -20,6 +20,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
 #include "ddplab/config/spec_error.h"
+#include "ddplab/config/slurm.h"
 
 namespace ddplab::config {
 namespace {
@@ -363,6 +364,7 @@ void check_cross_fields(json& doc) {
   check_dataset_root(doc["dataset"]);
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
   check_sync(doc, count);
+  slurm_options(doc);  // throws on a bad value, so `validate` reports it as `run --launcher slurm` would
   if (replicas["threads"].get<int64_t>() == 0) {
     const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
     replicas["threads"] = std::max<int64_t>(1, replicas["mode"] == "simulated" ? cores : cores / count);

@@ -76,6 +76,7 @@ World discover_world(const std::map<std::string, std::string>& env) {
     if (const auto* a = env_value(env, "MASTER_ADDR")) w.master_addr = *a;
     else if (const auto* nodes = env_value(env, "SLURM_JOB_NODELIST")) w.master_addr = first_slurm_host(*nodes);
     w.master_port = env_int(env, "MASTER_PORT", 12910 + env_int(env, "SLURM_JOB_ID", 0) % 20000);
+    w.restart_count = env_int(env, "SLURM_RESTART_COUNT", 0);  // a requeued job (scontrol requeue, preemption)
   }
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
     throw Error(fmt::format("rank {} is outside the world of size {}", w.rank, w.size));

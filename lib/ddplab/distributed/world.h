@@ -7,7 +7,8 @@
 //     torchrun's store keys live under the prefix "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>".
 //   SLURM (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; the master
 //     is MASTER_ADDR or else the first host of SLURM_JOB_NODELIST, the port MASTER_PORT or else
-//     12910 + SLURM_JOB_ID % 20000. Rank 0 hosts the store.
+//     12910 + SLURM_JOB_ID % 20000. Rank 0 hosts the store. SLURM_RESTART_COUNT (a requeued
+//     job) is the restart count.
 //   none of these: a single process, rank 0 of 1.
 #pragma once
 #include <map>

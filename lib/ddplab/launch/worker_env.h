@@ -9,7 +9,9 @@
 //   DDPLAB_LAUNCHER             "1": ddplab's launcher hosts the store (distributed/world.h)
 //   DDPLAB_RUN_DIR              the run directory the launcher made; unset under torchrun or srun,
 //                               where rank 0 makes it
-//   DDPLAB_RESUME               "1": continue from <run dir>/checkpoint.pt
+//   DDPLAB_RESUME               "1": continue from <run dir>/checkpoint.pt; under torchrun or srun
+//                               (the jobs of ddplab run --launcher slurm): continue the unfinished
+//                               run in the run directory if it has a checkpoint, else start it
 //   DDPLAB_FORCE                "1": under torchrun or srun, replace a finished run
 //
 // World discovery (distributed/world.h) reads the rank variables itself, torchrun's and SLURM's

@@ -4,7 +4,7 @@
 //
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
-// "output", "run_id" and "report" are removed form a group. A group's label names the dotted keys
+// "output", "run_id", "report" and "slurm" are removed form a group. A group's label names the dotted keys
 // whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"); with one
 // group it is the experiment name. A differing key that only follows another one (replicas.threads
 // with replicas.count, replicas.backend with replicas.device: one value of it per value of the

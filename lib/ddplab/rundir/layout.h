@@ -10,6 +10,14 @@
 //     model.pt         the final model (torch::save of the module)   model_file
 //     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
 //     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
+//     slurm-job.json   the run's SLURM job: id, sbatch command, when   slurm_job_file
+//     slurm-job.sh     its batch script (srun ddplab worker ...)      slurm_script_file
+//     slurm-spec.json  the spec file that script gives the workers    slurm_spec_file
+//     slurm-job.out    the job's output (sbatch --output)             slurm_output_file
+//   <output>/<name>/slurm-job.{json,sh,out}: the same of the sweep's report job
+// (ddplab run --launcher slurm, runner/slurm.h). The slurm-* files belong to the launcher: a run
+// that is replaced (started over) keeps them (is_launcher_file), so a queued job's record and
+// inputs survive its own start.
 //   <output>/<name>/sweep/         a packed sweep's own files (runner/pack.h)
 //     <run-id>.json    the run's resolved spec its process reads      sweep_spec_file
 //     <run-id>.log     that process's console output                  sweep_log_file
@@ -40,6 +48,12 @@ inline std::filesystem::path sweep_spec_file(const std::filesystem::path& experi
 inline std::filesystem::path sweep_log_file(const std::filesystem::path& experiment_dir, const std::string& run_id) {
   return sweep_dir(experiment_dir) / fmt::format("{}.log", run_id);
 }
+inline std::filesystem::path slurm_job_file(const std::filesystem::path& dir) { return dir / "slurm-job.json"; }
+inline std::filesystem::path slurm_script_file(const std::filesystem::path& dir) { return dir / "slurm-job.sh"; }
+inline std::filesystem::path slurm_spec_file(const std::filesystem::path& dir) { return dir / "slurm-spec.json"; }
+inline std::filesystem::path slurm_output_file(const std::filesystem::path& dir) { return dir / "slurm-job.out"; }
+// Whether `file` (a path in a run directory) is one of the slurm-* files above.
+inline bool is_launcher_file(const std::filesystem::path& file) { return file.filename().string().rfind("slurm-", 0) == 0; }
 // `file` with ".tmp" appended: where a file is written before it is renamed over `file`.
 inline std::filesystem::path temp_file(const std::filesystem::path& file) {
   return std::filesystem::path(fmt::format("{}.tmp", file.string()));

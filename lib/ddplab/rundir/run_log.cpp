@@ -255,6 +255,7 @@ RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
       throw Error(fmt::format("{}: run directory already holds a run ({}); pass --force to replace it", dir.string(),
                               epochs_file(dir).filename().string()));
     for (const auto& entry : fs::directory_iterator(dir)) {
+      if (is_launcher_file(entry.path())) continue;  // a SLURM job's record and inputs outlive its start
       fs::remove_all(entry.path(), ec);
       if (ec)
         throw Error(fmt::format("{}: cannot remove it to replace the run (--force): {}", entry.path().string(), ec.message()));
@@ -309,6 +310,7 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   auto comparable = [](nlohmann::json j) {
     j.erase("debug");
     j.erase("checkpoint");
+    j.erase("slurm");
     if (j.contains("replicas")) j["replicas"].erase("timeout_s");
     return j;
   };

@@ -94,14 +94,15 @@ std::optional<RunStatus> read_status(const std::filesystem::path& dir);
 class RunLog {
  public:
   // Creates the directory, writes spec.json and a manifest with status "running".
-  // Refuses to reuse a directory that already holds epochs.jsonl unless `overwrite`.
+  // Refuses to reuse a directory that already holds epochs.jsonl unless `overwrite`, which empties
+  // it first (all but the launcher's slurm-* files, layout.h).
   static RunLog create(const config::ExperimentSpec& spec, bool overwrite);
   // Opens an existing run directory (made by the launcher) without touching it.
   static RunLog open(const std::filesystem::path& dir);
   // The run directory of `spec` if it holds_resumable_run(), ready to continue: records after the checkpoint are dropped,
   // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
-  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint and
-  // timeout settings aside).
+  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint,
+  // slurm and timeout settings aside).
   static std::optional<RunLog> resume(const config::ExperimentSpec& spec, const std::string& reason);
 
   const std::filesystem::path& dir() const { return dir_; }

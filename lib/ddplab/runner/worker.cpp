@@ -37,7 +37,9 @@ config::ExperimentSpec fit_to_world(const config::ExperimentSpec& spec, const di
   auto doc = spec.resolved;
   doc["replicas"]["count"] = world.size;
   doc["replicas"]["threads"] = 0;
-  return config::resolve(doc, "worker");
+  auto fitted = config::resolve(doc, "worker");
+  fitted.run_id = spec.run_id;
+  return fitted;
 }
 
 // Where this worker writes, and what it owns of the run directory.
@@ -53,13 +55,18 @@ struct WorkerRun {
 void own_run_directory(const config::ExperimentSpec& s, const distributed::World& world,
                        const launch::WorkerEnv& env, WorkerRun& run) {
   run.dir = rundir::run_dir(s);
-  // A restarted attempt (torchrun --max-restarts) continues from the checkpoint if there is one.
-  run.resume = world.restart_count > 0 && fs::exists(rundir::checkpoint_file(run.dir));
+  // A restarted attempt (torchrun --max-restarts, a requeued SLURM job) or one asked to
+  // (DDPLAB_RESUME=1: the jobs of `ddplab run --launcher slurm`) continues the unfinished run
+  // from its checkpoint if there is one.
+  run.resume = (world.restart_count > 0 || env.resume) && rundir::holds_resumable_run(run.dir);
   if (world.rank != 0) return;
   // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
   run.data = data::load_dataset(train::dataset_options(s.dataset));
   train::check_setup(s, *run.data);
-  if (run.resume) run.own = rundir::RunLog::resume(s, fmt::format("torchrun restart {}", world.restart_count));
+  if (run.resume)
+    run.own = rundir::RunLog::resume(s, world.restart_count > 0 ? fmt::format("{} restart {}", world.launcher,
+                                                                              world.restart_count)
+                                                                : std::string("resubmitted"));
   // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
   const std::optional<rundir::RunStatus> status =
       world.restart_count == 0 ? rundir::read_status(run.dir) : std::optional<rundir::RunStatus>{};
@@ -122,9 +129,12 @@ int run_worker(const config::ExperimentSpec& spec) {
   return done_outcome().exit_code;
 }
 
-int worker_command(const std::string& path, const std::vector<std::string>& overrides) {
+int worker_command(const std::string& path, const std::vector<std::string>& overrides, const std::string& run_id) {
   const auto doc = config::load_document(path, overrides);
-  const auto spec = config::resolve(doc, path);
+  auto spec = config::resolve(doc, path);
+  if (!run_id.empty() && (run_id == "." || run_id == ".." || run_id.find('/') != std::string::npos))
+    throw Error(fmt::format("--run-id: expected a directory name (no '/', not . or ..), got \"{}\"", run_id));
+  spec.run_id = run_id;
   if (config::has_sweep(doc))
     throw Error(fmt::format("{}: has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
                             "sweep with `ddplab run`, or give the worker a spec file without them",

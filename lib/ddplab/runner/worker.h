@@ -9,8 +9,9 @@
 //     diverges, writes its rank's error file for the launcher;
 //   - under torchrun or srun rank 0 owns the run directory: it checks the data first (as
 //     `ddplab run`), makes the directory (a first attempt never replaces a finished run unless
-//     DDPLAB_FORCE=1) or, in a restarted attempt, resumes from the checkpoint, and records how
-//     the run ended. The other ranks never write to it.
+//     DDPLAB_FORCE=1) or, in a restarted attempt (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT
+//     > 0) or with DDPLAB_RESUME=1, continues an unfinished run from its checkpoint, and records
+//     how the run ended. The other ranks never write to it.
 // Exit code: outcome.h (kExitOk, kExitDiverged, 128 + signal, kExitUserError, kExitFailure).
 #pragma once
 #include <string>
@@ -24,6 +25,9 @@ namespace ddplab::runner {
 int run_worker(const config::ExperimentSpec& spec);
 
 // The `worker` command: the spec file at `path` with `overrides`, which must have no sweep keys.
-int worker_command(const std::string& path, const std::vector<std::string>& overrides);
+// `run_id` (--run-id) names the run directory <output>/<name>/<run_id> ("": "seed=<seed>"), so
+// that the workers of one run of a sweep (ddplab run --launcher slurm) write where `ddplab run`
+// would.
+int worker_command(const std::string& path, const std::vector<std::string>& overrides, const std::string& run_id = "");
 
 }  // namespace ddplab::runner

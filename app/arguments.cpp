@@ -1,0 +1,66 @@
+#include "arguments.h"
+
+#include <map>
+
+namespace ddplab::app {
+namespace {
+
+// `ddplab run`'s SLURM options (runner/slurm.h); they need --launcher slurm.
+void add_slurm_options(CLI::App* run, Arguments& a) {
+  const std::map<std::string, Arguments::Launcher> launchers{{"local", Arguments::Launcher::kLocal},
+                                                             {"slurm", Arguments::Launcher::kSlurm}};
+  run->add_option("--launcher", a.launcher, "local (default): run here; slurm: submit each unfinished run as a batch job")
+      ->transform(CLI::CheckedTransformer(launchers, CLI::ignore_case));
+  run->add_option("--partition", a.slurm.partition, "SLURM partition (overrides the spec's slurm.partition)");
+  run->add_option("--time", a.slurm.time, "SLURM time limit per run, e.g. 90, 2:00:00, 1-12 (overrides slurm.time)");
+  run->add_option("--account", a.slurm.account, "SLURM account (overrides slurm.account)");
+  run->add_option("--sbatch-option", a.slurm.options,
+                  "One more sbatch argument, e.g. --sbatch-option=--qos=high (repeatable; after slurm.options)");
+}
+
+// `ddplab run`'s options for packing a sweep's runs onto this machine (runner/scheduler.h).
+void add_pack_options(CLI::App* run, Arguments& a) {
+  run->add_option("--jobs", a.pack.jobs, "Pack a sweep: at most N runs at once, each its own process")
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--cores", a.pack.cores,
+                  "Pack a sweep into C cores (a CPU run takes replicas.count x threads; default: all cores)")
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--gpus", a.pack.gpus, "Pack a sweep onto G GPUs (a CUDA run takes replicas.count; default: the visible GPUs)")
+      ->check(CLI::Range(0, 4096));
+  run->add_option("--run-id", a.run_id, "Run directory name of a spec without sweep keys (default seed=<seed>)");
+}
+
+}  // namespace
+
+Commands add_commands(CLI::App& app, Arguments& a) {
+  Commands c{};
+  c.run = app.add_subcommand("run", "Run an experiment spec (N replicas are launched as N processes)");
+  c.run->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
+  c.run->add_option("overrides", a.overrides, "Overrides key.path=value (value parsed as JSON, else a string)");
+  c.run->add_flag("--force", a.force, "Replace existing run directories (a sweep reruns its done runs)");
+  c.run->add_flag("--dry-run", a.dry_run,
+                  "List the runs (ids and what each changes), check their data files and exit; nothing is written "
+                  "(with --launcher slurm: print the sbatch commands, submit nothing)");
+  add_slurm_options(c.run, a);
+  add_pack_options(c.run, a);
+
+  c.validate = app.add_subcommand("validate", "Check a spec and print it fully resolved");
+  c.validate->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
+  c.validate->add_option("overrides", a.overrides, "Overrides key.path=value");
+
+  c.schema = app.add_subcommand("schema", "Print the JSON Schema of experiment specs");
+
+  c.report = app.add_subcommand("report", "Compare runs: report.html, report.md, summary.csv, groups.csv, charts");
+  c.report->add_option("dirs", a.report_dirs, "Run or experiment directories (searched recursively)")->required();
+  c.report->add_option("--out", a.report_out, "Where to write the report (default: the first directory)");
+  c.report->add_option("--target", a.report_target, "Target test accuracy (0..1) for time-to-accuracy");
+  c.worker = app.add_subcommand("worker", "Run one replica (started by ddplab run, torchrun --no-python or srun)");
+  c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
+  c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
+  c.worker->add_option("--run-id", a.run_id, "The run directory's name under <output>/<name> (default: seed=<seed>)");
+  c.status = app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
+  c.status->add_option("dir", a.status_dir, "Experiment (runs/<name>) or run directory")->required();
+  return c;
+}
+
+}  // namespace ddplab::app

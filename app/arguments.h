@@ -1,0 +1,41 @@
+// The ddplab command line's arguments and subcommands (CLI11): what main.cpp parses. Only the
+// option definitions live here; main.cpp dispatches them to lib/ddplab/runner.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "ddplab/config/slurm.h"
+#include "ddplab/runner/scheduler.h"
+
+namespace ddplab::app {
+
+struct Arguments {
+  std::string spec_path;
+  std::vector<std::string> overrides;
+  bool force = false;
+  bool dry_run = false;
+  enum class Launcher { kLocal, kSlurm } launcher = Launcher::kLocal;
+  config::SlurmOptions slurm;  // --partition, --time, --account, --sbatch-option
+  runner::PackOptions pack;    // --jobs, --cores, --gpus
+  std::string run_id;          // run / worker --run-id
+  std::string status_dir;
+  std::vector<std::string> report_dirs;
+  std::string report_out;
+  double report_target = 0;
+};
+
+struct Commands {
+  CLI::App* run;
+  CLI::App* validate;
+  CLI::App* schema;
+  CLI::App* report;
+  CLI::App* worker;
+  CLI::App* status;
+};
+
+// Defines every subcommand and option on `app`, parsing into `a` (which must outlive `app`).
+Commands add_commands(CLI::App& app, Arguments& a);
+
+}  // namespace ddplab::app

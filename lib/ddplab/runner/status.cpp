@@ -1,0 +1,174 @@
+#include "ddplab/runner/status.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/rundir/layout.h"
+#include "ddplab/runner/console.h"
+#include "ddplab/runner/slurm.h"
+
+namespace fs = std::filesystem;
+
+namespace ddplab::runner {
+
+using rundir::RunStatus;
+
+std::string run_state(std::optional<RunStatus> status, const std::string& job_state) {
+  if (status && rundir::is_finished(*status)) return rundir::name(*status);
+  if (is_active_job_state(job_state)) {
+    std::string lower = job_state;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return lower;
+  }
+  return status ? rundir::name(*status) : "not started";
+}
+
+std::string status_table(const std::vector<StatusRow>& rows) {
+  const StatusRow header{"RUN", "STATE", "EPOCH", "TEST ACC", "JOB", "SLURM"};
+  auto cells = [](const StatusRow& r) { return std::array<const std::string*, 6>{&r.run, &r.state, &r.epoch,
+                                                                                  &r.test_acc, &r.job, &r.slurm}; };
+  std::array<size_t, 6> width{};
+  for (size_t c = 0; c < width.size(); ++c) width[c] = cells(header)[c]->size();
+  for (const auto& r : rows)
+    for (size_t c = 0; c < width.size(); ++c) width[c] = std::max(width[c], cells(r)[c]->size());
+  std::string table;
+  auto line = [&](const StatusRow& r) {
+    std::string text;
+    for (size_t c = 0; c < width.size(); ++c)
+      text += c + 1 < width.size() ? fmt::format("{:<{}}  ", *cells(r)[c], width[c]) : *cells(r)[c];
+    table += fmt::format("{}\n", text);
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+  return table;
+}
+
+namespace {
+
+bool is_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(rundir::manifest_file(dir), ec) || fs::exists(rundir::slurm_spec_file(dir), ec);
+}
+
+void find_runs(const fs::path& dir, std::vector<fs::path>& out) {
+  if (is_run_dir(dir)) {
+    out.push_back(dir);
+    return;
+  }
+  std::vector<fs::path> below;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_directory(ec)) below.push_back(entry.path());
+  std::sort(below.begin(), below.end());
+  for (const auto& d : below) find_runs(d, out);
+}
+
+// The epochs recorded / the spec's, and the last record's test accuracy.
+void fill_epochs(const fs::path& dir, StatusRow& row) {
+  int records = 0;
+  std::string last;
+  std::ifstream in(rundir::epochs_file(dir));
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) {
+      ++records;
+      last = l;
+    }
+  int epochs = 0;
+  for (const fs::path& spec : {rundir::spec_file(dir), rundir::slurm_spec_file(dir)}) {
+    std::error_code ec;
+    if (epochs > 0 || !fs::exists(spec, ec)) continue;
+    const auto j = rundir::read_json(spec);
+    if (j.is_object() && j.contains("epochs") && j["epochs"].is_number_integer()) epochs = j["epochs"].get<int>();
+  }
+  row.epoch = records == 0 ? "-" : epochs > 0 ? fmt::format("{}/{}", records, epochs) : fmt::format("{}", records);
+  const auto record = last.empty() ? nlohmann::json() : nlohmann::json::parse(last, nullptr, false);
+  row.test_acc = record.is_object() && record.contains("test_acc") && record["test_acc"].is_number()
+                     ? fmt::format("{:.4f}", record["test_acc"].get<double>())
+                     : "-";
+}
+
+// Asks SLURM about recorded jobs; after its first failure says why once and asks no more.
+class JobAsker {
+ public:
+  // The SLURM column of job `id` (and its state in `state`).
+  std::string describe(const std::string& id, std::string& state) {
+    state.clear();
+    if (failed_) return "?";
+    try {
+      const JobInfo info = query_job(id);
+      state = info.state;
+      if (info.state.empty()) return "unknown";
+      const bool why = !info.reason.empty() && info.reason != "None" && is_active_job_state(info.state);
+      return why ? fmt::format("{} ({})", info.state, info.reason) : info.state;
+    } catch (const Error& e) {
+      complain("ddplab status: cannot ask SLURM about job {}: {}", id, e.what());
+      failed_ = true;
+      return "?";
+    }
+  }
+
+ private:
+  bool failed_ = false;
+};
+
+StatusRow run_row(const fs::path& dir, JobAsker& asker) {
+  StatusRow row;
+  row.run = dir.filename().string();
+  std::error_code ec;
+  std::optional<RunStatus> status;
+  if (fs::exists(rundir::manifest_file(dir), ec)) {
+    status = rundir::read_status(dir);
+    if (!status) row.state = "?";
+  }
+  std::string job_state;
+  const auto id = recorded_job_id(rundir::slurm_job_file(dir));
+  row.job = id ? *id : "-";
+  row.slurm = id ? asker.describe(*id, job_state) : "-";
+  if (row.state.empty()) row.state = run_state(status, job_state);
+  fill_epochs(dir, row);
+  return row;
+}
+
+}  // namespace
+
+int status_command(const std::string& where) {
+  const fs::path dir(where);
+  if (!fs::is_directory(dir)) throw Error(fmt::format("{}: not a directory", where));
+  std::vector<fs::path> runs;
+  find_runs(dir, runs);
+  if (runs.empty())
+    throw Error(fmt::format("{}: no runs found (no {} or {} below it)", where,
+                            rundir::manifest_file(dir).filename().string(),
+                            rundir::slurm_spec_file(dir).filename().string()));
+  JobAsker asker;
+  std::vector<StatusRow> rows;
+  std::map<std::string, int> counts;
+  for (const auto& run : runs) {
+    rows.push_back(run_row(run, asker));
+    ++counts[rows.back().state];
+  }
+  fmt::print("{}", status_table(rows));
+  std::string summary = fmt::format("ddplab: {} run{}:", rows.size(), rows.size() == 1 ? "" : "s");
+  bool first = true;
+  for (const auto& [state, n] : counts) {
+    summary += fmt::format("{} {} {}", first ? "" : ",", n, state);
+    first = false;
+  }
+  const auto report = is_run_dir(dir) ? std::nullopt : recorded_job_id(rundir::slurm_job_file(dir));
+  if (report) {
+    std::string state;
+    summary += fmt::format("; report job {}: {}", *report, asker.describe(*report, state));
+  }
+  say("{}", summary);
+  return kExitOk;
+}
+
+}  // namespace ddplab::runner
