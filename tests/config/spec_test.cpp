@@ -444,6 +444,16 @@ TEST(Spec, LocalSgdAndEasgdParseWithDefaults) {
   EXPECT_DOUBLE_EQ(s.replicas.sync.alpha, 0.2);
 }
 
+TEST(Spec, WeightEmaDecay) {
+  EXPECT_DOUBLE_EQ(resolve(minimal()).model.ema_decay, 0.0);
+  EXPECT_DOUBLE_EQ(resolve(with("model.ema_decay=0.9999")).model.ema_decay, 0.9999);
+  EXPECT_EQ(resolve_error(with("model.ema_decay=1")), "/model/ema_decay: must be < 1, got 1");
+  EXPECT_EQ(resolve_error(with("model.ema_decay=-0.5")), "/model/ema_decay: must be >= 0, got -0.5");
+  json doc = with("model.ema_decay=0.99");
+  apply_override(doc, R"(replicas.sync={"local_sgd":{"period":8}})");
+  EXPECT_EQ(resolve_error(doc).rfind("/model/ema_decay: local SGD and EASGD evaluate", 0), 0u) << resolve_error(doc);
+}
+
 TEST(Spec, BadSyncValuesNameThePointer) {
   EXPECT_EQ(resolve_error(with("replicas.sync=allreduc")),
             R"(/replicas/sync: must be one of "allreduce", {"local_sgd": {...}}, {"easgd": {...}}, got "allreduc")");

@@ -121,6 +121,36 @@ TEST(Reliability, AStopInTheLastStepOfAnEpochResumesExactly) {
   expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
 }
 
+// model.ema_decay: the test metrics are the average's (they differ from the same run without it),
+// and a run stopped mid-epoch continues the average exactly from its checkpoint.
+TEST(Reliability, AWeightEmaIsEvaluatedAndResumesExactly) {
+  Workspace ws(4096, 200);
+  auto plain = run_ddplab("run " + ws.write_spec(reliability_spec(ws, "plain", 2), "plain.json"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  auto spec = reliability_spec(ws, "full", 2);
+  spec["model"]["ema_decay"] = 0.9;
+  auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const auto plain_records = read_records(run_dir(ws, "plain"));
+  const auto full_records = read_records(run_dir(ws, "full"));
+  ASSERT_EQ(plain_records.size(), full_records.size());
+  EXPECT_EQ(plain_records[0]["train_loss"], full_records[0]["train_loss"]) << "the EMA does not change training";
+  const auto model = spec["model"];
+  EXPECT_NE(read_final_params(run_dir(ws, "plain"), model), read_final_params(run_dir(ws, "full"), model))
+      << "model.pt holds the average, not the last step's parameters";
+  spec["name"] = "stopped";
+  spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 90}};
+  auto path = ws.write_spec(spec, "stopped.json");
+  auto first = run_ddplab("run " + path);
+  EXPECT_NE(first.exit_code, 0) << first.output;
+  EXPECT_EQ(manifest(ws, "stopped")["checkpoint"]["step_in_epoch"], 28) << first.output;
+  auto again = run_ddplab("run " + path);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  expect_same_metrics(full_records, read_records(run_dir(ws, "stopped")));
+  EXPECT_EQ(read_final_params(run_dir(ws, "full"), model), read_final_params(run_dir(ws, "stopped"), model))
+      << "the average went on from the checkpoint exactly";
+}
+
 TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyOneReplica) { stop_and_resume(1); }
 
 TEST(Reliability, SigtermStopsCleanlyAndTheRunContinuesExactlyTwoReplicas) { stop_and_resume(2); }

@@ -341,6 +341,10 @@ void check_sync(const json& doc, int64_t count) {
   if (simulated && doc["model"]["sync_bn"] == true)
     throw Error("/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
                 "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
+  if (sync.is_object() && doc["model"]["ema_decay"] != 0)
+    throw Error("/model/ema_decay: local SGD and EASGD evaluate the replicas' mean or the center variable; a weight "
+                "EMA on top of that is not supported; use replicas.sync \"allreduce\", got " +
+                doc["model"]["ema_decay"].dump());
   if (sync.is_object() && sync.contains("easgd")) {
     const double alpha = sync["easgd"]["alpha"].get<double>();
     if (alpha * static_cast<double>(count) > 1.0)
@@ -415,6 +419,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.model.dropout = m["dropout"].get<double>();
   s.model.hidden = m["hidden"].get<int64_t>();
   s.model.sync_bn = m["sync_bn"].get<bool>();
+  s.model.ema_decay = m["ema_decay"].get<double>();
   const json& o = doc["optimizer"];
   s.optimizer.name = parse_setting<OptimizerName>(o["name"].get<std::string>(), "/optimizer/name");
   s.optimizer.lr = o["lr"].get<double>();

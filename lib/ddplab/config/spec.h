@@ -32,6 +32,7 @@ struct ModelSpec {
   ModelName name = ModelName::kMnistCnn;
   double dropout = 0.5;            // mnist_cnn and mlp
   int64_t hidden = 128;            // mlp only
+  double ema_decay = 0.0;          // weight EMA for evaluation (train/weight_ema.h); 0: off
   bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
 };
 

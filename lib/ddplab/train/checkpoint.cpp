@@ -25,6 +25,30 @@ double read_scalar_or(torch::serialize::InputArchive& a, const std::string& key,
   return a.try_read(key, t) ? t.item<double>() : fallback;
 }
 
+// A list of tensors as `<key>_size` and a sub-archive `<key>` of "0", "1", ...; nothing when empty.
+void write_tensor_list(torch::serialize::OutputArchive& a, const std::string& key, const std::vector<at::Tensor>& list) {
+  if (list.empty()) return;
+  torch::serialize::OutputArchive sub;
+  for (size_t i = 0; i < list.size(); ++i) sub.write(fmt::format("{}", i), list[i]);
+  write_scalar(a, key + "_size", static_cast<double>(list.size()));
+  a.write(key, sub);
+}
+
+// What write_tensor_list wrote; empty when the checkpoint has none (or predates the field).
+std::vector<at::Tensor> read_tensor_list(torch::serialize::InputArchive& a, const std::string& key) {
+  std::vector<at::Tensor> list;
+  const auto size = static_cast<int64_t>(read_scalar_or(a, key + "_size", 0));
+  if (size == 0) return list;
+  torch::serialize::InputArchive sub;
+  a.read(key, sub);
+  for (int64_t i = 0; i < size; ++i) {
+    at::Tensor t;
+    sub.read(fmt::format("{}", i), t);
+    list.push_back(t);
+  }
+  return list;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
@@ -51,12 +75,8 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_trace", s.gns_trace);
   write_scalar(archive, "gns_grad_sq", s.gns_grad_sq);
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
-  if (!s.easgd_center.empty()) {
-    torch::serialize::OutputArchive center_archive;
-    for (size_t i = 0; i < s.easgd_center.size(); ++i) center_archive.write(fmt::format("{}", i), s.easgd_center[i]);
-    write_scalar(archive, "easgd_center_size", static_cast<double>(s.easgd_center.size()));
-    archive.write("easgd_center", center_archive);
-  }
+  write_tensor_list(archive, "easgd_center", s.easgd_center);
+  write_tensor_list(archive, "weight_ema", s.weight_ema);
 
   // Serialise to memory first: LibTorch's file writer terminates the process when the disk fills
   // (its destructor writes again after the failed write). write_file_atomic keeps the previous checkpoint.
@@ -103,16 +123,8 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.gns_trace = read_scalar_or(archive, "gns_trace", 0);
     s.gns_grad_sq = read_scalar_or(archive, "gns_grad_sq", 0);
     s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
-    const auto centers = static_cast<int64_t>(read_scalar_or(archive, "easgd_center_size", 0));
-    if (centers > 0) {
-      torch::serialize::InputArchive center_archive;
-      archive.read("easgd_center", center_archive);
-      for (int64_t i = 0; i < centers; ++i) {
-        at::Tensor t;
-        center_archive.read(fmt::format("{}", i), t);
-        s.easgd_center.push_back(t);
-      }
-    }
+    s.easgd_center = read_tensor_list(archive, "easgd_center");
+    s.weight_ema = read_tensor_list(archive, "weight_ema");
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: cannot resume from this checkpoint: {} (`ddplab run --force` starts the run over)",
                             file.string(), e.what_without_backtrace()));

@@ -38,6 +38,8 @@ struct CheckpointState {
   // for other syncs. (Local SGD and EASGD keep per-replica parameters and optimizer state that a
   // checkpoint of rank 0 does not hold: their resume continues from rank 0's, not exactly.)
   std::vector<at::Tensor> easgd_center;
+  // The weight EMA's averages (model.ema_decay, weight_ema.h), one per parameter; empty when off.
+  std::vector<at::Tensor> weight_ema;
 };
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,

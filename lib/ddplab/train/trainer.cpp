@@ -177,6 +177,7 @@ void Trainer::build_training() {
   optimizer_ = make_optimizer(spec_.optimizer, named_);
   sync_options_ = grad_sync_options(spec_.replicas);
   sync_.emplace(params_, comm_, sync_options_);
+  if (spec_.model.ema_decay > 0) weight_ema_.emplace(params_, spec_.model.ema_decay);
   if (simulated_) {
     std::vector<uint64_t> seeds;
     for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
@@ -226,6 +227,7 @@ void Trainer::resume() {
   }
   noise_scale_.set_state(resumed_.gns_trace, resumed_.gns_grad_sq, resumed_.gns_steps);
   replica_sync_->set_center(resumed_.easgd_center);
+  if (weight_ema_ && !resumed_.weight_ema.empty()) weight_ema_->set_averages(resumed_.weight_ema);
 }
 
 // ---- The epoch loop -----------------------------------------------------------------------------
@@ -338,6 +340,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   if (spec_.debug.fault == config::Fault::kUpdateFirstOnly)
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
+  if (weight_ema_) weight_ema_->update(params_, global_step_);
   bool stop = false;
   while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
   const auto synced = replica_sync_->after_step(global_step_, stop_signal() != 0);
@@ -428,9 +431,15 @@ void Trainer::broadcast_buffers() {
 
 // ---- The end of an epoch ------------------------------------------------------------------------
 
-// Local SGD / EASGD: evaluate the replicas' mean / the center, then go on from the replica's own.
+// Local SGD / EASGD: evaluate the replicas' mean / the center; weight EMA: the average. Then go on
+// training from the replica's own parameters.
 Trainer::Evaluation Trainer::evaluate_epoch_model() {
   auto view = replica_sync_->epoch_view();
+  if (weight_ema_) {
+    TORCH_INTERNAL_ASSERT(!view, "config refuses model.ema_decay with local SGD / EASGD");
+    view = ReplicaSync::EpochView{};
+    for (const auto& a : weight_ema_->averages()) view->eval_params.push_back(a.clone());
+  }
   std::vector<at::Tensor> own_params;
   if (view) {
     torch::NoGradGuard no_grad;
@@ -444,7 +453,7 @@ Trainer::Evaluation Trainer::evaluate_epoch_model() {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(own_params[i]);
     final_params_ = std::move(view->eval_params);
-    test.drift = view->drift;
+    if (!weight_ema_) test.drift = view->drift;
   }
   return test;
 }
@@ -541,6 +550,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.gns_grad_sq = noise_scale_.raw_grad_sq();
   state.gns_steps = noise_scale_.steps();
   state.easgd_center = replica_sync_->center();
+  if (weight_ema_) state.weight_ema = weight_ema_->averages();
   if (!lead_) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
   run_->update_manifest({{"checkpoint",
@@ -551,7 +561,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
                            {"time", rundir::utc_now()}}}});
 }
 
-// Local SGD / EASGD: the saved model is the one the last epoch evaluated.
+// Local SGD / EASGD / weight EMA: the saved model is the one the last epoch evaluated.
 void Trainer::restore_final_params() {
   if (final_params_.empty()) return;
   torch::NoGradGuard no_grad;

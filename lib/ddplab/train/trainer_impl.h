@@ -39,6 +39,7 @@
 #include "ddplab/train/replica_sync.h"
 #include "ddplab/train/simulated.h"
 #include "ddplab/train/trainer.h"
+#include "ddplab/train/weight_ema.h"
 
 namespace ddplab::train {
 
@@ -133,6 +134,7 @@ class Trainer {
   std::optional<runtime::BatchMover> mover_;
   int64_t steps_ = 0;  // per epoch
   std::optional<ReplicaSync> replica_sync_;
+  std::optional<WeightEma> weight_ema_;  // model.ema_decay > 0
   LrSchedule schedule_;
   std::optional<rundir::RunLog> run_;  // only rank 0 writes the run directory
   bool tty_ = false;
@@ -145,7 +147,7 @@ class Trainer {
   ReplicaResult result_;
   int64_t global_step_ = 0;
   bool audit_pending_ = false;             // local SGD: check the replicas at their next agreement
-  std::vector<at::Tensor> final_params_;  // local SGD / EASGD: what the last epoch evaluated
+  std::vector<at::Tensor> final_params_;  // local SGD / EASGD / weight EMA: what the last epoch evaluated
   Clock::time_point train_start_;
 
   // The current epoch.
