@@ -97,12 +97,18 @@ std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& ba
 namespace {
 using GroupValue = std::function<double(const GroupStats&)>;
 
+// The settings that make up the global batch: a line over the global batch pools the groups that
+// reach one batch through different splits (2 x 64 and 1 x 128).
+const std::vector<std::string> kBatchKeys = {"replicas.count", "batch.per_replica", "batch.global"};
+
 // The groups with finished runs whose `x` is finite, by the label of the swept keys that `x`
 // does not determine (a key with one value per value of x, as replicas.count for the global batch
-// at a fixed per-replica batch, is part of x, not another line).
-std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const GroupValue& x) {
+// at a fixed per-replica batch, is part of x, not another line; so is every key of `part_of_x`).
+std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const GroupValue& x,
+                                                      const std::vector<std::string>& part_of_x = {}) {
   std::vector<std::string> rest;
   for (const auto& k : swept_keys(d)) {
+    if (std::count(part_of_x.begin(), part_of_x.end(), k) > 0) continue;
     std::map<double, std::set<std::string>> values;
     for (const auto& g : d.groups)
       if (g.n > 0) values[x(g)].insert(value_of(g, k).dump());
@@ -115,6 +121,13 @@ std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const
   for (auto& [label, groups] : lines)
     std::sort(groups.begin(), groups.end(), [&](size_t a, size_t b) { return x(d.groups[a]) < x(d.groups[b]); });
   return lines;
+}
+
+// A line's groups by their value of x.
+std::map<double, std::vector<size_t>> by_x(const ReportData& d, const std::vector<size_t>& groups, const GroupValue& x) {
+  std::map<double, std::vector<size_t>> out;
+  for (size_t gi : groups) out[x(d.groups[gi])].push_back(gi);
+  return out;
 }
 
 // Whether the finished groups hold at least 2 distinct values of x.
@@ -148,15 +161,18 @@ NamedChart accuracy_vs_batch(const ReportData& d) {
   LineChart chart = line_chart("acc_vs_batch", fmt::format("{} vs global batch (bars: 95% CI over seeds)", metric),
                              "global batch (log2 scale)", fmt::format("{} (points)", metric));
   chart.x_scale = XScale::kLog2;
-  for (const auto& [label, groups] : lines_over(d, global_batch)) {
-    ChartSeries s = line_series(d, label, groups, global_batch, [](const GroupStats& g) { return g.metric.mean; });
-    for (size_t gi : groups) {
-      const GroupStats& g = d.groups[gi];
-      if (!std::isfinite(g.metric.mean)) continue;
-      const double n = static_cast<double>(g.metric_by_seed.size());
-      const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * g.metric.std / std::sqrt(n) : kNaN;
-      s.err_lo.push_back(g.metric.mean - half);
-      s.err_hi.push_back(g.metric.mean + half);
+  for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
+    ChartSeries s;
+    s.label = label.empty() ? std::string("all groups") : label;
+    for (const auto& [batch, at] : by_x(d, groups, global_batch)) {
+      std::vector<double> values;  // every seed's metric of the groups at this batch
+      for (size_t gi : at)
+        for (const auto& [seed, v] : d.groups[gi].metric_by_seed)
+          if (std::isfinite(v)) values.push_back(v);
+      if (values.empty()) continue;
+      const double n = static_cast<double>(values.size()), m = mean(values);
+      const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * sample_std(values) / std::sqrt(n) : kNaN;
+      s.x.push_back(batch), s.y.push_back(m), s.err_lo.push_back(m - half), s.err_hi.push_back(m + half);
     }
     chart.series.push_back(std::move(s));
   }
@@ -229,7 +245,7 @@ void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, do
   if (b_simple > 0)
     chart.series.push_back(fit_marker(
         fit, b_simple, fmt::format("{}: measured B_simple = {:.0f} (mean over the groups' last epochs)", label, b_simple),
-        colour));
+        7));  // black: the palette's last colour, apart from the fit's
 }
 
 // Steps vs samples to the target across global batches, with the McCandlish fit per line.
@@ -245,16 +261,20 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
   chart.log_y = true;
   int colour = 0;
   bool any = false;
-  for (const auto& [label, groups] : lines_over(d, global_batch)) {
+  for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
     ChartSeries s;
     s.label = fmt::format("{} (measured)", label.empty() ? std::string("all groups") : label);
     s.colour = colour;
     std::vector<double> batches, steps, noise;
-    for (size_t gi : groups) {
-      const double st = steps_to_target(d, d.groups[gi]), b = global_batch(d.groups[gi]);
-      if (!std::isfinite(st)) continue;
+    for (const auto& [b, at] : by_x(d, groups, global_batch)) {
+      std::vector<double> to_target;  // the groups at this batch that reached the target
+      for (size_t gi : at) {
+        if (std::isfinite(steps_to_target(d, d.groups[gi]))) to_target.push_back(steps_to_target(d, d.groups[gi]));
+        if (d.groups[gi].noise_scale_last > 0) noise.push_back(d.groups[gi].noise_scale_last);
+      }
+      if (to_target.empty()) continue;
+      const double st = mean(to_target);
       batches.push_back(b), steps.push_back(st), s.x.push_back(st * b), s.y.push_back(st);
-      if (d.groups[gi].noise_scale_last > 0) noise.push_back(d.groups[gi].noise_scale_last);
     }
     if (s.x.size() < 2) continue;
     any = true;

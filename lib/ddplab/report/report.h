@@ -251,7 +251,8 @@ struct NamedChart {
 };
 std::vector<NamedChart> render_charts(const ReportData& data);
 // The charts against the swept settings, those the groups allow: acc_vs_batch (the metric vs
-// global batch on a log2 axis, 95% t interval bars over seeds, a line per other setting) when the
+// global batch on a log2 axis, 95% t interval bars over seeds, a line per other setting; groups
+// at one global batch through different replica / per-replica splits pooled into one point) when the
 // global batch varies; throughput_vs_replicas (images/s vs replicas with the ideal linear line
 // from the fewest replicas) and, with a target that some group reached, target_time_vs_replicas,
 // when the replica count varies; batch_tradeoff (steps vs samples to report.target_loss, or else

@@ -289,7 +289,8 @@ std::string svg_line(const ChartSeries& s, size_t k, const Frame& f) {
     if (!f.x_ok(s.x[i]) || !f.y_ok(s.y[i])) continue;
     d += fmt::format("{}{},{}", d.empty() ? "M" : " L", num(f.px(s.x[i])), num(f.py(s.y[i])));
     if (s.markers)
-      markers += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\"/>", num(f.px(s.x[i])), num(f.py(s.y[i])));
+      markers += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\"/>", num(f.px(s.x[i])), num(f.py(s.y[i])),
+                             s.x.size() == 1 ? "5" : "2.5");  // a lone point is a marked value
   }
   if (d.empty()) return o;
   o += fmt::format("<g class=\"series\" fill=\"{}\"><title>{}</title>\n", colour_of(s, k), escape_html(s.label));
@@ -343,9 +344,9 @@ std::string ramp(double t) {
 }  // namespace
 
 std::string render_heatmap(const Heatmap& m) {
-  constexpr double kCellW = 110, kCellH = 44, kLeftH = 150, kTopH = 50;
+  constexpr double kCellW = 150, kCellH = 44, kLeftH = 150, kTopH = 60;
   const double cols = static_cast<double>(m.x_values.size()), rows = static_cast<double>(m.y_values.size());
-  const double w = std::max(420.0, kLeftH + cols * kCellW + 20), h = kTopH + rows * kCellH + 70;
+  const double w = std::max(640.0, kLeftH + cols * kCellW + 20), h = kTopH + rows * kCellH + 70;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto& row : m.z)
     for (double v : row)
