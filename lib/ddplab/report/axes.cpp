@@ -172,7 +172,9 @@ NamedChart accuracy_vs_batch(const ReportData& d) {
       if (values.empty()) continue;
       const double n = static_cast<double>(values.size()), m = mean(values);
       const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * sample_std(values) / std::sqrt(n) : kNaN;
-      s.x.push_back(batch), s.y.push_back(m), s.err_lo.push_back(m - half), s.err_hi.push_back(m + half);
+      // An accuracy lies in [0, 100] points: an interval from 2 seeds (t = 12.7) may reach past it.
+      s.x.push_back(batch), s.y.push_back(m);
+      s.err_lo.push_back(std::max(0.0, m - half)), s.err_hi.push_back(std::min(100.0, m + half));
     }
     chart.series.push_back(std::move(s));
   }
