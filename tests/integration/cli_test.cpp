@@ -141,6 +141,10 @@ TEST(Cli, ReportOfAMissingDirectoryOrABadTargetIsAUserErrorThatCreatesNothing) {
   EXPECT_EQ(e.exit_code, 2) << e.output;
   EXPECT_NE(e.output.find("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got -1"), std::string::npos)
       << e.output;
+  auto l = run_ddplab("report " + ws.dir().str("") + " --target-loss -0.5");
+  EXPECT_EQ(l.exit_code, 2) << l.output;
+  EXPECT_NE(l.output.find("--target-loss: must be a training loss in (0, 1e6], e.g. 0.5, got -0.5"), std::string::npos)
+      << l.output;
   auto k = run_ddplab("report " + ws.dir().str("") + " --final-epochs -2");
   EXPECT_EQ(k.exit_code, 2) << k.output;
   EXPECT_NE(k.output.find("--final-epochs: must be an integer in [1, 100000], got -2"), std::string::npos) << k.output;
