@@ -202,6 +202,10 @@ TEST(RunLog, ResumeDropsTheStepRecordsAfterTheCheckpointsStep) {
   write_file_atomic(checkpoint_file(run.dir()), "not read here");
   run.update_manifest({{"status", "failed"}, {"checkpoint", {{"records", 1}, {"global_step", 64}, {"epochs_done", 1}}}});
 
+  // A spec.json written before the log section existed still resumes.
+  auto old_spec = read_json(spec_file(run.dir()));
+  old_spec.erase("log");
+  write_file_atomic(spec_file(run.dir()), old_spec.dump());
   auto resumed = RunLog::resume(spec, "test");
   ASSERT_TRUE(resumed.has_value());
   const auto lines = lines_of(steps_file(run.dir()));

@@ -347,6 +347,7 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   auto comparable = [](nlohmann::json j) {
     j.erase("debug");
     j.erase("checkpoint");
+    j.erase("log");  // step records stay one per step whatever the interval; older specs lack it
     if (j.contains("replicas")) j["replicas"].erase("timeout_s");
     return j;
   };

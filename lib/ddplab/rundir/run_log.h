@@ -122,7 +122,7 @@ class RunLog {
   // checkpoint are dropped (epoch records beyond its "records", step records beyond its
   // "global_step", and a torn last line),
   // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
-  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint and
+  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint, log and
   // timeout settings aside).
   static std::optional<RunLog> resume(const config::ExperimentSpec& spec, const std::string& reason);
 
