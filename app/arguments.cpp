@@ -53,7 +53,13 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.report = app.add_subcommand("report", "Compare runs: report.html, report.md, summary.csv, groups.csv, charts");
   c.report->add_option("dirs", a.report_dirs, "Run or experiment directories (searched recursively)")->required();
   c.report->add_option("--out", a.report_out, "Where to write the report (default: the first directory)");
-  c.report->add_option("--target", a.report_target, "Target test accuracy (0..1) for time-to-accuracy");
+  c.report->add_option("--target", a.report_flags.target, "Target test accuracy (0..1) for time-to-accuracy");
+  c.report->add_option("--target-loss", a.report_flags.target_loss,
+                       "Target training loss for steps to target (from steps.jsonl; report.target_loss)");
+  c.report->add_option("--equivalence-pts", a.report_flags.equivalence_pts,
+                       "Equivalence margin in accuracy points (report.equivalence_pts; default 0.5)");
+  c.report->add_option("--final-epochs", a.report_flags.final_epochs,
+                       "Compare the mean test accuracy of the last this many epochs (report.final_epochs; default 1)");
   c.worker = app.add_subcommand("worker", "Run one replica (started by ddplab run, torchrun --no-python or srun)");
   c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
   c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");

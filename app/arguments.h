@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ddplab/config/slurm.h"
+#include "ddplab/runner/commands.h"
 #include "ddplab/runner/scheduler.h"
 
 namespace ddplab::app {
@@ -23,7 +24,7 @@ struct Arguments {
   std::string status_dir;
   std::vector<std::string> report_dirs;
   std::string report_out;
-  double report_target = 0;
+  runner::ReportFlags report_flags;  // --target, --target-loss, --equivalence-pts, --final-epochs
 };
 
 struct Commands {

@@ -59,7 +59,7 @@ int dispatch(const Commands& c, const Arguments& a) {
   }
   if (c.run->parsed()) return run_command(c, a);
   if (c.status->parsed()) return runner::status_command(a.status_dir);
-  if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_target);
+  if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_flags);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
   return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }

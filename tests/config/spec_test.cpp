@@ -576,6 +576,15 @@ TEST(Spec, HugeBatchIsRejectedInsteadOfOverflowing) {
   EXPECT_EQ(resolve_error(doc), "/batch/global: must be <= 2147483647, got 4294967296");
 }
 
+TEST(Spec, StepLoggingIsOffByDefaultAndChecked) {
+  EXPECT_EQ(resolve(minimal()).log.every_steps, 0);
+  EXPECT_EQ(resolve(with("log.every_steps=25")).log.every_steps, 25);
+  EXPECT_EQ(resolve_error(with("log.every_steps=-1")), "/log/every_steps: must be >= 0, got -1");
+  EXPECT_EQ(resolve_error(with("log.every_steps=2.5")), "/log/every_steps: must be an integer, got 2.5");
+  EXPECT_EQ(resolve_error(with("log.every_steps=1000000001")),
+            "/log/every_steps: must be <= 1000000000, got 1000000001");
+}
+
 // Integers the typed spec could not hold were narrowed silently (threads 4294967297 ran with 1
 // thread while spec.json said 4294967297) or wrapped (seed 2^64-1 got valijson's bare
 // "Expected number greater than or equal to 0.000000").

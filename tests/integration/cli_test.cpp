@@ -137,6 +137,17 @@ TEST(Cli, ReportOfAMissingDirectoryOrABadTargetIsAUserErrorThatCreatesNothing) {
   EXPECT_EQ(t.exit_code, 2) << t.output;
   EXPECT_NE(t.output.find("--target: must be a test accuracy in (0, 1], e.g. 0.9, got 5"), std::string::npos)
       << t.output;
+  auto e = run_ddplab("report " + ws.dir().str("") + " --equivalence-pts -1");
+  EXPECT_EQ(e.exit_code, 2) << e.output;
+  EXPECT_NE(e.output.find("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got -1"), std::string::npos)
+      << e.output;
+  auto l = run_ddplab("report " + ws.dir().str("") + " --target-loss -0.5");
+  EXPECT_EQ(l.exit_code, 2) << l.output;
+  EXPECT_NE(l.output.find("--target-loss: must be a training loss in (0, 1e6], e.g. 0.5, got -0.5"), std::string::npos)
+      << l.output;
+  auto k = run_ddplab("report " + ws.dir().str("") + " --final-epochs -2");
+  EXPECT_EQ(k.exit_code, 2) << k.output;
+  EXPECT_NE(k.output.find("--final-epochs: must be an integer in [1, 100000], got -2"), std::string::npos) << k.output;
 }
 
 TEST(Cli, UnknownCommandIsNamedWithTheChoices) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 
 #include "integration/integration_util.h"
 
@@ -12,12 +13,46 @@ namespace {
 namespace fs = std::filesystem;
 
 // 4096 samples / global batch 64 = 64 steps per epoch; dropout on, so RNG state must be restored.
+// Step records every 10 steps: 7 per epoch (the last one of 4 steps).
 nlohmann::json reliability_spec(const Workspace& ws, const std::string& name, int replicas) {
   auto spec = ws.base_spec(name);
   spec["model"]["dropout"] = 0.3;
   spec["replicas"]["count"] = replicas;
   spec["epochs"] = 3;
+  spec["log"]["every_steps"] = 10;
   return spec;
+}
+
+std::vector<nlohmann::json> read_steps(const fs::path& dir) {
+  std::vector<nlohmann::json> records;
+  std::istringstream in(read_file(dir / "steps.jsonl"));
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+// Every step of `total` in exactly one record: steps increase by each record's interval_steps,
+// and the epochs' records add up to their epoch records' training loss.
+void expect_each_step_once(const std::vector<nlohmann::json>& steps, const std::vector<nlohmann::json>& epochs,
+                           int64_t total) {
+  int64_t last = 0;
+  std::vector<double> loss_sum(epochs.size(), 0.0);
+  for (const auto& r : steps) {
+    EXPECT_EQ(r["step"].get<int64_t>(), last + r["interval_steps"].get<int64_t>()) << r.dump();
+    last = r["step"].get<int64_t>();
+    const size_t epoch = static_cast<size_t>((last - 1) / 64);
+    ASSERT_LT(epoch, epochs.size()) << r.dump();
+    loss_sum[epoch] += r["train_loss"].get<double>() * r["interval_steps"].get<double>() / 64;
+  }
+  EXPECT_EQ(last, total);
+  for (size_t e = 0; e < epochs.size(); ++e)
+    EXPECT_NEAR(loss_sum[e], epochs[e]["train_loss"].get<double>(), 1e-9) << "epoch " << e + 1;
+}
+
+void expect_same_steps(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* k : {"step", "epoch", "interval_steps", "lr", "train_loss", "train_acc", "samples"})
+      EXPECT_EQ(a[i][k], b[i][k]) << k << " in step record " << i;
 }
 
 void expect_same_metrics(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
@@ -55,6 +90,15 @@ TEST(Reliability, AKilledRunResumesFromItsCheckpointWithIdenticalRecords) {
   ASSERT_EQ(m["restarts"].size(), 1u);
   EXPECT_EQ(m["restarts"][0]["from_epochs_done"], 1);
   expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "killed")));
+  // The full run's step records: at steps 10, 20, ..., 60, 64 of each epoch, over both replicas.
+  const auto full_steps = read_steps(run_dir(ws, "full"));
+  std::vector<int64_t> at;
+  for (const auto& r : full_steps) at.push_back(r["step"].get<int64_t>());
+  EXPECT_EQ(at, (std::vector<int64_t>{10, 20, 30, 40, 50, 60, 64, 74, 84, 94, 104, 114, 124, 128, 138, 148, 158,
+                                      168, 178, 188, 192}));
+  EXPECT_EQ(full_steps.back()["samples"], 192 * 64);
+  expect_each_step_once(full_steps, read_records(run_dir(ws, "full")), 192);
+  expect_same_steps(full_steps, read_steps(run_dir(ws, "killed")));
 }
 
 TEST(Reliability, MaxRestartsRestartsAllRanksFromTheCheckpoint) {
@@ -96,6 +140,8 @@ void stop_and_resume(int replicas) {
   auto again = run_ddplab("run " + path);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+  // The stop closed an interval of its own; the resumed run goes on from there.
+  expect_each_step_once(read_steps(run_dir(ws, "stopped")), read_records(run_dir(ws, "stopped")), 12 * 64);
 }
 
 // A stop agreed in the last step of an epoch (the flag is read one step late: asked in step 126,
@@ -119,6 +165,7 @@ TEST(Reliability, AStopInTheLastStepOfAnEpochResumesExactly) {
   auto again = run_ddplab("run " + path);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+  expect_same_steps(read_steps(run_dir(ws, "full")), read_steps(run_dir(ws, "stopped")));
 }
 
 // model.ema_decay: the test metrics are the average's (they differ from the same run without it),

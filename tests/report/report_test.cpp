@@ -39,6 +39,7 @@ struct FakeRun {
   int threads = 0;                  // replicas.threads in spec.json; 0: absent
   std::vector<double> grad_sq;      // gns_grad_sq_ema per epoch; empty: field absent
   json spec_patch = json::object(); // merged into spec.json (merge_patch)
+  std::vector<json> steps;          // lines of steps.jsonl; empty: no file
 };
 
 // Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way log/run_log.h lays them out.
@@ -87,6 +88,11 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
     lines += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", lines);
+  if (!r.steps.empty()) {
+    std::string step_lines;
+    for (const auto& s : r.steps) step_lines += s.dump() + "\n";
+    write_file(dir / "steps.jsonl", step_lines);
+  }
   return dir;
 }
 
@@ -95,6 +101,12 @@ ReportOptions options_for(const TempDir& tmp) {
   o.inputs = {tmp.path() / "runs"};
   o.out_dir = tmp.path() / "report";
   return o;
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
 }
 
 const GroupStats& group_labelled(const ReportData& d, const std::string& label) {
@@ -919,17 +931,24 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
       FakeRun r;
       r.seed = seed;
       r.replicas = replicas;
+      r.images_per_s = 100.0 * replicas * 0.9;
       r.test_acc = {0.5 + 0.01 * seed, 0.7, 0.8 - 0.01 * replicas};
+      // A long display name: its legend lines must wrap inside every chart, as Chromium measures them.
+      r.spec_patch = {{"report", {{"labels", {{"replicas.count=2", "two replicas on two processes of one node, per-replica "
+                                                                   "batch 64, linear lr scaling off, all-reduce every step"}}}}}};
       write_run(tmp.path() / "runs", r);
     }
-  write_report(options_for(tmp));
+  ReportOptions options = options_for(tmp);
+  options.target_acc = 0.7;
+  write_report(options);
   const std::string html = (tmp.path() / "report" / "report.html").string();
   const std::string flags = "chromium --headless --no-sandbox --disable-gpu --no-first-run "
                             "--disable-background-networking --disable-component-update --disable-sync ";
   const auto dom = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile1") +
                                " --dump-dom file://" + html + " 2>/dev/null");
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  for (const char* id : {"test_acc", "train_loss", "test_loss", "lr", "test_acc_wall"}) {
+  for (const char* id : {"test_acc", "train_loss", "test_loss", "lr", "test_acc_wall", "acc_vs_batch",
+                         "throughput_vs_replicas", "target_time_vs_replicas"}) {
     const std::string open = std::string("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-") + id + "\"";
     const size_t start = dom.output.find(open);
     ASSERT_NE(start, std::string::npos) << id;
@@ -944,6 +963,40 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
   EXPECT_NE(sig.find("<th>95% CI</th>"), std::string::npos) << sig;
   EXPECT_NE(sig.find("<th>adjusted p</th>"), std::string::npos) << sig;
   EXPECT_TRUE(std::regex_search(sig, std::regex("<td>[+-][0-9]+\\.[0-9]{2} to [+-][0-9]+\\.[0-9]{2}</td>"))) << sig;
+  // The summary comes first and holds a row per change, with its interval.
+  const size_t summary = dom.output.find("<table class=\"summary\">");
+  ASSERT_NE(summary, std::string::npos) << dom.output;
+  EXPECT_LT(summary, table);
+  const std::string sum = dom.output.substr(summary, dom.output.find("</table>", summary) - summary);
+  EXPECT_NE(sum.find("<td>replicas.count</td><td>1 \xE2\x86\x92 2</td>"), std::string::npos) << sum;
+  EXPECT_TRUE(std::regex_search(sum, std::regex("<td>[+-][0-9]+\\.[0-9]{2} pts \\([+-][0-9.]+ to [+-][0-9.]+\\)</td>")))
+      << sum;
+  // No legend text clips: a copy of the page with a script (the report has none) that asks
+  // Chromium for every legend line's box and writes what sticks out of its chart.
+  const std::string page = read_file(html);
+  const std::string probe =
+      "<script>let n = 0, out = [];"
+      "for (const svg of document.querySelectorAll('svg.chart')) {"
+      "  const w = svg.viewBox.baseVal.width, h = svg.viewBox.baseVal.height;"
+      "  for (const t of svg.querySelectorAll('g.legend text')) {"
+      "    const b = t.getBBox(); ++n;"
+      "    if (b.x < 0 || b.x + b.width > w || b.y + b.height > h) out.push(svg.id + ': ' + t.textContent);"
+      "  }"
+      "}"
+      "const pre = document.createElement('pre'); pre.id = 'clip-check';"
+      "pre.textContent = 'legends ' + n + ' clipped ' + out.length + ' ' + out.join(' | ');"
+      "document.body.appendChild(pre);</script>";
+  write_file(tmp.path() / "probe.html", page.substr(0, page.rfind("</body>")) + probe + "</body></html>\n");
+  const auto measured = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile3") +
+                                    " --dump-dom file://" + tmp.str("probe.html") + " 2>/dev/null");
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  std::smatch clip;
+  ASSERT_TRUE(std::regex_search(measured.output, clip, std::regex("legends ([0-9]+) clipped ([0-9]+)([^<]*)")))
+      << measured.output.substr(measured.output.size() > 2000 ? measured.output.size() - 2000 : 0);
+  const size_t legends = count_of(page, "<g class=\"legend\">");
+  EXPECT_GT(legends, 10u);
+  EXPECT_EQ(static_cast<size_t>(std::stoi(clip[1].str())), legends) << "every legend entry was measured";
+  EXPECT_EQ(clip[2].str(), "0") << clip[3].str();
   const auto shot = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile2") +
                                 " --enable-logging=stderr --v=0 --window-size=1200,2000 --screenshot=" +
                                 tmp.str("shot.png") + " file://" + html);
@@ -951,4 +1004,189 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
   EXPECT_TRUE(fs::exists(tmp.path() / "shot.png")) << shot.output;
   EXPECT_EQ(shot.output.find("Uncaught"), std::string::npos) << shot.output;
   EXPECT_EQ(shot.output.find("CONSOLE"), std::string::npos) << shot.output;
+}
+
+namespace {
+// Step records every 10 steps whose training loss falls as 2 - step / s_target, so the first one
+// at or below 1.0 is the first at step >= s_target.
+std::vector<json> falling_steps(int64_t s_target, int64_t global_batch) {
+  std::vector<json> out;
+  for (int64_t step = 10; step <= 3 * s_target; step += 10)
+    out.push_back({{"step", step}, {"epoch", step / 100.0}, {"interval_steps", 10}, {"lr", 0.1},
+                   {"train_loss", 2.0 - static_cast<double>(step) / static_cast<double>(s_target)},
+                   {"train_acc", 0.5}, {"samples", step * global_batch}, {"elapsed_s", step * 0.01}});
+  return out;
+}
+
+// Groups of replicas 1, 2 and 4 (per-replica batch 64), 3 seeds each; more replicas lose
+// `drop` points per doubling, with a seed offset common to every group.
+void write_replica_sweep(const TempDir& tmp, double drop) {
+  for (int seed = 1; seed <= 3; ++seed)
+    for (int replicas : {1, 2, 4}) {
+      FakeRun r;
+      r.seed = seed;
+      r.replicas = replicas;
+      r.images_per_s = 100.0 * replicas * (replicas == 4 ? 0.8 : 1.0);
+      const double doublings = std::log2(replicas);
+      r.test_acc = {0.5, 0.7, 0.8 + 0.01 * seed - drop * doublings};
+      write_run(tmp.path() / "runs", r);
+    }
+}
+}  // namespace
+
+TEST(ReportAxes, TheTradeoffFitRecoversAKnownCriticalBatch) {
+  std::vector<double> batch, steps;
+  for (double b : {32.0, 64.0, 128.0, 256.0, 512.0, 1024.0}) {
+    batch.push_back(b);
+    steps.push_back(1000 * (1 + 300 / b));
+  }
+  auto fit = fit_batch_tradeoff(batch, steps);
+  ASSERT_TRUE(fit);
+  EXPECT_NEAR(fit->b_crit, 300, 1e-6);
+  EXPECT_NEAR(fit->s_min, 1000, 1e-6);
+  EXPECT_NEAR(fit->e_min, 300000, 1e-3);
+  EXPECT_NEAR(fit->samples(300), 600000, 1e-3) << "E = E_min (1 + B / B_crit)";
+  // +-2% alternating noise on the steps moves B_crit by a few percent only.
+  for (size_t i = 0; i < steps.size(); ++i) steps[i] *= i % 2 ? 1.02 : 0.98;
+  fit = fit_batch_tradeoff(batch, steps);
+  ASSERT_TRUE(fit);
+  EXPECT_NEAR(fit->b_crit, 300, 30);
+  EXPECT_FALSE(fit_batch_tradeoff({64, 64}, {100, 120})) << "one distinct batch";
+  EXPECT_FALSE(fit_batch_tradeoff({64, 128}, {100, 120})) << "steps that grow with the batch are not the model";
+}
+
+// The summary names each change between neighbouring replica counts once (1 -> 2, 2 -> 4, not
+// 1 -> 4), with the paired verdict, the throughput ratio and who reached the target first.
+TEST(ReportAxes, TheSummaryOpensWithWhatEachSweptSettingDid) {
+  TempDir tmp;
+  write_replica_sweep(tmp, 0.02);
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  const ReportData d = analyze(o);
+  const auto changes = summary_changes(d);
+  ASSERT_EQ(changes.size(), 2u);
+  const auto& first = d.comparisons[changes[0].comparison];
+  const auto& second = d.comparisons[changes[1].comparison];
+  EXPECT_EQ(first.key, "replicas.count");
+  EXPECT_EQ(first.value_a + ">" + first.value_b, "1>2");
+  EXPECT_EQ(second.value_a + ">" + second.value_b, "2>4");
+  EXPECT_EQ(changes[0].at, "") << "nothing else is swept";
+  EXPECT_EQ(first.stats.verdict, Verdict::b_worse) << "2 points lower for every seed";
+  const std::string html = render_html(d);
+  const size_t summary = html.find("<h2 id=\"summary\">");
+  ASSERT_NE(summary, std::string::npos);
+  EXPECT_LT(summary, html.find("<h2>Groups</h2>")) << "the answer comes first";
+  EXPECT_NE(html.find("<td>1 \xE2\x86\x92 2</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>-2.00 pts (-2.00 to -2.00)</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>2 worse</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>1.60\xC3\x97</td>"), std::string::npos) << "images/s 320 / 200";
+  EXPECT_NE(html.find("First to reach 70.00% test accuracy: replicas.count=1 (24.0 s, epoch 2.0"), std::string::npos)
+      << "a tie goes to the first group";
+  EXPECT_NE(render_markdown(d).find("## Summary: what each swept setting did"), std::string::npos);
+}
+
+TEST(ReportAxes, ChartsAgainstTheSweptSettings) {
+  TempDir tmp;
+  write_replica_sweep(tmp, 0.02);
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  write_report(o);
+  // Accuracy vs global batch 64, 128, 256 on a log2 axis with 95% interval bars.
+  const std::string acc = read_file(o.out_dir / "acc_vs_batch.svg");
+  for (const char* tick : {">64</text>", ">128</text>", ">256</text>"}) EXPECT_NE(acc.find(tick), std::string::npos) << tick;
+  EXPECT_EQ(acc.find(">96</text>"), std::string::npos) << "no linear ticks";
+  EXPECT_NE(acc.find("class=\"error-bar\""), std::string::npos);
+  // Images/s vs replicas with the ideal line from 1 replica: 100, 200, 400.
+  const std::string thr = read_file(o.out_dir / "throughput_vs_replicas.svg");
+  EXPECT_NE(thr.find("ideal linear scaling from 1 replica"), std::string::npos);
+  EXPECT_NE(thr.find("stroke-dasharray=\"8,4\""), std::string::npos);
+  EXPECT_NE(thr.find(">400</text>"), std::string::npos) << "the ideal line reaches 4 x 100";
+  EXPECT_TRUE(fs::exists(o.out_dir / "target_time_vs_replicas.svg"));
+  const std::string html = read_file(o.out_dir / "report.html");
+  EXPECT_LT(html.find("id=\"chart-acc_vs_batch\""), html.find("<h2>Groups</h2>"));
+}
+
+// Step records give steps to report.target_loss; across global batches 64..512 with steps that
+// follow S = 1000 (1 + 300 / B), the trade-off chart's fit finds B_crit = 300.
+TEST(ReportAxes, StepRecordsGiveStepsToTargetLossAndTheTradeoffFit) {
+  TempDir tmp;
+  for (int per_replica : {64, 128, 256, 512})
+    for (int seed = 1; seed <= 2; ++seed) {
+      FakeRun r;
+      r.seed = seed;
+      r.per_replica = per_replica;
+      r.run_id = fmt::format("b={},seed={}", per_replica, seed);
+      const auto s_target = static_cast<int64_t>(std::llround(1000 * (1 + 300.0 / per_replica) / 10) * 10);
+      r.steps = falling_steps(s_target, per_replica);
+      r.spec_patch = {{"report", {{"target_loss", 1.0}}}};
+      write_run(tmp.path() / "runs", r);
+    }
+  ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  ASSERT_EQ(d.groups.size(), 4u);
+  ASSERT_TRUE(d.target_loss);
+  const auto& g64 = group_labelled(d, "batch.per_replica=64");
+  EXPECT_EQ(g64.target_loss_reached, 2);
+  EXPECT_NEAR(g64.target_loss_steps, 5690, 1e-9);  // 1000 (1 + 300 / 64) = 5687.5, on the 10-step grid
+  EXPECT_NEAR(g64.target_loss_samples, 5690.0 * 64, 1e-6);
+  for (const auto& run : d.runs) {  // every line of steps.jsonl read: 3 s_target / 10 records
+    const auto* reached = run.first_step_below(1.0);
+    ASSERT_NE(reached, nullptr) << run.dir;
+    EXPECT_EQ(static_cast<int64_t>(run.steps.size()), 3 * reached->step / 10) << run.dir;
+  }
+  write_report(o);
+  const std::string svg = read_file(o.out_dir / "batch_tradeoff.svg");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("fitted B_crit = ([0-9]+)"))) << svg;
+  EXPECT_NEAR(std::stod(m[1].str()), 300, 5);
+  EXPECT_TRUE(fs::exists(o.out_dir / "steps_train_loss.svg"));
+  EXPECT_NE(read_file(o.out_dir / "report.html").find("Fewest steps to training loss 1: batch.per_replica=512"),
+            std::string::npos);
+}
+
+// Two numeric swept settings (lr x per-replica batch, 2 seeds each): a heatmap of the metric, and
+// the accuracy-vs-batch chart draws one line per lr.
+TEST(ReportAxes, TwoNumericSettingsGiveAHeatmapAndALinePerOtherSetting) {
+  TempDir tmp;
+  for (double lr : {0.01, 0.1})
+    for (int per_replica : {32, 64})
+      for (int seed = 1; seed <= 2; ++seed) {
+        FakeRun r;
+        r.seed = seed;
+        r.per_replica = per_replica;
+        r.run_id = fmt::format("lr={},b={},seed={}", lr, per_replica, seed);
+        r.spec_patch = {{"optimizer", {{"lr", lr}}}};
+        r.test_acc = {0.5, 0.6 + lr + per_replica / 1000.0 + 0.001 * seed};
+        write_run(tmp.path() / "runs", r);
+      }
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string map = read_file(o.out_dir / "acc_heatmap.svg");
+  EXPECT_EQ(count_of(map, "class=\"cell\""), 4u);
+  EXPECT_NE(map.find(">76.55 \xC2\xB1" "0.07 (n=2)</text>"), std::string::npos) << map;  // lr 0.1, batch 64
+  const std::string acc = read_file(o.out_dir / "acc_vs_batch.svg");
+  EXPECT_NE(acc.find(">optimizer.lr=0.01</text>"), std::string::npos) << acc;
+  EXPECT_NE(acc.find(">optimizer.lr=0.1</text>"), std::string::npos);
+}
+
+// Replicas 1, 2 x per-replica batch 64, 128: global batch 128 is reached two ways, and the
+// accuracy-vs-batch chart pools those into one point of one line (64, 128, 256).
+TEST(ReportAxes, SplitsOfOneGlobalBatchArePooledIntoOnePoint) {
+  TempDir tmp;
+  for (int replicas : {1, 2})
+    for (int per_replica : {64, 128})
+      for (int seed = 1; seed <= 2; ++seed) {
+        FakeRun r;
+        r.seed = seed;
+        r.replicas = replicas;
+        r.per_replica = per_replica;
+        r.run_id = fmt::format("r={},b={},seed={}", replicas, per_replica, seed);
+        r.test_acc = {0.5, 0.8 + 0.001 * seed};
+        write_run(tmp.path() / "runs", r);
+      }
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string acc = read_file(o.out_dir / "acc_vs_batch.svg");
+  EXPECT_NE(acc.find(">all groups</text>"), std::string::npos) << acc;
+  EXPECT_EQ(count_of(acc, "class=\"error-bar\""), 3u) << "one bar per global batch";
 }

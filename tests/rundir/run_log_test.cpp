@@ -151,6 +151,69 @@ TEST(RunLog, EpochRecordWithAWrongOrMissingFieldIsAnErrorNamingIt) {
 }
 
 // epochs.csv's number format: 10 significant digits, integers as they are, an unset field empty.
+StepRecord step_record(int64_t step, int64_t interval_steps) {
+  StepRecord r;
+  r.step = step;
+  r.epoch = step / 64.0;
+  r.interval_steps = interval_steps;
+  r.lr = 0.0125;
+  r.train_loss = 1.0 / 3;
+  r.train_acc = 0.625;
+  r.samples = 128 * step;
+  r.elapsed_s = 2.5;
+  return r;
+}
+
+TEST(RunLog, StepRecordRoundTripsThroughJson) {
+  const StepRecord r = step_record(70, 6);
+  const StepRecord back = StepRecord::from_json(nlohmann::json::parse(r.to_json().dump()));
+  EXPECT_EQ(back.step, 70);
+  EXPECT_DOUBLE_EQ(back.epoch, 70 / 64.0);
+  EXPECT_EQ(back.interval_steps, 6);
+  EXPECT_DOUBLE_EQ(back.lr, 0.0125);
+  EXPECT_DOUBLE_EQ(back.train_loss, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(back.train_acc, 0.625);
+  EXPECT_EQ(back.samples, 128 * 70);
+  EXPECT_DOUBLE_EQ(back.elapsed_s, 2.5);
+}
+
+TEST(RunLog, StepRecordWithAWrongOrMissingFieldIsAnErrorNamingIt) {
+  auto j = step_record(10, 10).to_json();
+  j["samples"] = 1.5;
+  EXPECT_EQ(error_of([&] { StepRecord::from_json(j); }), "samples: expected an integer, got 1.5");
+  j = step_record(10, 10).to_json();
+  j.erase("interval_steps");
+  EXPECT_EQ(error_of([&] { StepRecord::from_json(j); }), "interval_steps: missing (expected an integer)");
+  EXPECT_EQ(error_of([&] { StepRecord::from_json(nlohmann::json::array()); }),
+            "expected a JSON object (a step record), got []");
+}
+
+// A run killed after its checkpoint at step 64 had written records up to step 90 (and half a
+// line): resuming keeps the records through step 64 only, so the steps run again are recorded once.
+TEST(RunLog, ResumeDropsTheStepRecordsAfterTheCheckpointsStep) {
+  TempDir tmp;
+  auto spec = make_spec(tmp);
+  RunLog run = RunLog::create(spec, false);
+  run.append(record(1));
+  run.append(record(2));
+  run.append_steps({step_record(30, 30), step_record(60, 30), step_record(64, 4)});
+  run.append_steps({step_record(90, 26)});
+  append_line(steps_file(run.dir()), R"({"step": 120, "epo)");
+  write_file_atomic(checkpoint_file(run.dir()), "not read here");
+  run.update_manifest({{"status", "failed"}, {"checkpoint", {{"records", 1}, {"global_step", 64}, {"epochs_done", 1}}}});
+
+  // A spec.json written before the log section existed still resumes.
+  auto old_spec = read_json(spec_file(run.dir()));
+  old_spec.erase("log");
+  write_file_atomic(spec_file(run.dir()), old_spec.dump());
+  auto resumed = RunLog::resume(spec, "test");
+  ASSERT_TRUE(resumed.has_value());
+  const auto lines = lines_of(steps_file(run.dir()));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(StepRecord::from_json(nlohmann::json::parse(lines[2])).step, 64);
+  EXPECT_EQ(lines_of(epochs_file(run.dir())).size(), 1u);
+}
+
 TEST(RunLog, CsvRowFormatsNumbersWithTenSignificantDigits) {
   EXPECT_EQ(full_record().csv_row(),
             "3,300,0.05,0.5,0.75,0.25,0.875,0.3333333333,12.5,123456789.1,0.125,2.5,1e-12,640.25,3.75,12345678901,"

@@ -455,6 +455,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.debug.rank = g["rank"].get<int>();
   s.debug.step = g["step"].get<int64_t>();
   s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
+  s.log.every_steps = doc["log"]["every_steps"].get<int64_t>();
   s.resolved = doc;
   return s;
 }

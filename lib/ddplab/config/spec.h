@@ -98,6 +98,12 @@ struct CheckpointSpec {
   int every_epochs = 1;  // 0: only at the end and on a clean stop
 };
 
+struct LogSpec {
+  // steps.jsonl: a record every this many steps of an epoch and at its last step (rundir/run_log.h
+  // StepRecord); 0: none.
+  int64_t every_steps = 0;
+};
+
 struct ExperimentSpec {
   std::string name;
   DatasetSpec dataset;
@@ -113,6 +119,7 @@ struct ExperimentSpec {
   std::string output = "runs";
   DebugSpec debug;
   CheckpointSpec checkpoint;
+  LogSpec log;
   std::string run_id;       // the run directory's name; "" means "seed=<seed>" (sweeps set it)
   nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
 };

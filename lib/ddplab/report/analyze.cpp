@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -121,6 +122,12 @@ const EpochPoint* RunData::first_reaching(double target) const {
   return nullptr;
 }
 
+const rundir::StepRecord* RunData::first_step_below(double target_loss) const {
+  for (const auto& s : steps)
+    if (s.train_loss <= target_loss) return &s;
+  return nullptr;
+}
+
 std::vector<fs::path> find_run_dirs(const std::vector<fs::path>& inputs) {
   std::vector<fs::path> dirs;
   for (const auto& input : inputs) {
@@ -168,6 +175,7 @@ void read_spec(const fs::path& dir, RunData& run, std::vector<std::string>& warn
 EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   EpochPoint p;
   p.epoch = r.epoch;
+  p.step = r.step;
   p.lr = r.lr;
   p.train_loss = r.train_loss;
   p.train_acc = r.train_acc;
@@ -184,29 +192,52 @@ EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   return p;
 }
 
-// epochs.jsonl through rundir::EpochRecord::from_json; a line that is not a record is skipped
-// with a warning "<file>:<line>: skipped corrupt record (<why>)". A repeated epoch keeps its last.
-void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
-  const fs::path file = rundir::epochs_file(dir);
+// Calls `read` with each non-blank line of `file` parsed as JSON; a line that is not JSON, or
+// that `read` refuses with an Error, is skipped with a warning "<file>:<line>: skipped corrupt
+// <what> (<why>)". A missing file has no lines.
+void for_each_json_line(const fs::path& file, const char* what, const std::function<void(const json&)>& read,
+                        std::vector<std::string>& warnings) {
   std::ifstream in(file);
-  std::map<int, EpochPoint> by_epoch;
   std::string line;
   for (int line_no = 1; in && std::getline(in, line); ++line_no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string why;
     try {
-      const json j = json::parse(line);
-      const EpochPoint p = point_of(rundir::EpochRecord::from_json(j), j.contains("comm_bytes"));
-      by_epoch[p.epoch] = p;
+      read(json::parse(line));
       continue;
     } catch (const json::exception&) {
       why = "not valid JSON";
     } catch (const Error& e) {
       why = e.what();
     }
-    warnings.push_back(fmt::format("{}:{}: skipped corrupt record ({})", file.string(), line_no, why));
+    warnings.push_back(fmt::format("{}:{}: skipped corrupt {} ({})", file.string(), line_no, what, why));
   }
+}
+
+// epochs.jsonl through rundir::EpochRecord::from_json; a repeated epoch keeps its last record.
+void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
+  std::map<int, EpochPoint> by_epoch;
+  for_each_json_line(
+      rundir::epochs_file(dir), "record",
+      [&](const json& j) {
+        const EpochPoint p = point_of(rundir::EpochRecord::from_json(j), j.contains("comm_bytes"));
+        by_epoch[p.epoch] = p;
+      },
+      warnings);
   for (auto& [epoch, p] : by_epoch) run.epochs.push_back(p);
+}
+
+// steps.jsonl (when there is one) through rundir::StepRecord::from_json; a repeated step keeps its last.
+void read_steps(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
+  std::map<int64_t, rundir::StepRecord> by_step;
+  for_each_json_line(
+      rundir::steps_file(dir), "step record",
+      [&](const json& j) {
+        const auto r = rundir::StepRecord::from_json(j);
+        by_step[r.step] = r;
+      },
+      warnings);
+  for (auto& [step, r] : by_step) run.steps.push_back(r);
 }
 }  // namespace
 
@@ -217,6 +248,7 @@ RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
   read_manifest_fields(dir, run);
   read_spec(dir, run, warnings);
   read_records(dir, run, warnings);
+  read_steps(dir, run, warnings);
   return run;
 }
 
@@ -279,6 +311,14 @@ json report_setting(const std::vector<RunData>& runs, const char* name) {
 std::optional<double> target_of(const ReportOptions& options, const std::vector<RunData>& runs) {
   if (options.target_acc) return options.target_acc;
   const json v = report_setting(runs, "target_acc");
+  if (v.is_number()) return v.get<double>();
+  return std::nullopt;
+}
+
+// --target-loss, else the first spec's report.target_loss.
+std::optional<double> target_loss_of(const ReportOptions& options, const std::vector<RunData>& runs) {
+  if (options.target_loss) return options.target_loss;
+  const json v = report_setting(runs, "target_loss");
   if (v.is_number()) return v.get<double>();
   return std::nullopt;
 }
@@ -356,6 +396,7 @@ void label_group(const ReportData& data, const std::vector<std::string>& followe
 // The per-run values a group's statistics are taken over (finished runs with records).
 struct GroupSamples {
   std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
+  std::vector<double> loss_steps, loss_samples;  // to report.target_loss
   std::map<int64_t, std::vector<double>> metric;  // by seed
   std::string unreliable;                         // why a run's last noise scale was left out
 };
@@ -425,6 +466,13 @@ void add_run(const RunData& r, const std::optional<double>& target, int final_ep
   else if (noise)
     add_noise_scale(r, s);
   if (logged) s.comm.push_back(bytes);
+  if (g.target_loss) {
+    if (const rundir::StepRecord* p = r.first_step_below(*g.target_loss)) {
+      ++g.target_loss_reached;
+      s.loss_steps.push_back(static_cast<double>(p->step));
+      s.loss_samples.push_back(static_cast<double>(p->samples));
+    }
+  }
   if (!target) return;
   if (const EpochPoint* p = r.first_reaching(*target)) {
     ++g.target_reached;
@@ -449,6 +497,7 @@ void metric_statistics(const GroupSamples& s, GroupStats& g) {
 void group_statistics(const ReportData& data, const std::optional<double>& target, GroupStats& g) {
   GroupSamples s;
   g.target_acc = target;
+  g.target_loss = data.target_loss;
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
     if (r.running()) ++g.in_progress;
@@ -461,6 +510,8 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   g.images_per_s = mean(s.thr);
   g.target_epochs = mean(s.t_epochs);
   g.target_wall_s = mean(s.t_wall);
+  g.target_loss_steps = mean(s.loss_steps);
+  g.target_loss_samples = mean(s.loss_samples);
   g.noise_scale_first = mean(s.ns_first);
   g.noise_scale_last = mean(s.ns_last);
   if (s.ns_last.empty()) g.noise_scale_unreliable = s.unreliable;
@@ -584,9 +635,11 @@ ReportData analyze(const ReportOptions& options) {
   data.differing_keys = differing_keys(keys);
   const std::vector<std::string> followers = following_keys(keys, data.differing_keys);
   data.follower_notes = follower_notes(followers);
+  data.follower_keys = followers;
   data.title = title_of(data.runs);
   const std::optional<double> target = target_of(options, data.runs);
   comparison_settings(options, data);
+  data.target_loss = target_loss_of(options, data.runs);
   const auto names = display_names(data.runs);
   for (auto& g : data.groups) {
     std::sort(g.runs.begin(), g.runs.end(),

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -122,6 +123,12 @@ const char* const kNoiseScaleNote =
     "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
     "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
 
+const char* const kAxisNote =
+    "Accuracy bars are each group's 95% t interval over its seeds (none with one seed). The trade-off chart puts "
+    "each global batch B at (samples, steps) to the target; the dashed curve is the fit S = S_min (1 + B_crit / B), "
+    "E = E_min (1 + B / B_crit) (McCandlish et al. 2018), with the fitted B_crit and the measured gradient noise "
+    "scale B_simple marked on it. See docs/report.md.";
+
 const char* const kBestNote = "* best over epochs: optimistic, chosen on the test set.";
 
 Table groups_table(const ReportData& d) {
@@ -160,6 +167,82 @@ Table runs_table(const ReportData& d) {
   }
   return t;
 }
+
+// A verdict in a few words, naming B's value of the changed setting.
+std::string short_verdict(const GroupComparison& c, double delta) {
+  const Comparison& s = c.stats;
+  switch (s.verdict) {
+    case Verdict::b_better: return fmt::format("{} better", c.value_b);
+    case Verdict::b_worse: return fmt::format("{} worse", c.value_b);
+    case Verdict::equivalent: return fmt::format("equivalent within \xC2\xB1{:g} pts", delta);
+    case Verdict::cant_tell:
+      if (s.method == CompareMethod::too_few) return "can't tell (too few runs)";
+      if (s.seeds_needed) return fmt::format("can't tell \xE2\x80\x94 about {} seeds would", *s.seeds_needed);
+      return "can't tell";
+  }
+  return kDash;
+}
+
+std::string ratio_cell(double b, double a) {
+  return std::isfinite(b / a) && a > 0 ? fmt::format("{}\xC3\x97", fixed(b / a, 2)) : kDash;
+}
+
+// "12.3 s -> 7.1 s (B first)" for a's and b's times to the target.
+std::string arrow_cell(const std::string& a, const std::string& b, double va, double vb) {
+  if (!std::isfinite(va) && !std::isfinite(vb)) return kDash;
+  const char* first = !std::isfinite(vb) || va < vb ? " (A first)" : !std::isfinite(va) || vb < va ? " (B first)" : "";
+  return fmt::format("{} \xE2\x86\x92 {}{}", std::isfinite(va) ? a : "not reached", std::isfinite(vb) ? b : "not reached",
+                     first);
+}
+
+double time_to_target(const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : std::numeric_limits<double>::quiet_NaN(); }
+double steps_to_loss(const GroupStats& g) { return g.target_loss_reached > 0 ? g.target_loss_steps : std::numeric_limits<double>::quiet_NaN(); }
+
+// The summary: per swept setting, what each change between neighbouring values did.
+Table summary_table(const ReportData& d) {
+  const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
+  Table t = {{"setting", "change A \xE2\x86\x92 B", "other settings", fmt::format("{} B \xE2\x88\x92 A (95% CI)", metric),
+              "verdict", "images/s B / A", "time to target", "steps to target loss"}};
+  for (const auto& change : summary_changes(d)) {
+    const GroupComparison& c = d.comparisons[change.comparison];
+    const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+    const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
+    t.push_back({c.key, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
+                 fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(c, d.equivalence_pts),
+                 ratio_cell(b.images_per_s, a.images_per_s),
+                 arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb),
+                 arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb)});
+  }
+  return t;
+}
+
+// Which group reached the target accuracy first (wall clock) and the target loss in the fewest steps.
+std::vector<std::string> firsts(const ReportData& d) {
+  std::vector<std::string> out;
+  const GroupStats* fastest = nullptr;
+  const GroupStats* fewest = nullptr;
+  for (const auto& g : d.groups) {
+    if (std::isfinite(time_to_target(g)) && (!fastest || time_to_target(g) < time_to_target(*fastest))) fastest = &g;
+    if (std::isfinite(steps_to_loss(g)) && (!fewest || steps_to_loss(g) < steps_to_loss(*fewest))) fewest = &g;
+  }
+  if (fastest)
+    out.push_back(fmt::format("First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that "
+                              "reached it).",
+                              pct(*fastest->target_acc), fastest->label, fixed(fastest->target_wall_s, 1),
+                              fixed(fastest->target_epochs, 1), fastest->target_reached, fastest->n));
+  else if (!d.groups.empty() && d.groups[0].target_acc)
+    out.push_back(fmt::format("No group reached {} test accuracy.", pct(*d.groups[0].target_acc)));
+  if (fewest)
+    out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
+                              fewest->label, fixed(fewest->target_loss_steps, 0), fixed(fewest->target_loss_samples, 0)));
+  return out;
+}
+
+const char* const kSummaryNote =
+    "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
+    "difference is the comparison below (paired by seed where possible, Holm-corrected). Time to target: wall-clock "
+    "seconds to the first epoch at the target test accuracy; steps to target loss: the first step record "
+    "(log.every_steps) at or below report.target_loss.";
 
 std::string html_table(const Table& t, const std::string& cls) {
   std::string o = fmt::format("<table class=\"{}\">\n<thead><tr>", cls);
@@ -243,16 +326,6 @@ ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn
   return s;
 }
 
-LineChart titled_chart(const std::string& id, const std::string& title, const std::string& x_label,
-                       const std::string& y_label) {
-  LineChart chart;
-  chart.id = id;
-  chart.title = title;
-  chart.x_label = x_label;
-  chart.y_label = y_label;
-  return chart;
-}
-
 double epoch_of(const RunData& r, size_t i) { return r.epochs[i].epoch; }
 
 // Bytes communicated up to and including record i (NaN when a record lacks the field).
@@ -268,6 +341,29 @@ bool any_noise_scale(const ReportData& d) {
   });
 }
 
+// The training loss of each log.every_steps interval vs epochs done (steps.jsonl): per group the
+// mean over its runs of the records at the same step, with the min..max band.
+ChartSeries steps_series(const ReportData& d, const GroupStats& g) {
+  std::map<int64_t, std::vector<double>> ys, xs;
+  for (size_t ri : g.runs)
+    for (const auto& r : d.runs[ri].steps)
+      if (std::isfinite(r.train_loss)) ys[r.step].push_back(r.train_loss), xs[r.step].push_back(r.epoch);
+  ChartSeries s;
+  s.label = g.label;
+  s.markers = false;
+  for (const auto& [step, v] : ys) {
+    s.x.push_back(mean(xs[step]));
+    s.y.push_back(mean(v));
+    s.lo.push_back(*std::min_element(v.begin(), v.end()));
+    s.hi.push_back(*std::max_element(v.begin(), v.end()));
+  }
+  return s;
+}
+
+bool any_steps(const ReportData& d) {
+  return std::any_of(d.runs.begin(), d.runs.end(), [](const RunData& r) { return !r.steps.empty(); });
+}
+
 bool any_comm_bytes(const ReportData& d) {
   return std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return g.comm_bytes > 0; });
 }
@@ -276,14 +372,20 @@ bool any_comm_bytes(const ReportData& d) {
 std::vector<NamedChart> render_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   for (const auto& def : kCharts) {
-    LineChart chart = titled_chart(def.id, def.title, def.x_label, def.y_label);
+    LineChart chart = line_chart(def.id, def.title, def.x_label, def.y_label);
     const PointFn x_of = [&](const RunData& r, size_t i) { return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch; };
     const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
     out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart)});
   }
+  if (any_steps(d)) {
+    LineChart chart = line_chart("steps_train_loss", "Training loss per step interval (log.every_steps) vs epoch",
+                                   "epochs done", "training loss over the interval, all replicas");
+    for (const auto& g : d.groups) chart.series.push_back(steps_series(d, g));
+    out.push_back({"steps_train_loss.svg", chart.title, render_svg(chart)});
+  }
   if (any_noise_scale(d)) {
-    LineChart chart = titled_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
+    LineChart chart = line_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
                                    "epoch", "B_simple (samples, log scale)");
     chart.log_y = true;
     for (const auto& g : d.groups) {
@@ -296,7 +398,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     out.push_back({"noise_scale.svg", chart.title, render_svg(chart)});
   }
   if (any_comm_bytes(d)) {
-    LineChart chart = titled_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
+    LineChart chart = line_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
                                    "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
     for (const auto& g : d.groups)
       chart.series.push_back(group_series(
@@ -367,6 +469,22 @@ std::string html_warnings(const ReportData& d) {
   return o + "</ul>\n";
 }
 
+// The answer first: what each swept setting did, then the charts against the swept settings.
+std::string html_summary(const ReportData& d) {
+  std::string o = "<h2 id=\"summary\">Summary: what each swept setting did</h2>\n";
+  const Table t = summary_table(d);
+  if (t.size() > 1)
+    o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(kSummaryNote));
+  else
+    o += "<p>No two groups differ in exactly one swept setting.</p>\n";
+  for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
+  const auto charts = axis_charts(d);
+  if (charts.empty()) return o;
+  o += "<h2 id=\"axis-charts\">Against the swept settings</h2>\n";
+  for (const auto& c : charts) o += fmt::format("<figure class=\"axis\">\n{}</figure>\n", c.svg);
+  return o + fmt::format("<p class=\"note\">{}</p>\n", escape_html(kAxisNote));
+}
+
 // The groups, their comparisons and, when logged, the noise scale.
 std::string html_tables(const ReportData& d) {
   std::string o = fmt::format("<h2>Groups</h2>\n{}", html_table(groups_table(d), "groups"));
@@ -399,6 +517,7 @@ std::string render_html(const ReportData& d) {
   o += fmt::format("<h1>ddplab report: {}</h1>\n", escape_html(d.title));
   o += html_intro(d);
   o += html_warnings(d);
+  o += html_summary(d);
   o += html_tables(d);
   o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
@@ -420,6 +539,13 @@ std::string render_markdown(const ReportData& d) {
     for (const auto& w : d.warnings) o += fmt::format("- {}\n", md_cell(w));
     o += "\n";
   }
+  o += "## Summary: what each swept setting did\n\n";
+  if (const Table t = summary_table(d); t.size() > 1)
+    o += fmt::format("{}\n{}\n\n", md_table(t), kSummaryNote);
+  else
+    o += "No two groups differ in exactly one swept setting.\n\n";
+  for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
+  for (const auto& c : axis_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
   o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), kBestNote);  // \* : not a list item
   o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
@@ -530,6 +656,7 @@ ReportSummary write_report(const ReportOptions& options) {
   put("groups.csv", render_groups_csv(d));
   put("comparisons.csv", render_comparisons_csv(d));
   for (const auto& c : render_charts(d)) put(c.file, c.svg);
+  for (const auto& c : axis_charts(d)) put(c.file, c.svg);
   summary.runs = d.runs.size();
   summary.groups = d.groups.size();
   summary.warnings = d.warnings;

@@ -2,6 +2,11 @@
 // of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/rundir/layout.h),
 // never links the trainer.
 //
+// The report opens with a summary per swept setting (summary_changes: each change of one setting
+// between neighbouring values, with the accuracy comparison, the throughput ratio and the times
+// to target), then the charts against the swept settings (axis_charts), then tables and per-epoch
+// charts.
+//
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
 // "output", "run_id", "report" and "slurm" are removed form a group. A group's label names the dotted keys
@@ -18,7 +23,9 @@
 // summary.csv (a row per run), groups.csv (a row per group), comparisons.csv (a row per
 // comparison) and one SVG per chart:
 // test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
-// have them, noise_scale.svg (B_simple per group vs epoch on a log axis, the group's global batch
+// have them, steps_train_loss.svg (training loss per log.every_steps interval vs epoch, from
+// steps.jsonl), the axis charts (acc_vs_batch.svg, throughput_vs_replicas.svg,
+// target_time_vs_replicas.svg, batch_tradeoff.svg; see axis_charts), noise_scale.svg (B_simple per group vs epoch on a log axis, the group's global batch
 // dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
 // test_acc_comm.svg (test accuracy vs the bytes communicated so far). Accuracies are
 // fractions in [0, 1] (shown as percentages in HTML/Markdown).
@@ -43,12 +50,14 @@ struct ReportOptions {
   std::optional<double> target_acc;           // fraction; default: the specs' report.target_acc, else none
   std::optional<double> equivalence_pts;      // default: the specs' report.equivalence_pts, else 0.5
   std::optional<int> final_epochs;            // default: the specs' report.final_epochs, else 1
+  std::optional<double> target_loss;          // default: the specs' report.target_loss, else none
 };
 
 // One epoch of one run: the fields of a record of epochs.jsonl (rundir::EpochRecord::from_json)
 // that the report uses, with NaN for what the record does not know.
 struct EpochPoint {
   int epoch = 0;
+  int64_t step = 0;  // global optimizer steps at the epoch's end
   double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
   double wall_s = 0, images_per_s = 0;
   double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
@@ -68,6 +77,7 @@ struct RunData {
   std::string message;      // manifest message (why a run failed), may be empty
   nlohmann::json spec;      // spec.json (null when missing or unreadable)
   std::vector<EpochPoint> epochs;  // by epoch, a repeated epoch keeps its last record
+  std::vector<rundir::StepRecord> steps;  // steps.jsonl (log.every_steps), by step; empty without
   size_t group = 0;         // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
@@ -85,6 +95,8 @@ struct RunData {
   double mean_images_per_s() const;   // mean over epochs
   // The first epoch whose test_acc >= target, or nullptr.
   const EpochPoint* first_reaching(double target) const;
+  // The first step record whose interval training loss <= target, or nullptr.
+  const rundir::StepRecord* first_step_below(double target_loss) const;
 };
 
 struct MeanStd {
@@ -103,6 +115,11 @@ struct GroupStats {
   int target_reached = 0;     // finished runs that reached the target
   double target_epochs = 0;   // mean over those runs (NaN when none)
   double target_wall_s = 0;
+  // report.target_loss: finished runs whose step records reach it, and the mean over them of the
+  // steps and samples to the first record at or below it (NaN when none).
+  std::optional<double> target_loss;
+  int target_loss_reached = 0;
+  double target_loss_steps = 0, target_loss_samples = 0;
   double images_per_s = 0;    // mean over finished runs of their mean throughput
   int replicas = 1;
   int64_t per_replica_batch = 0;
@@ -154,11 +171,36 @@ struct ReportData {
   // Differing keys left out of the labels because they only follow another differing key:
   // "replicas.threads follows replicas.count".
   std::vector<std::string> follower_notes;
+  std::vector<std::string> follower_keys;   // the keys of follower_notes
   double equivalence_pts = 0.5;             // ReportOptions / report.equivalence_pts
   int final_epochs = 1;                     // ReportOptions / report.final_epochs
+  std::optional<double> target_loss;        // ReportOptions / report.target_loss
   std::vector<std::string> warnings;        // "file:line: ..." for skipped records etc.
   std::string title;                        // the experiment name(s)
 };
+
+// One change of one swept setting for the report's summary: a comparison (index into
+// ReportData::comparisons) between two neighbouring values of its key (no group with the same
+// other settings has a value in between), `at` naming the other differing settings' values.
+struct SettingChange {
+  size_t comparison = 0;
+  std::string at;  // "schedule.scale_rule=linear", or "" when no other setting differs
+};
+// The changes, by key in ReportData::differing_keys order, then by the groups' order.
+std::vector<SettingChange> summary_changes(const ReportData& data);
+
+// McCandlish et al. (2018), eqs. 2.11-2.12: steps S and samples E = S B to reach one target at
+// global batch B follow S = S_min (1 + B_crit / B) and E = E_min (1 + B / B_crit), E_min =
+// S_min B_crit. Fitted by least squares of S on 1/B (S = S_min + S_min B_crit / B).
+struct BatchTradeoffFit {
+  double s_min = 0, e_min = 0, b_crit = 0;
+  double steps(double batch) const { return s_min * (1 + b_crit / batch); }
+  double samples(double batch) const { return e_min * (1 + batch / b_crit); }
+};
+// nullopt with fewer than 2 distinct batches, or when the fit is not physical (S_min <= 0 or
+// B_crit <= 0: the steps do not fall as the batch grows).
+std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& batch, const std::vector<double>& steps);
+
 
 // What more replicas buy at this global batch, given the noise scale (McCandlish et al. 2018:
 // steps to a given loss ~ S_min (1 + B_noise / B), samples ~ E_min (1 + B / B_noise)).
@@ -208,5 +250,15 @@ struct NamedChart {
   std::string svg;
 };
 std::vector<NamedChart> render_charts(const ReportData& data);
+// The charts against the swept settings, those the groups allow: acc_vs_batch (the metric vs
+// global batch on a log2 axis, 95% t interval bars over seeds, a line per other setting; groups
+// at one global batch through different replica / per-replica splits pooled into one point) when the
+// global batch varies; throughput_vs_replicas (images/s vs replicas with the ideal linear line
+// from the fewest replicas) and, with a target that some group reached, target_time_vs_replicas,
+// when the replica count varies; batch_tradeoff (steps vs samples to report.target_loss, or else
+// to the target accuracy at epoch granularity, with the fit above and the measured B_simple) when
+// the global batch varies and at least 2 batches reached the target; acc_heatmap (the metric over
+// the grid, svg.h Heatmap) when exactly two settings are swept, both numeric with 2+ values.
+std::vector<NamedChart> axis_charts(const ReportData& data);
 
 }  // namespace ddplab::report

@@ -1,6 +1,7 @@
 // Hand-written SVG line charts for the comparison report: one mean line per series with a
-// shaded min..max band and an optional dashed reference line, axes with "nice" ticks
-// (1/2/5 x 10^k; linear or logarithmic y), axis labels, a title and a legend below the plot (a
+// shaded min..max band, optional error bars and an optional dashed reference line, axes with
+// "nice" ticks (1/2/5 x 10^k; linear or logarithmic y; x linear, log10 or log2 with ticks at
+// powers of 2), axis labels, a title and a legend below the plot (a
 // label too long for the chart's width wraps onto more lines and the chart grows, so no legend
 // text is clipped). Colours follow the Okabe-Ito colour-blind-safe palette (8 colours; beyond 8
 // series the colours repeat with a dashed line). Every user string is escaped.
@@ -23,7 +24,14 @@ struct ChartSeries {
   // A dashed horizontal line at this y in the series' colour (e.g. a group's global batch on the
   // noise-scale chart); NaN: none.
   double reference_y = std::numeric_limits<double>::quiet_NaN();
+  // Error bars (e.g. a 95% interval) from err_lo[i] to err_hi[i] at x[i]; empty: none.
+  std::vector<double> err_lo, err_hi;
+  bool dashed = false;  // a dashed line (a model or an ideal rather than a measurement)
+  bool markers = true;  // point markers at the data points
+  int colour = -1;      // palette index; -1: the series' own index (a model line takes its data's colour)
 };
+
+enum class XScale { kLinear, kLog10, kLog2 };
 
 struct LineChart {
   std::string id;       // file stem and element id, e.g. "test_acc" (not user text)
@@ -34,7 +42,11 @@ struct LineChart {
   int width = 760;      // pixels; the height grows with the legend
   int plot_height = 360;
   bool log_y = false;   // logarithmic y axis (ticks 1/2/5 x 10^k); values <= 0 are skipped
+  XScale x_scale = XScale::kLinear;  // log scales skip x <= 0
 };
+
+// A chart with these texts and no series yet (the other fields at their defaults).
+LineChart line_chart(std::string id, std::string title, std::string x_label, std::string y_label);
 
 // The Okabe-Ito colour of series `i` (cycling), as "#RRGGBB".
 std::string palette_colour(size_t i);
@@ -43,8 +55,22 @@ std::string palette_colour(size_t i);
 // Series with no points are listed in the legend only; non-finite values are skipped.
 std::string render_svg(const LineChart& chart);
 
+// A grid of cells coloured by value (a sequential, colour-blind-safe ramp from light yellow to dark
+// blue; darker is higher), each cell labelled with its text, for a metric over two swept axes.
+struct Heatmap {
+  std::string id, title, x_label, y_label;
+  std::vector<std::string> x_values, y_values;  // column and row headings, in order
+  std::vector<std::vector<double>> z;           // z[row][column]; NaN: no value (grey)
+  std::vector<std::vector<std::string>> text;   // the same shape: what each cell says
+  std::string z_label;                          // what the colour means
+};
+std::string render_heatmap(const Heatmap& map);
+
 // Tick positions covering [lo, hi] with about `target` ticks at 1/2/5 x 10^k steps.
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
+// Powers of 2 covering [lo, hi] (both > 0), from the one at or below lo to the one at or above
+// hi (every other power when there are more than 12).
+std::vector<double> log2_ticks(double lo, double hi);
 // Ticks for a logarithmic axis covering [lo, hi] (both > 0): 1, 2, 5 x 10^k (only the powers of
 // ten when the range spans more than 3 decades), from the one at or below lo to the one at or above hi.
 std::vector<double> log_ticks(double lo, double hi);

@@ -6,6 +6,7 @@
 //     manifest.json    versions, host, world, start/end, status      manifest_file
 //     epochs.jsonl     one JSON record per epoch                     epochs_file
 //     epochs.csv       the same records as CSV                       epochs_csv_file
+//     steps.jsonl      one JSON record per log.every_steps interval  steps_file
 //     checkpoint.pt    the latest checkpoint (train/checkpoint.h)    checkpoint_file
 //     model.pt         the final model (torch::save of the module)   model_file
 //     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
@@ -33,6 +34,7 @@ inline std::filesystem::path spec_file(const std::filesystem::path& dir) { retur
 inline std::filesystem::path manifest_file(const std::filesystem::path& dir) { return dir / "manifest.json"; }
 inline std::filesystem::path epochs_file(const std::filesystem::path& dir) { return dir / "epochs.jsonl"; }
 inline std::filesystem::path epochs_csv_file(const std::filesystem::path& dir) { return dir / "epochs.csv"; }
+inline std::filesystem::path steps_file(const std::filesystem::path& dir) { return dir / "steps.jsonl"; }
 inline std::filesystem::path checkpoint_file(const std::filesystem::path& dir) { return dir / "checkpoint.pt"; }
 inline std::filesystem::path model_file(const std::filesystem::path& dir) { return dir / "model.pt"; }
 inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int rank) {

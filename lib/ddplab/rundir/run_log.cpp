@@ -108,6 +108,26 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   return r;
 }
 
+nlohmann::json StepRecord::to_json() const {
+  return {{"step", step},       {"epoch", epoch},         {"interval_steps", interval_steps},
+          {"lr", lr},           {"train_loss", train_loss}, {"train_acc", train_acc},
+          {"samples", samples}, {"elapsed_s", elapsed_s}};
+}
+
+StepRecord StepRecord::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error(fmt::format("expected a JSON object (a step record), got {}", shown(j)));
+  StepRecord r;
+  r.step = integer_field<int64_t>(j, "step");
+  r.epoch = number_field(j, "epoch");
+  r.interval_steps = integer_field<int64_t>(j, "interval_steps");
+  r.lr = number_field(j, "lr");
+  r.train_loss = number_field(j, "train_loss");
+  r.train_acc = number_field(j, "train_acc");
+  r.samples = integer_field<int64_t>(j, "samples");
+  r.elapsed_s = number_field(j, "elapsed_s");
+  return r;
+}
+
 std::vector<std::string> EpochRecord::csv_columns() {
   return {"epoch",   "step",   "lr",           "train_loss",  "train_acc", "test_loss",
           "test_acc", "epoch_s", "wall_s", "images_per_s", "comm_wait_s", "grad_norm",
@@ -302,6 +322,24 @@ bool holds_resumable_run(const fs::path& dir) {
   return status.has_value() && !is_finished(*status) && manifest.contains("checkpoint");
 }
 
+namespace {
+// Keeps the step records of `file` up to global step `last` (the checkpoint's): the steps after
+// it run again. A line that is not a record (a torn write) ends what is kept.
+void keep_steps_through(const fs::path& file, int64_t last) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  std::ifstream in(file);
+  std::string line, text;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() > last)
+      break;
+    fmt::format_to(std::back_inserter(text), "{}\n", line);
+  }
+  write_file_atomic(file, text);
+}
+}  // namespace
+
 std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const std::string& reason) {
   fs::path dir = run_dir(spec);
   if (!holds_resumable_run(dir)) return std::nullopt;
@@ -311,6 +349,7 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
     j.erase("debug");
     j.erase("checkpoint");
     j.erase("slurm");
+    j.erase("log");  // step records stay one per step whatever the interval; older specs lack it
     if (j.contains("replicas")) j["replicas"].erase("timeout_s");
     return j;
   };
@@ -331,6 +370,7 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   };
   keep_lines(epochs_file(dir), keep);
   keep_lines(epochs_csv_file(dir), keep + 1);
+  keep_steps_through(steps_file(dir), manifest["checkpoint"].value("global_step", int64_t{0}));
   auto restarts = manifest.value("restarts", nlohmann::json::array());
   restarts.push_back({{"time", utc_now()},
                       {"reason", reason},
@@ -345,6 +385,14 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
 void RunLog::append(const EpochRecord& record) const {
   append_line(epochs_file(dir_), record.to_json().dump());
   append_line(epochs_csv_file(dir_), record.csv_row());
+}
+
+void RunLog::append_steps(const std::vector<StepRecord>& records) const {
+  if (records.empty()) return;
+  std::string text;
+  for (size_t i = 0; i < records.size(); ++i)
+    fmt::format_to(std::back_inserter(text), "{}{}", i > 0 ? "\n" : "", records[i].to_json().dump());
+  append_line(steps_file(dir_), text);
 }
 
 void RunLog::update_manifest(const nlohmann::json& fields) const {

@@ -72,6 +72,26 @@ struct EpochRecord {
   std::string csv_row() const;
 };
 
+// One interval of log.every_steps steps (steps.jsonl): intervals restart at each epoch, so the
+// epoch's last step closes one too (shorter when every_steps does not divide the epoch), and so
+// does a clean stop. Over a run, resumed or not, every optimizer step lies in exactly one record.
+struct StepRecord {
+  int64_t step = 0;            // global optimizer steps taken at the interval's end (1-based count)
+  double epoch = 0;            // epochs done at its end, fractional: 1.5 = half of the second epoch
+  int64_t interval_steps = 0;  // steps the record covers: step - the previous record's step
+  double lr = 0;               // at the interval's last step
+  double train_loss = 0, train_acc = 0;  // over the interval's samples, summed over all replicas
+  int64_t samples = 0;         // training samples seen so far over all replicas: step x global batch
+  double elapsed_s = 0;        // since the start of training (evaluation included)
+
+  // One JSON object (null for a non-finite number).
+  nlohmann::json to_json() const;
+  // The record `j` holds, as to_json writes it: integers step, interval_steps and samples,
+  // numbers (or null, read as NaN) for the others. Throws ddplab::Error naming the field and what
+  // was expected; the caller adds the file and line.
+  static StepRecord from_json(const nlohmann::json& j);
+};
+
 // spec.run_id when set (a sweep's run), else "seed=<seed>".
 std::string run_id(const config::ExperimentSpec& spec);
 // <output>/<name>/<run_id(spec)>.
@@ -99,14 +119,18 @@ class RunLog {
   static RunLog create(const config::ExperimentSpec& spec, bool overwrite);
   // Opens an existing run directory (made by the launcher) without touching it.
   static RunLog open(const std::filesystem::path& dir);
-  // The run directory of `spec` if it holds_resumable_run(), ready to continue: records after the checkpoint are dropped,
+  // The run directory of `spec` if it holds_resumable_run(), ready to continue: records after the
+  // checkpoint are dropped (epoch records beyond its "records", step records beyond its
+  // "global_step", and a torn last line),
   // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
   // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint,
-  // slurm and timeout settings aside).
+  // slurm, log and timeout settings aside).
   static std::optional<RunLog> resume(const config::ExperimentSpec& spec, const std::string& reason);
 
   const std::filesystem::path& dir() const { return dir_; }
   void append(const EpochRecord& record) const;
+  // Appends the records to steps.jsonl in one write (nothing when empty).
+  void append_steps(const std::vector<StepRecord>& records) const;
   // Merges `fields` into manifest.json (read, update, atomic replace).
   void update_manifest(const nlohmann::json& fields) const;
   // Sets status and end time (and `message` when not empty).

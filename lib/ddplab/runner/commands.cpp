@@ -30,7 +30,26 @@ int validate(const std::string& path, const std::vector<std::string>& overrides)
   return kExitOk;
 }
 
-int report(const std::vector<std::string>& dirs, const std::string& out, double target) {
+namespace {
+// The flags of ReportFlags, checked as the schema checks the spec's report section.
+void apply_report_flags(const ReportFlags& f, report::ReportOptions& options) {
+  if (!(f.target == 0 || (f.target > 0 && f.target <= 1)))
+    throw Error(fmt::format("--target: must be a test accuracy in (0, 1], e.g. 0.9, got {:g}", f.target));
+  if (f.target > 0) options.target_acc = f.target;
+  if (!(f.target_loss >= 0 && f.target_loss <= 1e6))
+    throw Error(fmt::format("--target-loss: must be a training loss in (0, 1e6], e.g. 0.5, got {:g}", f.target_loss));
+  if (f.target_loss > 0) options.target_loss = f.target_loss;
+  if (!(f.equivalence_pts >= 0 && f.equivalence_pts <= 100))
+    throw Error(fmt::format("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got {:g}",
+                            f.equivalence_pts));
+  if (f.equivalence_pts > 0) options.equivalence_pts = f.equivalence_pts;
+  if (f.final_epochs < 0 || f.final_epochs > 100000)
+    throw Error(fmt::format("--final-epochs: must be an integer in [1, 100000], got {}", f.final_epochs));
+  if (f.final_epochs > 0) options.final_epochs = f.final_epochs;
+}
+}  // namespace
+
+int report(const std::vector<std::string>& dirs, const std::string& out, const ReportFlags& flags) {
   report::ReportOptions options;
   for (const auto& d : dirs) {
     std::error_code ec;
@@ -40,9 +59,7 @@ int report(const std::vector<std::string>& dirs, const std::string& out, double 
     options.inputs.emplace_back(d);
   }
   options.out_dir = out.empty() ? fs::path(dirs.front()) : fs::path(out);
-  if (!(target == 0 || (target > 0 && target <= 1)))  // 0: not given
-    throw Error(fmt::format("--target: must be a test accuracy in (0, 1], e.g. 0.9, got {:g}", target));
-  if (target > 0) options.target_acc = target;
+  apply_report_flags(flags, options);
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   const auto summary = report::write_report(options);

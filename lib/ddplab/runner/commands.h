@@ -16,8 +16,14 @@ namespace ddplab::runner {
 
 int validate(const std::string& path, const std::vector<std::string>& overrides);
 
-// `target` 0: not given (the specs' report.target_acc), else a test accuracy in (0, 1].
-int report(const std::vector<std::string>& dirs, const std::string& out, double target);
+// `ddplab report`'s settings; 0 means not given (the specs' report section, else its defaults).
+struct ReportFlags {
+  double target = 0;           // --target: a test accuracy in (0, 1]
+  double target_loss = 0;      // --target-loss: a training loss > 0
+  double equivalence_pts = 0;  // --equivalence-pts: in (0, 100]
+  int final_epochs = 0;        // --final-epochs: >= 1
+};
+int report(const std::vector<std::string>& dirs, const std::string& out, const ReportFlags& flags);
 
 int command_failed(const std::exception_ptr& e);
 

@@ -25,6 +25,7 @@
 #include "ddplab/rundir/layout.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
+#include "ddplab/train/options.h"
 
 extern char** environ;
 
@@ -382,7 +383,7 @@ void check_runs(const std::vector<Planned>& plans) {
                               "\"processes\"",
                               p.run->run_id));
     if (checked.insert({config::name(spec.dataset.name), spec.dataset.root}).second)
-      data::check_dataset_files(spec.dataset);
+      data::check_dataset_files(train::dataset_options(spec.dataset));
   }
 }
 

@@ -194,6 +194,7 @@ void Trainer::build_loader() {
   steps_ = loader_->steps_per_epoch();
   TORCH_INTERNAL_ASSERT(steps_ > 0, "no step in an epoch of ", data_->train.size(), " samples");
   replica_sync_.emplace(spec_.replicas.sync, steps_, params_, comm_);
+  step_log_.emplace(spec_.log.every_steps, steps_, spec_.global_batch);
   if (lead_) run_ = rundir::RunLog::open(options_.run_dir);
   tty_ = options_.progress && lead_ && ::isatty(STDOUT_FILENO);
   for (int r = simulated_ ? 0 : rank_; r < (simulated_ ? replicas_ : rank_ + 1); ++r) local_replicas_.push_back(r);
@@ -233,7 +234,12 @@ void Trainer::resume() {
 // ---- The epoch loop -----------------------------------------------------------------------------
 
 ReplicaResult Trainer::run() {
-  for (int epoch = static_cast<int>(resumed_.epochs_done); epoch < spec_.epochs; ++epoch) run_epoch(epoch);
+  try {
+    for (int epoch = static_cast<int>(resumed_.epochs_done); epoch < spec_.epochs; ++epoch) run_epoch(epoch);
+  } catch (...) {
+    if (lead_) run_->append_steps(step_log_->take());  // the steps read before a divergence or failure
+    throw;
+  }
   restore_final_params();
   save_model();
   if (comm_) distributed::barrier(*comm_);
@@ -252,6 +258,7 @@ void Trainer::run_epoch(int epoch) {
   if (first_step_ < steps_) check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1);
   const rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
   if (lead_) {
+    run_->append_steps(step_log_->take());
     run_->append(rec);
     print_epoch(rec);
   }
@@ -292,6 +299,8 @@ EpochTotals Trainer::start_epoch(int epoch) {
   // host then never waits for the step it just queued); the epoch's last step is read at once.
   readback_.emplace(device_);
   unread_.clear();
+  step_readback_.emplace(device_);
+  step_log_->start_epoch(epoch, first_step_, partial ? resumed_.loss_sum : 0.0, partial ? resumed_.correct : 0.0);
   return totals;
 }
 
@@ -343,6 +352,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   if (weight_ema_) weight_ema_->update(params_, global_step_);
   bool stop = false;
   while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
+  log_interval(step, totals);
   const auto synced = replica_sync_->after_step(global_step_, stop_signal() != 0);
   stop = stop || synced.stop;
   totals.comm_bytes += synced.bytes;
@@ -407,6 +417,37 @@ bool Trainer::read_step(int epoch, EpochTotals& totals) {
   return values[1] > 0;
 }
 
+// log.every_steps: when an interval closes, the epoch's training sums are all-reduced on the
+// device (every rank) and rank 0 reads them back when the next interval closes, or at once at the
+// epoch's end, where the host waits anyway.
+void Trainer::log_interval(int64_t step, const EpochTotals& totals) {
+  if (!step_log_->closes_interval(step)) return;
+  auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)});
+  if (comm_) distributed::allreduce_sum(*comm_, sums);
+  if (!lead_) return;
+  while (step_readback_->pending() > 0) read_interval();
+  step_readback_->push(sums);
+  step_log_->close(step, global_step_ + 1, totals.lr, seconds_since(train_start_));
+  if (step + 1 == steps_) read_interval();
+}
+
+void Trainer::read_interval() {
+  const auto sums = step_readback_->pop();
+  step_log_->read(sums[0], sums[1]);
+}
+
+// A clean stop closes the open interval with the stop's all-reduced partial sums, and rank 0
+// writes the records before the checkpoint, so a resumed run goes on from the stop's step.
+void Trainer::close_interval_at_stop(int64_t step, double lr, double loss_sum, double correct, double wall_s) {
+  if (!lead_ || !step_log_->enabled()) return;
+  while (step_readback_->pending() > 0) read_interval();
+  if (!step_log_->closes_interval(step)) {
+    step_log_->close(step, global_step_ + 1, lr, wall_s);
+    step_log_->read(loss_sum, correct);
+  }
+  run_->append_steps(step_log_->take());
+}
+
 // A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
 void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   while (readback_->pending() > 0) read_step(epoch, totals);
@@ -420,6 +461,7 @@ void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   partial.loss_sum = partial_sums[0].item<double>();
   partial.correct = partial_sums[1].item<double>();
   partial.elapsed_s = seconds_since(epoch_start_);
+  close_interval_at_stop(step, totals.lr, partial.loss_sum, partial.correct, wall_s);
   write_checkpoint(make_checkpoint_state(epoch, global_step_ + 1, wall_s, totals, partial));
   throw Interrupted(fmt::format("stopped by {} after step {} (epoch {})", strsignal(sig), global_step_ + 1, epoch + 1),
                     sig);

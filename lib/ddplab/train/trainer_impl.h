@@ -7,7 +7,8 @@
 // loader, ReplicaSync and run log; then, when resuming, the checkpoint. run() runs the epochs and
 // saves the final model. Every rank calls the same collectives in the same order (c10d needs it):
 // per step GradSync's all-reduces and ReplicaSync's averaging, a buffer broadcast before every
-// forward and before evaluation; per epoch the metric all-reduce, then the consistency audit;
+// forward and before evaluation; with log.every_steps, per interval the all-reduce of the epoch's
+// training sums (after the step's gradient reduction, before ReplicaSync's); per epoch the metric all-reduce, then the consistency audit;
 // per checkpoint the gather of the dropout RNG states (after the partial metrics' all-reduce
 // of a clean stop).
 #pragma once
@@ -38,6 +39,7 @@
 #include "ddplab/train/noise_scale.h"
 #include "ddplab/train/replica_sync.h"
 #include "ddplab/train/simulated.h"
+#include "ddplab/train/step_log.h"
 #include "ddplab/train/trainer.h"
 #include "ddplab/train/weight_ema.h"
 
@@ -79,6 +81,9 @@ class Trainer {
   std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
   void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
   bool read_step(int epoch, EpochTotals& totals);
+  void log_interval(int64_t step, const EpochTotals& totals);
+  void read_interval();
+  void close_interval_at_stop(int64_t step, double lr, double loss_sum, double correct, double wall_s);
   [[noreturn]] void stop_cleanly(int epoch, int64_t step, EpochTotals& totals);
   void broadcast_buffers();
 
@@ -156,6 +161,8 @@ class Trainer {
   Clock::time_point epoch_start_, last_progress_;
   std::optional<runtime::HostReadback> readback_;
   std::deque<std::pair<int64_t, double>> unread_;  // global step and lr of each value pushed
+  std::optional<StepLog> step_log_;                 // log.every_steps (rank 0 keeps the records)
+  std::optional<runtime::HostReadback> step_readback_;  // the training sums of a closed interval
 };
 
 }  // namespace ddplab::train

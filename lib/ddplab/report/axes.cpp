@@ -1,0 +1,359 @@
+// The report against its swept settings: the summary's changes and the axis charts (report.h).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ddplab/report/report.h"
+#include "ddplab/report/svg.h"
+
+using nlohmann::json;
+
+namespace ddplab::report {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+json value_of(const GroupStats& g, const std::string& key) { return g.key_spec.value(key, json()); }
+
+std::string value_text(const json& v) {
+  if (v.is_null()) return "(unset)";
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The differing keys a user swept: those that do not only follow another one.
+std::vector<std::string> swept_keys(const ReportData& d) {
+  std::vector<std::string> out;
+  for (const auto& k : d.differing_keys)
+    if (std::count(d.follower_keys.begin(), d.follower_keys.end(), k) == 0) out.push_back(k);
+  return out;
+}
+
+// "k=v, ..." over `keys` (sorted), "" for none.
+std::string label_over(const GroupStats& g, const std::vector<std::string>& keys) {
+  std::vector<std::string> parts;
+  for (const auto& k : keys) parts.push_back(fmt::format("{}={}", k, value_text(value_of(g, k))));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Whether groups a and b agree on every swept key but `key`.
+bool same_elsewhere(const ReportData& d, const GroupStats& a, const GroupStats& b, const std::string& key) {
+  for (const auto& k : swept_keys(d))
+    if (k != key && value_of(a, k) != value_of(b, k)) return false;
+  return true;
+}
+}  // namespace
+
+std::vector<SettingChange> summary_changes(const ReportData& d) {
+  std::vector<SettingChange> out;
+  for (const auto& key : swept_keys(d)) {
+    std::vector<std::string> others;
+    for (const auto& k : swept_keys(d))
+      if (k != key) others.push_back(k);
+    for (size_t i = 0; i < d.comparisons.size(); ++i) {
+      const GroupComparison& c = d.comparisons[i];
+      if (c.key != key) continue;
+      const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+      const json va = value_of(a, key), vb = value_of(b, key);
+      const bool between = std::any_of(d.groups.begin(), d.groups.end(), [&](const GroupStats& g) {
+        const json v = value_of(g, key);
+        return same_elsewhere(d, a, g, key) && std::min(va, vb) < v && v < std::max(va, vb);
+      });
+      if (!between) out.push_back({i, label_over(a, others)});
+    }
+  }
+  return out;
+}
+
+std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& batch, const std::vector<double>& steps) {
+  std::vector<double> x, y;
+  for (size_t i = 0; i < batch.size() && i < steps.size(); ++i) {
+    if (!(batch[i] > 0) || !std::isfinite(steps[i])) continue;
+    x.push_back(1 / batch[i]);
+    y.push_back(steps[i]);
+  }
+  if (x.size() < 2) return std::nullopt;
+  const double mx = mean(x), my = mean(y);
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  if (!(sxx > 1e-300)) return std::nullopt;  // one distinct batch
+  const double slope = sxy / sxx, intercept = my - slope * mx;
+  if (!(intercept > 0) || !(slope > 0)) return std::nullopt;
+  BatchTradeoffFit fit;
+  fit.s_min = intercept;
+  fit.b_crit = slope / intercept;
+  fit.e_min = fit.s_min * fit.b_crit;
+  return fit;
+}
+
+namespace {
+using GroupValue = std::function<double(const GroupStats&)>;
+
+// The settings that make up the global batch: a line over the global batch pools the groups that
+// reach one batch through different splits (2 x 64 and 1 x 128).
+const std::vector<std::string> kBatchKeys = {"replicas.count", "batch.per_replica", "batch.global"};
+
+// The groups with finished runs whose `x` is finite, by the label of the swept keys that `x`
+// does not determine (a key with one value per value of x, as replicas.count for the global batch
+// at a fixed per-replica batch, is part of x, not another line; so is every key of `part_of_x`).
+std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const GroupValue& x,
+                                                      const std::vector<std::string>& part_of_x = {}) {
+  std::vector<std::string> rest;
+  for (const auto& k : swept_keys(d)) {
+    if (std::count(part_of_x.begin(), part_of_x.end(), k) > 0) continue;
+    std::map<double, std::set<std::string>> values;
+    for (const auto& g : d.groups)
+      if (g.n > 0) values[x(g)].insert(value_of(g, k).dump());
+    if (std::any_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() > 1; }))
+      rest.push_back(k);
+  }
+  std::map<std::string, std::vector<size_t>> lines;
+  for (size_t i = 0; i < d.groups.size(); ++i)
+    if (d.groups[i].n > 0 && std::isfinite(x(d.groups[i]))) lines[label_over(d.groups[i], rest)].push_back(i);
+  for (auto& [label, groups] : lines)
+    std::sort(groups.begin(), groups.end(), [&](size_t a, size_t b) { return x(d.groups[a]) < x(d.groups[b]); });
+  return lines;
+}
+
+// A line's groups by their value of x.
+std::map<double, std::vector<size_t>> by_x(const ReportData& d, const std::vector<size_t>& groups, const GroupValue& x) {
+  std::map<double, std::vector<size_t>> out;
+  for (size_t gi : groups) out[x(d.groups[gi])].push_back(gi);
+  return out;
+}
+
+// Whether the finished groups hold at least 2 distinct values of x.
+bool varies(const ReportData& d, const GroupValue& x) {
+  std::set<double> values;
+  for (const auto& g : d.groups)
+    if (g.n > 0 && std::isfinite(x(g))) values.insert(x(g));
+  return values.size() > 1;
+}
+
+double global_batch(const GroupStats& g) { return static_cast<double>(g.global_batch); }
+double replica_count(const GroupStats& g) { return g.replicas; }
+
+// A series of y over x for each line of lines_over(x) ("all groups" when nothing else varies).
+ChartSeries line_series(const ReportData& d, const std::string& label, const std::vector<size_t>& groups,
+                        const GroupValue& x, const GroupValue& y) {
+  ChartSeries s;
+  s.label = label.empty() ? std::string("all groups") : label;
+  for (size_t gi : groups) {
+    if (!std::isfinite(y(d.groups[gi]))) continue;
+    s.x.push_back(x(d.groups[gi]));
+    s.y.push_back(y(d.groups[gi]));
+  }
+  return s;
+}
+
+// The comparisons' metric vs global batch, with each group's 95% t interval over its seeds.
+NamedChart accuracy_vs_batch(const ReportData& d) {
+  const std::string metric = d.final_epochs > 1 ? fmt::format("test accuracy, mean of the last {} epochs", d.final_epochs)
+                                                : std::string("final test accuracy");
+  LineChart chart = line_chart("acc_vs_batch", fmt::format("{} vs global batch (bars: 95% CI over seeds)", metric),
+                             "global batch (log2 scale)", fmt::format("{} (points)", metric));
+  chart.x_scale = XScale::kLog2;
+  for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
+    ChartSeries s;
+    s.label = label.empty() ? std::string("all groups") : label;
+    for (const auto& [batch, at] : by_x(d, groups, global_batch)) {
+      std::vector<double> values;  // every seed's metric of the groups at this batch
+      for (size_t gi : at)
+        for (const auto& [seed, v] : d.groups[gi].metric_by_seed)
+          if (std::isfinite(v)) values.push_back(v);
+      if (values.empty()) continue;
+      const double n = static_cast<double>(values.size()), m = mean(values);
+      const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * sample_std(values) / std::sqrt(n) : kNaN;
+      // An accuracy lies in [0, 100] points: an interval from 2 seeds (t = 12.7) may reach past it.
+      s.x.push_back(batch), s.y.push_back(m);
+      s.err_lo.push_back(std::max(0.0, m - half)), s.err_hi.push_back(std::min(100.0, m + half));
+    }
+    chart.series.push_back(std::move(s));
+  }
+  return {"acc_vs_batch.svg", chart.title, render_svg(chart)};
+}
+
+// y vs replica count per line; with `ideal`, each line's dashed ideal linear scaling from its
+// fewest replicas.
+NamedChart over_replicas(const ReportData& d, LineChart chart, const GroupValue& y, bool ideal) {
+  int colour = 0;
+  for (const auto& [label, groups] : lines_over(d, replica_count)) {
+    ChartSeries s = line_series(d, label, groups, replica_count, y);
+    s.colour = colour++;
+    ChartSeries line;
+    if (ideal && !s.x.empty()) {
+      line.label = fmt::format("{}: ideal linear scaling from {} replica{}", s.label, s.x.front(),
+                               s.x.front() == 1 ? "" : "s");
+      line.dashed = true;
+      line.markers = false;
+      line.colour = s.colour;
+      for (double n : s.x) line.x.push_back(n), line.y.push_back(s.y.front() * n / s.x.front());
+    }
+    chart.series.push_back(std::move(s));
+    if (ideal && !line.x.empty()) chart.series.push_back(std::move(line));
+  }
+  return {fmt::format("{}.svg", chart.id), chart.title, render_svg(chart)};
+}
+
+// Steps to the target of a group: to report.target_loss from the step records, else to the
+// target accuracy at the first epoch reaching it (mean over the finished runs that did).
+double steps_to_target(const ReportData& d, const GroupStats& g) {
+  if (d.target_loss) return g.target_loss_reached > 0 ? g.target_loss_steps : kNaN;
+  if (!g.target_acc) return kNaN;
+  std::vector<double> steps;
+  for (size_t ri : g.runs) {
+    const RunData& r = d.runs[ri];
+    if (!r.finished()) continue;
+    if (const EpochPoint* p = r.first_reaching(*g.target_acc)) steps.push_back(static_cast<double>(p->step));
+  }
+  return mean(steps);
+}
+
+// One point on the fit at batch b, as its own series (a marker), in colour `colour`.
+ChartSeries fit_marker(const BatchTradeoffFit& fit, double b, const std::string& label, int colour) {
+  ChartSeries m;
+  m.label = label;
+  m.colour = colour;
+  m.x = {fit.samples(b)};
+  m.y = {fit.steps(b)};
+  return m;
+}
+
+// The fitted curve of one line, and its markers at the fitted B_crit and the measured B_simple.
+void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, double b_simple, int colour,
+             const std::string& label, LineChart& chart) {
+  ChartSeries curve;
+  curve.label = fmt::format("{}: fit S_min = {:.0f} steps, E_min = {:.3g} samples", label, fit.s_min, fit.e_min);
+  curve.dashed = true;
+  curve.markers = false;
+  curve.colour = colour;
+  const double lo = *std::min_element(batches.begin(), batches.end()) / 4;
+  const double hi = *std::max_element(batches.begin(), batches.end()) * 4;
+  for (int i = 0; i <= 40; ++i) {
+    const double b = lo * std::pow(hi / lo, i / 40.0);
+    curve.x.push_back(fit.samples(b));
+    curve.y.push_back(fit.steps(b));
+  }
+  chart.series.push_back(std::move(curve));
+  chart.series.push_back(fit_marker(fit, fit.b_crit, fmt::format("{}: fitted B_crit = {:.0f}", label, fit.b_crit), colour));
+  if (b_simple > 0)
+    chart.series.push_back(fit_marker(
+        fit, b_simple, fmt::format("{}: measured B_simple = {:.0f} (mean over the groups' last epochs)", label, b_simple),
+        7));  // black: the palette's last colour, apart from the fit's
+}
+
+// Steps vs samples to the target across global batches, with the McCandlish fit per line.
+std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
+  const std::string target = d.target_loss ? fmt::format("training loss {:g}", *d.target_loss)
+                             : !d.groups.empty() && d.groups[0].target_acc
+                                 ? fmt::format("test accuracy {:.2f}%", 100 * *d.groups[0].target_acc)
+                                 : std::string();
+  if (target.empty()) return std::nullopt;
+  LineChart chart = line_chart("batch_tradeoff", fmt::format("Steps vs samples to {} across global batches", target),
+                             "samples to target (log scale)", "steps to target (log scale)");
+  chart.x_scale = XScale::kLog10;
+  chart.log_y = true;
+  int colour = 0;
+  bool any = false;
+  for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
+    ChartSeries s;
+    s.label = fmt::format("{} (measured)", label.empty() ? std::string("all groups") : label);
+    s.colour = colour;
+    std::vector<double> batches, steps, noise;
+    for (const auto& [b, at] : by_x(d, groups, global_batch)) {
+      std::vector<double> to_target;  // the groups at this batch that reached the target
+      for (size_t gi : at) {
+        if (std::isfinite(steps_to_target(d, d.groups[gi]))) to_target.push_back(steps_to_target(d, d.groups[gi]));
+        if (d.groups[gi].noise_scale_last > 0) noise.push_back(d.groups[gi].noise_scale_last);
+      }
+      if (to_target.empty()) continue;
+      const double st = mean(to_target);
+      batches.push_back(b), steps.push_back(st), s.x.push_back(st * b), s.y.push_back(st);
+    }
+    if (s.x.size() < 2) continue;
+    any = true;
+    chart.series.push_back(std::move(s));
+    if (const auto fit = fit_batch_tradeoff(batches, steps))
+      add_fit(batches, *fit, noise.empty() ? kNaN : mean(noise), colour, label.empty() ? "all" : label, chart);
+    ++colour;
+  }
+  if (!any) return std::nullopt;
+  return NamedChart{"batch_tradeoff.svg", chart.title, render_svg(chart)};
+}
+
+// The sorted values of `key` over the finished groups when all are numbers, else empty.
+std::vector<double> numeric_values(const ReportData& d, const std::string& key) {
+  std::set<double> values;
+  for (const auto& g : d.groups) {
+    if (g.n == 0) continue;
+    const json v = value_of(g, key);
+    if (!v.is_number()) return {};
+    values.insert(v.get<double>());
+  }
+  return {values.begin(), values.end()};
+}
+
+// Exactly two swept settings, both numeric with 2 or more values: the metric over the grid.
+std::optional<NamedChart> metric_heatmap(const ReportData& d) {
+  const auto keys = swept_keys(d);
+  if (keys.size() != 2) return std::nullopt;
+  const auto xs = numeric_values(d, keys[0]), ys = numeric_values(d, keys[1]);
+  if (xs.size() < 2 || ys.size() < 2) return std::nullopt;
+  Heatmap m;
+  m.id = "acc_heatmap";
+  m.title = fmt::format("{} over {} and {}", d.final_epochs > 1 ? "Test accuracy (last epochs)" : "Final test accuracy",
+                        keys[0], keys[1]);
+  m.x_label = keys[0];
+  m.y_label = keys[1];
+  m.z_label = "mean over seeds, points";
+  for (double x : xs) m.x_values.push_back(fmt::format("{:g}", x));
+  for (double y : ys) m.y_values.push_back(fmt::format("{:g}", y));
+  m.z.assign(ys.size(), std::vector<double>(xs.size(), kNaN));
+  m.text.assign(ys.size(), std::vector<std::string>(xs.size(), "no runs"));
+  for (const auto& g : d.groups) {
+    if (g.n == 0) continue;
+    const auto c = std::find(xs.begin(), xs.end(), value_of(g, keys[0]).get<double>()) - xs.begin();
+    const auto r = std::find(ys.begin(), ys.end(), value_of(g, keys[1]).get<double>()) - ys.begin();
+    m.z[r][c] = g.metric.mean;
+    m.text[r][c] = g.metric_by_seed.size() > 1 ? fmt::format("{:.2f} \xC2\xB1{:.2f} (n={})", g.metric.mean, g.metric.std,
+                                                             g.metric_by_seed.size())
+                                               : fmt::format("{:.2f} (n=1)", g.metric.mean);
+  }
+  return NamedChart{"acc_heatmap.svg", m.title, render_heatmap(m)};
+}
+}  // namespace
+
+std::vector<NamedChart> axis_charts(const ReportData& d) {
+  std::vector<NamedChart> out;
+  if (varies(d, global_batch)) out.push_back(accuracy_vs_batch(d));
+  if (varies(d, replica_count)) {
+    out.push_back(over_replicas(d,
+                                line_chart("throughput_vs_replicas", "Images/s vs replicas (dashed: ideal linear scaling)",
+                                         "replicas", "training images/s (mean over epochs and seeds)"),
+                                [](const GroupStats& g) { return g.images_per_s; }, true));
+    const bool reached = std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) {
+      return g.target_reached > 0;
+    });
+    if (reached && d.groups[0].target_acc)
+      out.push_back(over_replicas(
+          d,
+          line_chart("target_time_vs_replicas",
+                   fmt::format("Time to {:.2f}% test accuracy vs replicas", 100 * *d.groups[0].target_acc), "replicas",
+                   "wall-clock seconds to target (mean over the runs that reached it)"),
+          [](const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : kNaN; }, false));
+  }
+  if (varies(d, global_batch))
+    if (auto chart = batch_tradeoff(d)) out.push_back(std::move(*chart));
+  if (auto chart = metric_heatmap(d)) out.push_back(std::move(*chart));
+  return out;
+}
+
+}  // namespace ddplab::report
