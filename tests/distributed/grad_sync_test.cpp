@@ -277,12 +277,18 @@ TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
       return out;
     };
     before[r] = buckets();
-    // The ranks write the loss's terms in opposite orders, and their gradients arrive in
-    // opposite orders: rank 0's a, b, c, rank 1's c, b, a (with the orders swapped, both ranks
-    // end with buckets c, b, a: the rebuild follows whichever order rank 0 had).
+    // The ranks build the loss's terms in opposite orders, one statement each (the operands of
+    // one overloaded + are evaluated in an unspecified order: GCC right to left, clang left to
+    // right). Backward runs the most recently created node first, so the gradients arrive in the
+    // reverse of the order the terms were built: rank 0's a, b, c, rank 1's c, b, a (with the
+    // orders swapped, both ranks end with buckets c, b, a: the rebuild follows rank 0's order).
     auto loss = [&] {
-      return r == 0 ? (a * 3.0).sum() + (b * 2.0).sum() + (c * 1.0).sum()
-                    : (c * 1.0).sum() + (b * 2.0).sum() + (a * 3.0).sum();
+      std::vector<at::Tensor> terms;
+      for (int k = 0; k < 3; ++k) {
+        const int i = r == 0 ? 2 - k : k;  // rank 0 builds c, b, a; rank 1 a, b, c
+        terms.push_back((ps[i] * (3.0 - i)).sum());
+      }
+      return terms[0] + terms[1] + terms[2];
     };
     for (int step = 0; step < 2; ++step) {
       sync.prepare_for_backward();
