@@ -343,12 +343,45 @@ TEST(GradSync, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f) << "(1 + 3) / 2 is exact in bfloat16";
     EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
-    // The local norms ride in the bf16 bucket too: 8 bits of mantissa, relative error <= 2^-8.
-    EXPECT_NEAR(s.local_mean[r], local_mean, local_mean / 256) << "rank " << r;
-    EXPECT_NE(s.local_mean[r], local_mean) << "7.5e6 is not a bfloat16 number: it was rounded on the wire";
-    EXPECT_TRUE(s.stop[r]) << "the stop flag survives the cast";
+    // The control slots travel in fp32: 7.5e6 is exact in fp32 but not a bfloat16 number (the
+    // nearest are 7,471,104 and 7,503,872), so a bf16 wire would have rounded it.
+    EXPECT_EQ(s.local_mean[r], local_mean) << "rank " << r;
+    EXPECT_TRUE(s.stop[r]);
   }
-  EXPECT_EQ(s.payload, (2 * 300000 + 2) * 2) << "bfloat16 on the wire";
+  EXPECT_EQ(s.payload, 2 * 300000 * 2 + 2 * 4) << "gradients in bfloat16, the two control slots in fp32";
+}
+
+// One step of the bf16 wire, element for element: each rank's gradient divided by N in fp32,
+// cast to bfloat16, the two summed in bfloat16 (one rounding per element, in either order), cast
+// back. Random gradients, so most elements round.
+TEST(GradSync, Bf16WireRoundsEachElementAsTheReferenceDoes) {
+  const int64_t n = 300000;
+  auto gradient = [&](int rank, int param) {
+    auto gen = at::detail::createCPUGenerator(100 + 10 * rank + param);
+    return torch::randn({n}, gen);
+  };
+  std::vector<std::vector<at::Tensor>> reduced(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    auto a = torch::zeros({n}, torch::requires_grad());
+    auto b = torch::zeros({n}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b};
+    GradSyncOptions options = small_buckets();
+    options.compress_bf16 = true;
+    GradSync sync(ps, comm, options);
+    EXPECT_EQ(sync.bucket_count(), 2);
+    sync.prepare_for_backward();
+    ((a * gradient(r, 0)).sum() + (b * gradient(r, 1)).sum()).backward();
+    sync.finalize();
+    reduced[r] = {a.grad().clone(), b.grad().clone()};
+  });
+  for (int param = 0; param < 2; ++param) {
+    const auto g0 = gradient(0, param), g1 = gradient(1, param);
+    const auto expect = ((g0 / 2).to(torch::kBFloat16) + (g1 / 2).to(torch::kBFloat16)).to(torch::kFloat32);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(torch::equal(reduced[r][param], expect)) << "rank " << r << " param " << param;
+    EXPECT_FALSE(torch::equal(expect, g0 / 2 + g1 / 2)) << "the wire rounded";
+  }
 }
 
 TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {

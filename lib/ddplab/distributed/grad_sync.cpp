@@ -71,7 +71,10 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
     b.flat = torch::zeros({numel + (last ? kExtraSlots : 0)}, params_[g.front()].options().requires_grad(false));
-    if (options_.compress_bf16) b.wire = torch::empty_like(b.flat, b.flat.options().dtype(torch::kBFloat16));
+    if (options_.compress_bf16) {
+      b.wire = torch::empty({numel}, b.flat.options().dtype(torch::kBFloat16));
+      if (last) b.control = torch::zeros({kExtraSlots}, b.flat.options());
+    }
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
@@ -86,6 +89,7 @@ void GradSync::prepare_for_backward() {
     b.flat.zero_();
     b.pending = b.params.size();
     b.work.reset();
+    b.control_work.reset();
     for (size_t k = 0; k < b.params.size(); ++k) {
       auto& p = params_[b.params[k]];
       p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
@@ -120,9 +124,18 @@ void GradSync::launch(Bucket& bucket) {
   local_sq_ += grads.dot(grads);
   if (&bucket == &buckets_.back()) bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
   if (options_.mean) bucket.flat.div_(comm_->size);
-  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
-  std::vector<at::Tensor> tensors{bucket.wire.defined() ? bucket.wire : bucket.flat};
-  bucket.work = comm_->backend->allreduce(tensors);
+  if (!bucket.wire.defined()) {
+    std::vector<at::Tensor> tensors{bucket.flat};
+    bucket.work = comm_->backend->allreduce(tensors);
+    return;
+  }
+  bucket.wire.copy_(grads);
+  std::vector<at::Tensor> wire{bucket.wire};
+  bucket.work = comm_->backend->allreduce(wire);
+  if (!bucket.control.defined()) return;
+  bucket.control.copy_(bucket.flat.narrow(0, bucket.grad_numel, kExtraSlots));
+  std::vector<at::Tensor> control{bucket.control};
+  bucket.control_work = comm_->backend->allreduce(control);
 }
 
 void GradSync::finalize() {
@@ -135,12 +148,16 @@ void GradSync::finalize() {
   // measure that stall on the stream itself. Nothing to wait for (one replica, no_sync): no timing.
   if (reducing()) {
     timer_.start();
-    for (auto& b : buckets_)
+    for (auto& b : buckets_) {
       if (b.work) b.work->wait();
+      if (b.control_work) b.control_work->wait();
+    }
     timer_.stop();
   }
-  for (auto& b : buckets_)
-    if (b.work && b.wire.defined()) b.flat.copy_(b.wire);
+  for (auto& b : buckets_) {
+    if (b.work && b.wire.defined()) b.flat.narrow(0, 0, b.grad_numel).copy_(b.wire);
+    if (b.control_work) b.flat.narrow(0, b.grad_numel, kExtraSlots).copy_(b.control);
+  }
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
   // reduced values back where the optimizer reads them.
   for (auto& b : buckets_)
@@ -213,7 +230,10 @@ at::Tensor GradSync::mean_grad_norm_squared() const {
 
 int64_t GradSync::payload_bytes() const {
   int64_t bytes = 0;
-  for (const auto& b : buckets_) bytes += b.flat.numel() * (b.wire.defined() ? b.wire : b.flat).element_size();
+  for (const auto& b : buckets_) {
+    if (!b.wire.defined()) bytes += b.flat.numel() * b.flat.element_size();
+    else bytes += b.wire.numel() * b.wire.element_size() + (b.control.defined() ? b.control.numel() * b.control.element_size() : 0);
+  }
   return bytes;
 }
 

@@ -28,8 +28,11 @@
 // |G_small|^2, see noise_scale.h), again without an extra collective.
 //
 // compress_bf16 (replicas.grad_dtype "bf16") is DDP's bf16_compress_hook: a launched bucket is
-// divided by the world size in fp32, cast into a persistent bfloat16 buffer of the same length,
-// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize().
+// divided by the world size in fp32, its gradients cast into a persistent bfloat16 buffer,
+// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize(). The
+// control slots of the last bucket are not gradients and stay fp32: they travel in a second,
+// small fp32 all-reduce issued right after the last bucket's (bf16 would round the local squared
+// norm that the noise scale magnifies; the stop flag would survive, but one path serves both).
 //
 // set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
 // EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
@@ -79,7 +82,8 @@ class GradSync {
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
   // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
   int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
-  // Bytes all-reduced per step: every bucket, extra slots included, in the wire dtype.
+  // Bytes all-reduced per step: every bucket's gradients in the wire dtype, plus the extra slots
+  // (always fp32).
   int64_t payload_bytes() const;
   // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
   at::Tensor grad_norm_squared() const;
@@ -111,9 +115,10 @@ class GradSync {
     std::vector<int64_t> offsets;
     int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
     at::Tensor flat;
-    at::Tensor wire;  // compress_bf16: the bf16 copy that is all-reduced; else undefined
+    at::Tensor wire;     // compress_bf16: the bf16 copy of the gradients that is all-reduced; else undefined
+    at::Tensor control;  // compress_bf16, last bucket: the fp32 copy of the extra slots that is all-reduced
     size_t pending = 0;
-    c10::intrusive_ptr<c10d::Work> work;
+    c10::intrusive_ptr<c10d::Work> work, control_work;
   };
 
   static constexpr int64_t kExtraSlots = 2;  // control (stop), local squared norm
