@@ -180,7 +180,7 @@ void Trainer::build_training() {
   if (simulated_) {
     std::vector<uint64_t> seeds;
     for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
-    sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_);
+    sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_, sync_options_.compress_bf16);
   }
 }
 
