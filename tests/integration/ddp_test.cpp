@@ -68,9 +68,9 @@ TEST(Ddp, Bf16GradientAllReduceHalvesTheBytesAndStaysCloseToFp32) {
   auto bf16 = run_spec(ws, spec, "bf16");
   ASSERT_EQ(bf16.command.exit_code, 0) << bf16.command.output << "\n(the replica consistency audit ran every epoch)";
   ASSERT_EQ(bf16.records.size(), 2u);
-  // Half the gradient bytes; the control slots stay fp32 on both wires: 8 steps x 2 slots x 4 bytes
+  // Half the gradient bytes; the control slots stay fp32 on both wires: 8 steps x 6 slots (stop, noise, 4 used) x 4 bytes
   // (2 ranks: a ring all-reduce sends 2 (N - 1) / N = 1 x the payload).
-  EXPECT_EQ(2 * bf16.records[1]["comm_bytes"].get<int64_t>() - fp32.records[1]["comm_bytes"].get<int64_t>(), 8 * 2 * 4);
+  EXPECT_EQ(2 * bf16.records[1]["comm_bytes"].get<int64_t>() - fp32.records[1]["comm_bytes"].get<int64_t>(), 8 * 6 * 4);
   const double diff = max_relative_difference(fp32.params, bf16.params);
   EXPECT_GT(diff, 0.0) << "the gradients were rounded to bfloat16 on the wire";
   EXPECT_LT(diff, 0.05) << "16 steps of bf16-rounded gradients stay close to fp32";

@@ -14,11 +14,19 @@
 // size first (as DDP), `sum` adds.
 //
 // After the first step the buckets are rebuilt once in the order gradients actually arrived
-// on rank 0 (broadcast, so every rank agrees), as DDP does. Parameters that received no
-// gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
-// `received_grad()` reports them to the audits.
+// on rank 0 (broadcast, so every rank agrees), as DDP does. A parameter that received no
+// gradient in a backward contributes zeros to its bucket, which is still reduced (no hang);
+// if no replica used it (globally unused, as DDP's find_unused_parameters=True finds it) its
+// .grad is left undefined after finalize(), so the optimizer skips it as torch.optim does a
+// parameter whose .grad is None (no momentum or weight-decay step); used by any replica, it gets
+// the reduced gradient. `received_grad()` reports the parameters this replica never used to the
+// audits.
 //
-// The last bucket (the last to be reduced) carries two extra floats after the gradients. The
+// The last bucket (the last to be reduced) carries extra floats after the gradients. The
+// used slots: one per parameter, 1 where this replica's backward reached it (filled at launch,
+// when every hook of the backward has fired: the last bucket launches last), so after the
+// all-reduce a slot is > 0 where any replica used the parameter. They are read on the host only
+// when this replica left a parameter unused (no host sync per step otherwise). The
 // control slot: request_stop() sets it before backward; after finalize(), stop_flag() is > 0
 // on every rank if any rank asked, so all ranks stop after the same step without an extra
 // collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
@@ -113,7 +121,7 @@ class GradSync {
   struct Bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
-    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
+    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ extra_slots() in the last bucket)
     at::Tensor flat;
     at::Tensor wire;     // compress_bf16: the bf16 copy of the gradients that is all-reduced; else undefined
     at::Tensor control;  // compress_bf16, last bucket: the fp32 copy of the extra slots that is all-reduced
@@ -121,7 +129,10 @@ class GradSync {
     c10::intrusive_ptr<c10d::Work> work, control_work;
   };
 
-  static constexpr int64_t kExtraSlots = 2;  // control (stop), local squared norm
+  // control (stop), local squared norm, then one used slot per parameter
+  static constexpr int64_t kControlSlots = 2;
+  int64_t extra_slots() const { return kControlSlots + static_cast<int64_t>(params_.size()); }
+  std::vector<size_t> unused_by_all() const;
   bool reducing() const { return comm_ != nullptr && comm_->size > 1 && require_sync_; }
   void build_buckets(const std::vector<size_t>& order);
   void mark_ready(size_t param);
@@ -137,6 +148,7 @@ class GradSync {
   std::vector<int64_t> index_in_;   // param -> position in its bucket
   size_t next_bucket_ = 0;
   std::vector<bool> received_;
+  std::vector<bool> used_;          // per parameter: its hook fired since prepare_for_backward()
   std::vector<size_t> arrival_;     // first-iteration arrival order
   bool rebuilt_ = false;
   int64_t steps_ = 0;

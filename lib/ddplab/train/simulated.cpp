@@ -51,6 +51,7 @@ void SimulatedReplicas::begin_step() {
     for (const auto& p : params_)
       grad_sum_.push_back(torch::zeros_like(p.detach(), bf16_wire_ ? torch::kBFloat16 : p.scalar_type()));
   for (auto& g : grad_sum_) g.zero_();
+  used_.assign(params_.size(), false);
   norm_sum_ = torch::zeros({}, params_.empty() ? torch::TensorOptions().dtype(torch::kFloat64)
                                                : params_[0].options().dtype(torch::kFloat64));
 }
@@ -71,6 +72,7 @@ void SimulatedReplicas::end_replica(int k) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& g = params_[i].grad();
     if (!g.defined()) continue;
+    used_[i] = true;
     norm_sum_ += g.pow(2).sum().to(torch::kFloat64);
     // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; the bf16 wire then rounds
     // the contribution, and bf16 + bf16 rounds the sum, as the all-reduce's bf16 reduction.
@@ -84,8 +86,9 @@ void SimulatedReplicas::end_step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
     // Write into the existing .grad (a GradSync bucket view), so the buckets stay in place.
-    if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
-    else if (p.requires_grad()) p.mutable_grad() = grad_sum_[i].to(p.scalar_type());
+    if (!used_[i]) p.mutable_grad() = at::Tensor();
+    else if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
+    else p.mutable_grad() = grad_sum_[i].to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   }
   copy_all(model_.buffers(), rank0_buffers_);
 }

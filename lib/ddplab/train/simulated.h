@@ -17,6 +17,8 @@
 // What makes the replicas differ is kept per replica, as separate processes keep it:
 //   - the dropout RNG stream: N states of the device's default generator, replica k's seeded as
 //     process k seeds it (train/trainer.h), swapped in by begin_replica(k) and out by end_replica(k);
+//   - a parameter that no shard's backward reached keeps its .grad undefined (GradSync leaves
+//     it so per shard; end_step() too when no shard used it), as DDP for a globally unused one;
 //   - BatchNorm (ghost batch norm): each shard is normalized with its own batch statistics, and
 //     buffers follow DDP's broadcast_buffers=True: every replica starts the step from rank 0's
 //     buffers, and rank 0's updated buffers are the ones kept (every module buffer is treated so;
@@ -65,6 +67,7 @@ class SimulatedReplicas {
   at::Generator generator_;
   std::vector<at::Tensor> rng_states_;
   std::vector<at::Tensor> grad_sum_;     // per parameter: sum_k g_k (/ N under mean), bf16 under bf16_wire
+  std::vector<bool> used_;               // per parameter: some shard's backward reached it
   at::Tensor norm_sum_;                  // sum_k |g_k|^2
   std::vector<at::Tensor> step_buffers_; // rank 0's buffers at the start of the step
   std::vector<at::Tensor> rank0_buffers_;  // rank 0's buffers after its forward
