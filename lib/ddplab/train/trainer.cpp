@@ -328,19 +328,22 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   set_lr(*optimizer_, totals.lr);
   const bool reduce = replica_sync_->reduces_gradients(global_step_);
   sync_->set_require_sync(reduce);
-  sync_->request_stop(stop_signal() != 0 || (spec_.debug.fault == config::Fault::kStop && fault_now()));
+  fault_stop_ = fault_stop_ || (spec_.debug.fault == config::Fault::kStop && fault_now());
+  const bool stop_wanted = stop_signal() != 0 || fault_stop_;
+  sync_->request_stop(stop_wanted);
   broadcast_buffers();
   compute_gradients(batch_x, batch_y, totals);
   const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
   if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
   readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
-  unread_.emplace_back(global_step_, totals.lr);
+  unread_.push_back({global_step_, totals.lr, !reduce && size_ > 1});
   if (spec_.debug.fault == config::Fault::kUpdateFirstOnly)
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
   bool stop = false;
   while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
-  const auto synced = replica_sync_->after_step(global_step_, stop_signal() != 0);
+  const auto synced = replica_sync_->after_step(global_step_, {stop_wanted, local_divergence_.has_value()});
+  if (synced.diverged) diverge_agreed(epoch);
   stop = stop || synced.stop;
   totals.comm_bytes += synced.bytes;
   if (audit_pending_ && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
@@ -389,19 +392,33 @@ void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) 
   noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
 }
 
-// Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run. Returns whether the
-// replicas agreed to stop after that step.
+// Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run (a local one at the
+// next agreement, diverge_agreed()). Returns whether the replicas agreed to stop after that step.
 bool Trainer::read_step(int epoch, EpochTotals& totals) {
   const auto values = readback_->pop();
-  const auto [at_step, at_lr] = unread_.front();
+  const Unread at = unread_.front();
   unread_.pop_front();
   const double grad_norm = std::sqrt(values[0]);
-  if (!std::isfinite(grad_norm))
-    throw Diverged(fmt::format("diverged at epoch {}, step {}: the gradient norm is {} (lr {:g})", epoch + 1, at_step,
-                               std::isnan(grad_norm) ? "NaN" : "Inf", at_lr),
-                   epoch + 1, at_step);
+  if (!std::isfinite(grad_norm)) {
+    Diverged diverged(fmt::format("diverged at epoch {}, step {}: the {}gradient norm is {} (lr {:g})", epoch + 1,
+                                  at.step, at.local ? fmt::format("local (rank {}) ", rank_) : "",
+                                  std::isnan(grad_norm) ? "NaN" : "Inf", at.lr),
+                      epoch + 1, at.step);
+    if (!at.local) throw diverged;
+    if (!local_divergence_) local_divergence_ = diverged;
+    return values[1] > 0;
+  }
   totals.grad_norm_sum += grad_norm;
   return values[1] > 0;
+}
+
+// Every rank throws at the same agreement point: the rank that diverged names its own step.
+void Trainer::diverge_agreed(int epoch) {
+  if (local_divergence_) throw *local_divergence_;
+  throw Diverged(fmt::format("diverged by epoch {}, step {}: another replica's local gradient norm was NaN or Inf "
+                             "(agreed at the first averaging point or epoch end after it)",
+                             epoch + 1, global_step_),
+                 epoch + 1, global_step_);
 }
 
 // A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
@@ -475,14 +492,15 @@ Trainer::Evaluation Trainer::evaluate() {
 // The epoch's train and test metrics summed over all replicas, then the replica audit (both
 // collectives, in this order on every rank).
 EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
+  const auto diverged = torch::full({}, local_divergence_ ? 1.0 : 0.0, totals.loss_sum.options());
   auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64), test.loss_sum,
-                            test.correct.to(torch::kFloat64)})
+                            test.correct.to(torch::kFloat64), diverged})
                   .cpu();
-  if (comm_) {
-    distributed::allreduce_sum(*comm_, sums);
-    audit_replicas(epoch);
-  }
+  if (comm_) distributed::allreduce_sum(*comm_, sums);
   const auto t = sums.accessor<double, 1>();
+  // A local divergence not yet agreed at an averaging point: every rank stops here, before the audit.
+  if (t[4] > 0) diverge_agreed(epoch);
+  if (comm_) audit_replicas(epoch);
   return {t[0], t[1], t[2], t[3]};
 }
 

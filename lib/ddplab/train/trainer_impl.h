@@ -79,6 +79,7 @@ class Trainer {
   void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
   bool read_step(int epoch, EpochTotals& totals);
   [[noreturn]] void stop_cleanly(int epoch, int64_t step, EpochTotals& totals);
+  [[noreturn]] void diverge_agreed(int epoch);
   void broadcast_buffers();
 
   // The end of an epoch.
@@ -153,7 +154,17 @@ class Trainer {
   std::vector<at::Tensor> snapshot_;  // the parameters at its start, for the update audit
   Clock::time_point epoch_start_, last_progress_;
   std::optional<runtime::HostReadback> readback_;
-  std::deque<std::pair<int64_t, double>> unread_;  // global step and lr of each value pushed
+  struct Unread {
+    int64_t step = 0;    // global step
+    double lr = 0;
+    bool local = false;  // the pushed gradient norm is this replica's own (local SGD / EASGD, N > 1)
+  };
+  std::deque<Unread> unread_;  // of each value pushed
+  // Local SGD / EASGD: the first NaN or Inf local gradient norm, which only this rank saw; every
+  // rank stops at the next agreement (an averaging point or the epoch's end) instead of this one
+  // alone (its peers would then fail on a closed connection).
+  std::optional<Diverged> local_divergence_;
+  bool fault_stop_ = false;  // debug fault stop fired: asked at every agreement point until one comes
 };
 
 }  // namespace ddplab::train
