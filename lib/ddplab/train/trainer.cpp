@@ -389,7 +389,11 @@ void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) 
   totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas_);
   // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
   const auto mean_sq = sync_options_.mean ? grad_sq : grad_sq / (static_cast<double>(replicas_) * replicas_);
-  noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
+  // Under sync_bn a replica's gradient is not that of B/N independent samples (SyncBatchNorm's
+  // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
+  // so nothing is measured (docs/ddp-semantics.md).
+  if (!spec_.model.sync_bn)
+    noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
 }
 
 // Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run (a local one at the
