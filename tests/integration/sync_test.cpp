@@ -159,6 +159,24 @@ TEST(Easgd, AStopRequestIsAgreedAtTheNextElasticStep) {
   EXPECT_EQ(manifest["checkpoint"]["step_in_epoch"], 4) << "stopped after the elastic step of step 3";
 }
 
+// The averaged weights that local SGD and EASGD evaluate and save would meet rank 0's BatchNorm
+// statistics, gathered for rank 0's own weights: refused before any run directory is made.
+TEST(LocalSgd, ABatchNormModelIsRefusedNamingTheSpecKeys) {
+  Workspace ws(256, 100);
+  const std::vector<nlohmann::json> syncs{{{"local_sgd", {{"period", 4}}}},
+                                          {{"easgd", {{"period", 4}, {"alpha", 0.25}}}}};
+  for (const auto& sync : syncs) {
+    auto spec = two_replicas(ws, "bn");
+    spec["model"] = {{"name", "resnet20"}};
+    spec["replicas"]["sync"] = sync;
+    auto r = run_spec(ws, spec, "bn");
+    EXPECT_EQ(r.command.exit_code, 2) << r.command.output;
+    for (const char* culprit : {"/replicas/sync", "model.name \"resnet20\"", "BatchNorm"})
+      EXPECT_NE(r.command.output.find(culprit), std::string::npos) << culprit << " in " << r.command.output;
+    EXPECT_FALSE(std::filesystem::exists(ws.out() / "bn")) << "refused before a run directory";
+  }
+}
+
 TEST(Easgd, CenterAuditCatchesReplicasThatStartedApart) {
   // Without the initial broadcast every rank's center is its own initial model: the audit of the
   // center variable stops the run.

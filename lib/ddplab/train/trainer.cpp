@@ -47,6 +47,21 @@ void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPai
                             spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
 }
 
+// Local SGD and EASGD evaluate and save averaged weights (the replicas' mean, the center). A model
+// with BatchNorm would be evaluated with rank 0's running statistics, gathered for rank 0's own
+// weights, not for the averaged ones: a biased test accuracy and saved model. Refused rather than
+// measured wrong (docs/ddp-semantics.md, item 2).
+void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module& model) {
+  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 ||
+      model.buffers().empty())
+    return;
+  throw Error(fmt::format(
+      "/replicas/sync: {} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running "
+      "statistics, which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
+      "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
+      config::name(spec.replicas.sync.method), config::name(spec.model.name), config::name(spec.replicas.sync.method)));
+}
+
 NamedTensors named_parameters(torch::nn::Module& model) {
   NamedTensors named;
   for (const auto& item : model.named_parameters()) named.emplace_back(item.key(), item.value());
@@ -64,6 +79,7 @@ void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& da
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
   auto model = models::make_model(spec.model, input_shape(*transform, data));
+  check_sync_fits_model(spec, *model);
   make_optimizer(spec.optimizer, named_parameters(*model));
 }
 
@@ -124,6 +140,7 @@ void Trainer::load_data() {
 void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (skip_broadcast_ ? rank_ : 0));
   model_ = models::make_model(spec_.model, input_shape(*transform_, *data_));
+  check_sync_fits_model(spec_, *model_);
   place_on_device();
 }
 
