@@ -416,6 +416,42 @@ TEST(GradSync, Bf16WireRoundsEachElementAsTheReferenceDoes) {
   }
 }
 
+// DDP's no_sync(): backwards without sync accumulate, the next synced backward reduces the sum
+// (gradient accumulation). Rank r's micro-batch gradients are k_r per backward, three backwards.
+TEST(GradSync, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
+  std::vector<float> after_local(2), reduced(2);
+  std::vector<double> local_mean(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    const double k = r == 0 ? 1.0 : 3.0;
+    auto a = torch::zeros({300000}, torch::requires_grad());
+    auto b = torch::zeros({300000}, torch::requires_grad());
+    std::vector<at::Tensor> ps{a, b};
+    GradSync sync(ps, comm, small_buckets());
+    sync.set_require_sync(false);
+    for (int micro = 0; micro < 2; ++micro) {
+      sync.prepare_for_backward(/*accumulate=*/micro > 0);
+      ((a * k).sum() + (b * (2 * k)).sum()).backward();
+      sync.finalize();
+    }
+    after_local[r] = a.grad()[0].item<float>();
+    sync.set_require_sync(true);
+    sync.prepare_for_backward(/*accumulate=*/true);
+    ((a * k).sum() + (b * (2 * k)).sum()).backward();
+    sync.finalize();
+    reduced[r] = a.grad()[0].item<float>() + 10 * b.grad()[0].item<float>();
+    local_mean[r] = sync.local_norm_squared_mean().item<double>();
+  });
+  const double n = 300000;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(after_local[r], r == 0 ? 2.0f : 6.0f) << "rank " << r << ": two local backwards summed";
+    // Sums 3 k_r and 6 k_r: a (3 + 9) / 2 = 6, b (6 + 18) / 2 = 12.
+    EXPECT_FLOAT_EQ(reduced[r], 6 + 10 * 12) << "rank " << r;
+    // The local norm is the accumulated gradient's: |(3, 6)|^2 n and |(9, 18)|^2 n, averaged.
+    EXPECT_NEAR(local_mean[r], n * (45 + 405) / 2, n * 225 * 1e-6) << "rank " << r;
+  }
+}
+
 TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {
   auto s = two_rank_step(/*mean=*/true, /*require_sync=*/false, /*stop_rank=*/0);
   EXPECT_FLOAT_EQ(s.reduced_a[0], 1.0f);

@@ -84,10 +84,11 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
   }
 }
 
-void GradSync::prepare_for_backward() {
+void GradSync::prepare_for_backward(bool accumulate) {
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {
-    b.flat.zero_();
+    if (!accumulate) b.flat.zero_();
+    else if (&b == &buckets_.back()) b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
     b.pending = b.params.size();
     b.work.reset();
     b.control_work.reset();
@@ -96,7 +97,7 @@ void GradSync::prepare_for_backward() {
       p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
     }
   }
-  used_.assign(params_.size(), false);
+  if (!accumulate) used_.assign(params_.size(), false);
   if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
   if (reducing() && !buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
   next_bucket_ = 0;
@@ -110,7 +111,9 @@ void GradSync::mark_ready(size_t param) {
   TORCH_INTERNAL_ASSERT(b >= 0, "gradient hook fired for a parameter without a bucket");
   Bucket& bucket = buckets_[b];
   // A parameter used twice in one graph still accumulates once; its hook fires once per backward.
-  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b, " got more gradients than it has parameters");
+  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b,
+                        " got more gradients than it has parameters (a second backward without "
+                        "prepare_for_backward()?)");
   auto& p = params_[param];
   auto view = bucket.flat.narrow(0, bucket.offsets[index_in_[param]], p.numel());
   if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad().reshape({-1}));

@@ -42,8 +42,13 @@
 // small fp32 all-reduce issued right after the last bucket's (bf16 would round the local squared
 // norm that the noise scale magnifies; the stop flag would survive, but one path serves both).
 //
-// set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
-// EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
+// set_require_sync(false) is DDP's require_backward_grad_sync = False: buckets are filled but not
+// reduced (local SGD and EASGD between their averaging points); no stop is agreed and no local
+// norm is averaged then. DDP's no_sync() also leaves the gradients to accumulate over several
+// backwards (DDP does not zero them; the user's zero_grad() does): here prepare_for_backward()
+// zeroes the buckets unless given accumulate = true, so gradient accumulation is
+//   set_require_sync(false); for k < K-1: prepare_for_backward(k > 0); backward; finalize();
+//   set_require_sync(true);  prepare_for_backward(true); backward; finalize();  // reduces the sum
 //
 // Without a Comm (one replica) the same buckets and views are used, minus the collectives.
 #pragma once
@@ -77,7 +82,10 @@ class GradSync {
   GradSync& operator=(const GradSync&) = delete;
 
   // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
-  void prepare_for_backward();
+  // accumulate = true keeps the gradients the buckets hold (backwards since the last zeroing,
+  // under set_require_sync(false)) and adds the next backward's to them, as DDP's no_sync(); the
+  // control slots start afresh either way. A second backward needs a prepare_for_backward() first.
+  void prepare_for_backward(bool accumulate = false);
   // Launches any bucket not yet launched and waits for all (on CUDA the compute stream waits;
   // the host does not).
   void finalize();
@@ -104,7 +112,8 @@ class GradSync {
   // (0-dim tensor, no host sync). Undefined after a step that was not reduced.
   const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
 
-  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (no_sync()).
+  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (see above for
+  // no_sync()'s accumulation).
   void set_require_sync(bool sync) { require_sync_ = sync; }
   // Per parameter: whether its hook fired since the last reset_received().
   const std::vector<bool>& received_grad() const { return received_; }
@@ -148,7 +157,7 @@ class GradSync {
   std::vector<int64_t> index_in_;   // param -> position in its bucket
   size_t next_bucket_ = 0;
   std::vector<bool> received_;
-  std::vector<bool> used_;          // per parameter: its hook fired since prepare_for_backward()
+  std::vector<bool> used_;          // per parameter: its hook fired since the buckets were zeroed
   std::vector<size_t> arrival_;     // first-iteration arrival order
   bool rebuilt_ = false;
   int64_t steps_ = 0;
