@@ -24,17 +24,20 @@ void expect_same_training(const RunOutput& a, const RunOutput& b, double tol) {
   EXPECT_LE(max_relative_difference(a.params, b.params), tol);
 }
 
+// Runs `spec` as `name` on `count` replicas; the run must succeed.
+RunOutput run_on(const Workspace& ws, nlohmann::json spec, int count, const std::string& name) {
+  spec["replicas"]["count"] = count;
+  auto out = run_spec(ws, spec, name);
+  EXPECT_EQ(out.command.exit_code, 0) << out.command.output;
+  return out;
+}
+
 TEST(Ddp, ReplicasOfSmallerBatchesEqualOneReplicaOfTheGlobalBatch) {
   Workspace ws;
   auto spec = ws.base_spec("eq");
-  auto one = run_spec(ws, spec, "one");
-  ASSERT_EQ(one.command.exit_code, 0) << one.command.output;
-  spec["replicas"]["count"] = 2;
-  auto two = run_spec(ws, spec, "two");
-  ASSERT_EQ(two.command.exit_code, 0) << two.command.output;
-  spec["replicas"]["count"] = 4;
-  auto four = run_spec(ws, spec, "four");
-  ASSERT_EQ(four.command.exit_code, 0) << four.command.output;
+  auto one = run_on(ws, spec, 1, "one");
+  auto two = run_on(ws, spec, 2, "two");
+  auto four = run_on(ws, spec, 4, "four");
   ASSERT_EQ(one.records.size(), 2u);
   EXPECT_EQ(two.records[0]["replicas"], 2);
   EXPECT_EQ(four.records[0]["global_batch"], 64);
@@ -53,11 +56,8 @@ TEST(Ddp, MultiBucketModelWithAPartialLastBatchEqualsOneReplica) {
   auto spec = ws.base_spec("buckets");
   spec["model"] = {{"name", "mnist_cnn"}, {"dropout", 0.0}};
   spec["epochs"] = 1;
-  auto one = run_spec(ws, spec, "one");
-  ASSERT_EQ(one.command.exit_code, 0) << one.command.output;
-  spec["replicas"]["count"] = 2;
-  auto two = run_spec(ws, spec, "two");
-  ASSERT_EQ(two.command.exit_code, 0) << two.command.output;
+  auto one = run_on(ws, spec, 1, "one");
+  auto two = run_on(ws, spec, 2, "two");
   ASSERT_EQ(two.records.size(), 1u);
   EXPECT_EQ(two.records[0]["step"], 7) << "the partial batch of 52 is dropped";
   // A convolution sums over another batch split: rounding grows a little faster than the MLP's.
