@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
-  ddplab::config::ModelSpec spec;
+  ddplab::models::ModelOptions spec;
   spec.name = ddplab::config::parse_setting<ddplab::config::ModelName>(model_name, "argument 1 (model)");
   auto model = ddplab::models::make_model(spec, {});
   model->to(device);

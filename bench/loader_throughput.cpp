@@ -17,7 +17,7 @@
 #include "ddplab/data/transform.h"
 
 int main(int argc, char** argv) {
-  ddplab::config::DatasetSpec spec;
+  ddplab::data::DatasetOptions spec;
   spec.root = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
   const int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
   const int epochs = argc > 3 ? std::stoi(argv[3]) : 3;

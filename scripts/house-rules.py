@@ -12,6 +12,9 @@
                         ostringstream carries a comment "not fmt: <why>" on it or the line before
   settings-as-strings   outside lib/ddplab/config/, nothing compares a value to the spelling of a
                         schema enum or a run status ("simulated", "done", ...): settings are enums
+  spec-pointers         outside lib/ddplab/config/, no string starts a message with a spec JSON
+                        pointer ("/batch: ..."): such errors are made by config::spec_error()
+                        (config/spec_error.h), so the config layer spells every one
 
 Prints each violation as path:line: what; exit code 1 if there is any. ctest runs each rule as
 HouseRules.<rule> (tests/CMakeLists.txt).
@@ -104,8 +107,24 @@ def settings_as_strings():
     return bad
 
 
+# A string literal that opens with a JSON pointer and a colon: "/batch: ...", "/a/{}/b: ...".
+POINTER_MESSAGE = re.compile(r'"(/[A-Za-z0-9_{}~]+)+:')
+
+
+def spec_pointers():
+    bad = []
+    for path in sources("lib", "app"):
+        if "lib/ddplab/config" in path.as_posix():
+            continue
+        for i, line in enumerate(path.read_text().splitlines()):
+            if POINTER_MESSAGE.search(line.split("//")[0]):
+                bad.append(f"{path.relative_to(ROOT)}:{i + 1}: a message that names a spec pointer outside config "
+                           f"(use config::spec_error): {line.strip()[:100]}")
+    return bad
+
+
 RULES = {"folder-names": folder_names, "function-length": function_length, "formatting": formatting,
-         "settings-as-strings": settings_as_strings}
+         "settings-as-strings": settings_as_strings, "spec-pointers": spec_pointers}
 
 
 def main():

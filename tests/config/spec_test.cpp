@@ -8,6 +8,7 @@
 #include "ddplab/data/dataset.h"
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/spec_error.h"
 #include "test_util.h"
 
 namespace ddplab::config {
@@ -584,6 +585,14 @@ TEST(Spec, IntegersTooLargeForTheirFieldAreRejected) {
   }
   ExperimentSpec s = resolve(with("seed=9007199254740991"));
   EXPECT_EQ(s.seed, 9007199254740991);
+}
+
+// What the layers below throw for a spec value that fails against the data or the machine.
+TEST(SpecError, NamesThePointerFirst) {
+  EXPECT_STREQ(spec_error("/batch", "the global batch 128 is larger than the 64 training samples").what(),
+               "/batch: the global batch 128 is larger than the 64 training samples");
+  EXPECT_STREQ(spec_error("/optimizer/weight_decay_groups/2/match", "matches no parameter").what(),
+               "/optimizer/weight_decay_groups/2/match: matches no parameter");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/base/error.h"
 #include "test_util.h"
@@ -21,8 +22,8 @@ using ddplab::testing::TempDir;
 using ddplab::testing::write_file;
 using ddplab::testing::write_tiny_cifar;
 
-config::DatasetSpec cifar_spec(const std::string& name, const std::string& root) {
-  config::DatasetSpec s;
+DatasetOptions cifar_spec(const std::string& name, const std::string& root) {
+  DatasetOptions s;
   s.name = config::parse_setting<config::DatasetName>(name, "/dataset/name");
   s.root = root;
   return s;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "ddplab/data/dataset.h"
+#include "ddplab/config/spec.h"
 #include "ddplab/data/idx.h"
 #include "ddplab/base/error.h"
 #include "test_util.h"
@@ -15,8 +16,8 @@ using ddplab::testing::error_of;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_tiny_mnist;
 
-config::DatasetSpec idx_spec(const std::string& root) {
-  config::DatasetSpec s;
+DatasetOptions idx_spec(const std::string& root) {
+  DatasetOptions s;
   s.name = config::DatasetName::kIdx;
   s.root = root;
   return s;
@@ -154,7 +155,7 @@ TEST(Dataset, RealFashionMnist) {
       !std::filesystem::exists(root + "/train-images-idx3-ubyte")) {
     GTEST_SKIP() << root << " absent (apt install dataset-fashion-mnist)";
   }
-  config::DatasetSpec s;
+  DatasetOptions s;
   s.name = config::DatasetName::kFashionMnist;
   s.root = root;
   DatasetPair d = load_dataset(s);

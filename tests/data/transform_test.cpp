@@ -273,5 +273,16 @@ TEST(Transform, ReplicasSeeTheSameAugmentedSamplesAsOneReplica) {
   }
 }
 
+TEST(Transform, CropLargerThanTheImagesNamesTheSpecKey) {
+  const auto d = patterned(2, 3, 20, 20);
+  try {
+    make("tf_tutorial", d);
+    FAIL() << "a 24x24 crop of 20x20 images was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/dataset/augment: \"tf_tutorial\" crops 24x24, larger than the 20x20 images of dataset "
+                           "'patterned'");
+  }
+}
+
 }  // namespace
 }  // namespace ddplab::data

@@ -12,6 +12,7 @@
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
 #include "ddplab/config/spec.h"
+#include "ddplab/train/options.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -70,8 +71,8 @@ double saved_model_test_loss(const Workspace& ws, nlohmann::json spec, const std
                              const models::InputShape& shape) {
   spec["name"] = name;
   const auto s = config::resolve(spec);
-  const auto data = data::load_dataset(s.dataset);
-  auto model = models::make_model(s.model, shape);
+  const auto data = data::load_dataset(train::dataset_options(s.dataset));
+  auto model = models::make_model(train::model_options(s.model), shape);
   torch::load(model, (ws.out() / name / "seed=3" / "model.pt").string());
   model->eval();
   torch::NoGradGuard no_grad;

@@ -10,6 +10,7 @@
 
 #include "ddplab/models/models.h"
 #include "ddplab/config/spec.h"
+#include "ddplab/train/options.h"
 
 namespace ddplab::testing {
 
@@ -59,7 +60,7 @@ std::vector<float> read_final_params(const std::filesystem::path& run_dir, const
                                      const models::InputShape& shape) {
   nlohmann::json doc = {{"name", "x"}, {"model", model_spec}};
   auto spec = config::resolve(doc);
-  auto model = models::make_model(spec.model, shape);
+  auto model = models::make_model(train::model_options(spec.model), shape);
   torch::load(model, (run_dir / "model.pt").string());
   std::vector<float> flat;
   for (const auto& p : model->parameters()) {

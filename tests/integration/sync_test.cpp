@@ -6,6 +6,7 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
 #include "distributed/ranks.h"
 #include "integration/integration_util.h"
@@ -115,7 +116,7 @@ TEST(LocalSgd, ADivergenceOfOneReplicaIsAgreedByEveryRank) {
     const config::ExperimentSpec spec = config::resolve(doc);
     doc["optimizer"]["lr"] = 1e30;
     const config::ExperimentSpec blown = config::resolve(doc);
-    const data::DatasetPair data = data::load_dataset(spec.dataset);
+    const data::DatasetPair data = data::load_dataset(train::dataset_options(spec.dataset));
     rundir::RunLog::create(spec, /*overwrite=*/true);
     std::vector<std::string> outcome(2);
     testing::run_ranks(2, [&](const std::shared_ptr<distributed::Comm>& comm) {

@@ -9,8 +9,8 @@
 namespace ddplab::models {
 namespace {
 
-config::ModelSpec model(const std::string& name, bool sync_bn = false) {
-  config::ModelSpec m;
+ModelOptions model(const std::string& name, bool sync_bn = false) {
+  ModelOptions m;
   m.name = config::parse_setting<config::ModelName>(name, "/model/name");
   m.sync_bn = sync_bn;
   return m;

@@ -4,12 +4,13 @@
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/spec.h"
 
 namespace ddplab::models {
 namespace {
 
-config::ModelSpec model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
-  config::ModelSpec m;
+ModelOptions model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
+  ModelOptions m;
   m.name = config::parse_setting<config::ModelName>(name, "/model/name");
   m.dropout = dropout;
   m.hidden = hidden;
@@ -42,7 +43,14 @@ TEST(Models, MnistCnnRegistersParametersInForwardOrder) {
 TEST(Models, MnistCnnRejectsSizesNotDivisibleByFour) {
   InputShape s;
   s.height = 30;
-  EXPECT_THROW(make_model(model("mnist_cnn"), s), Error);
+  try {
+    make_model(model("mnist_cnn"), s);
+    FAIL() << "mnist_cnn took 30x28 images";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mnist_cnn needs images whose height and width are divisible by 4"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got 30x28"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Models, MlpParameterCountAndOutputShape) {

@@ -33,7 +33,7 @@ double decay_of(const torch::optim::Optimizer& o, size_t group) {
 }
 
 std::shared_ptr<models::Model> tf_cnn() {
-  config::ModelSpec m;
+  models::ModelOptions m;
   m.name = config::ModelName::kCifarTfCnn;
   return models::make_model(m, models::InputShape{3, 24, 24, 10});
 }

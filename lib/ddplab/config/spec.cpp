@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
@@ -18,6 +19,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/spec_error.h"
 
 namespace ddplab::config {
 namespace {
@@ -646,6 +648,15 @@ std::string default_root(DatasetName name) {
       return "";
   }
   return "";
+}
+
+}  // namespace ddplab::config
+
+namespace ddplab::config {
+
+Error spec_error(std::string_view pointer, std::string_view what) {
+  TORCH_INTERNAL_ASSERT(!pointer.empty() && pointer.front() == '/', "not a JSON pointer: ", pointer);
+  return Error(fmt::format("{}: {}", pointer, what));
 }
 
 }  // namespace ddplab::config

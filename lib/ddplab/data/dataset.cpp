@@ -30,10 +30,10 @@ bool is_cifar(DatasetName name) { return name == DatasetName::kCifar10 || name =
 CifarKind cifar_kind(DatasetName name) { return name == DatasetName::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100; }
 
 // "dataset 'cifar10'", the prefix of this file's messages.
-std::string dataset_label(const config::DatasetSpec& spec) { return fmt::format("dataset '{}'", config::name(spec.name)); }
+std::string dataset_label(const DatasetOptions& spec) { return fmt::format("dataset '{}'", config::name(spec.name)); }
 
 // The official file names, train files in the order they are concatenated.
-std::vector<std::string> cifar_files(const config::DatasetSpec& spec, bool train) {
+std::vector<std::string> cifar_files(const DatasetOptions& spec, bool train) {
   std::vector<std::string> names;
   if (spec.name == DatasetName::kCifar10) {
     if (train) {
@@ -87,7 +87,7 @@ void set_statistics(DatasetPair& pair) {
   moments(all, &pair.mean, &pair.std);
 }
 
-void check_root(const config::DatasetSpec& spec) {
+void check_root(const DatasetOptions& spec) {
   std::error_code ec;
   if (spec.root.empty()) {
     throw Error(dataset_label(spec) + ": no dataset.root given; see docs/data.md");
@@ -107,7 +107,7 @@ void check_root(const config::DatasetSpec& spec) {
 }
 
 // The raw file if present, else the ".gz" one; raw wins so a user can unpack in place.
-std::string find_file(const config::DatasetSpec& spec, const std::string& base) {
+std::string find_file(const DatasetOptions& spec, const std::string& base) {
   fs::path raw = fs::path(spec.root) / base;
   fs::path gz = fs::path(spec.root) / (base + ".gz");
   std::error_code ec;
@@ -120,7 +120,7 @@ std::string find_file(const config::DatasetSpec& spec, const std::string& base) 
               gz.string() + "); see docs/data.md");
 }
 
-Dataset load_split(const config::DatasetSpec& spec, const char* images_name,
+Dataset load_split(const DatasetOptions& spec, const char* images_name,
                    const char* labels_name, int64_t limit, int64_t num_classes) {
   std::string images_path = find_file(spec, images_name);
   std::string labels_path = find_file(spec, labels_name);
@@ -155,7 +155,7 @@ Dataset load_split(const config::DatasetSpec& spec, const char* images_name,
 
 }  // namespace
 
-void check_dataset_files(const config::DatasetSpec& spec) {
+void check_dataset_files(const DatasetOptions& spec) {
   check_root(spec);
   if (is_cifar(spec.name)) {
     for (bool train : {true, false})
@@ -171,7 +171,7 @@ void check_dataset_files(const config::DatasetSpec& spec) {
   for (const char* base : {kTrainImages, kTrainLabels, kTestImages, kTestLabels}) find_file(spec, base);
 }
 
-DatasetPair load_dataset(const config::DatasetSpec& spec) {
+DatasetPair load_dataset(const DatasetOptions& spec) {
   check_dataset_files(spec);
   DatasetPair pair;
   pair.name = config::name(spec.name);

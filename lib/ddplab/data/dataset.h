@@ -1,8 +1,8 @@
 // In-memory image classification datasets: the MNIST family in IDX format and CIFAR-10/100 in
 // their binary format.
 //
-// load_dataset() reads, by spec.name:
-//   fashion-mnist, mnist, idx  four IDX files under spec.root, each raw or ".gz":
+// load_dataset() reads, by options.name:
+//   fashion-mnist, mnist, idx  four IDX files under options.root, each raw or ".gz":
 //       train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
 //     and checks that image and label counts match and labels are < 10;
 //   cifar10   data_batch_1.bin .. data_batch_5.bin (train, in that order) and test_batch.bin;
@@ -18,9 +18,18 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "ddplab/config/spec.h"
+#include "ddplab/config/settings.h"
 
 namespace ddplab::data {
+
+// Which dataset to read and how much of it; the trainer fills it from the spec's `dataset`
+// section (train/options.h). Defaults as the spec's.
+struct DatasetOptions {
+  config::DatasetName name = config::DatasetName::kFashionMnist;
+  std::string root;         // the folder with the dataset's files
+  int64_t train_limit = 0;  // the first N training samples; 0: all
+  int64_t test_limit = 0;   // likewise for the test set
+};
 
 struct Dataset {
   at::Tensor images;  // uint8 [N, C, H, W], contiguous
@@ -43,9 +52,9 @@ struct DatasetPair {
 
 // Checks that root and the dataset's files exist, and for CIFAR that their sizes are whole
 // records (cheap, reads nothing; used before a run directory is made).
-void check_dataset_files(const config::DatasetSpec& spec);
+void check_dataset_files(const DatasetOptions& options);
 
-// Reads the files and applies train_limit / test_limit (the first N samples).
-DatasetPair load_dataset(const config::DatasetSpec& spec);
+// Reads the files and applies options.train_limit / test_limit (the first N samples).
+DatasetPair load_dataset(const DatasetOptions& options);
 
 }  // namespace ddplab::data

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/spec_error.h"
 
 namespace ddplab::data {
 namespace {
@@ -80,8 +81,9 @@ Transform::Transform(TransformOptions options, const DatasetPair& data)
   out_ = in_;
   if (options_.crop > 0) out_.height = out_.width = options_.crop;
   if (out_.height > in_.height + 2 * options_.pad || out_.width > in_.width + 2 * options_.pad) {
-    throw Error(fmt::format("/dataset/augment: \"{}\" crops {}x{}, larger than the {}x{} images of dataset '{}'",
-                            options_.name, out_.height, out_.width, in_.height, in_.width, data.name));
+    throw config::spec_error("/dataset/augment", fmt::format("\"{}\" crops {}x{}, larger than the {}x{} images of dataset '{}'",
+                                                          options_.name, out_.height, out_.width, in_.height, in_.width,
+                                                          data.name));
   }
   if (options_.normalize == Normalize::kChannel) {
     TORCH_INTERNAL_ASSERT(static_cast<int64_t>(channel_mean_.size()) == in_.channels &&

@@ -55,12 +55,12 @@ class Mlp : public Model {
 
 }  // namespace
 
-std::shared_ptr<Model> make_model(const config::ModelSpec& spec, const InputShape& shape) {
+std::shared_ptr<Model> make_model(const ModelOptions& spec, const InputShape& shape) {
   switch (spec.name) {
     case config::ModelName::kMnistCnn:
       if (shape.height % 4 != 0 || shape.width % 4 != 0)
-        throw Error(fmt::format("/model/name: mnist_cnn needs an image size divisible by 4, got {}x{}", shape.height,
-                                shape.width));
+        throw Error(fmt::format("model mnist_cnn needs images whose height and width are divisible by 4 (two 2x2 "
+                                "poolings), got {}x{} (after dataset.augment)", shape.height, shape.width));
       return std::make_shared<MnistCnn>(shape, spec.dropout);
     case config::ModelName::kMlp:
       return std::make_shared<Mlp>(shape, spec.hidden, spec.dropout);

@@ -19,13 +19,22 @@
 #include <torch/nn/module.h>
 
 #include "ddplab/models/batch_norm.h"
-#include "ddplab/config/spec.h"
+#include "ddplab/config/settings.h"
 
 namespace ddplab::models {
 
 struct InputShape {
   int64_t channels = 1, height = 28, width = 28;
   int64_t classes = 10;
+};
+
+// Which model to build; the trainer fills it from the spec's `model` section (train/options.h).
+// Defaults as the spec's.
+struct ModelOptions {
+  config::ModelName name = config::ModelName::kMnistCnn;
+  double dropout = 0.5;   // mnist_cnn and mlp
+  int64_t hidden = 128;   // mlp only
+  bool sync_bn = false;   // BatchNorm statistics over all replicas (batch_norm.h)
 };
 
 class Model : public torch::nn::Module {
@@ -39,8 +48,9 @@ class Model : public torch::nn::Module {
   std::shared_ptr<ReplicaSum> replica_sum_ = std::make_shared<ReplicaSum>();
 };
 
-// Throws ddplab::Error for an unknown name (the spec schema lists the known ones).
-std::shared_ptr<Model> make_model(const config::ModelSpec& spec, const InputShape& shape);
+// Throws ddplab::Error when the model cannot take `shape` (mnist_cnn: height and width
+// divisible by 4).
+std::shared_ptr<Model> make_model(const ModelOptions& options, const InputShape& shape);
 
 std::vector<std::string> model_names();
 

@@ -15,6 +15,7 @@
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/train/trainer.h"
+#include "ddplab/train/options.h"
 
 namespace ddplab::runner {
 namespace {
@@ -109,7 +110,7 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
 
 int run_one(const config::ExperimentSpec& spec, bool force) {
   // Read the data and build the model before anything is written (see run_one.h).
-  auto data = data::load_dataset(spec.dataset);
+  auto data = data::load_dataset(train::dataset_options(spec.dataset));
   train::check_setup(spec, data);
   // An unfinished run with a checkpoint continues where it stopped, unless --force.
   std::optional<rundir::RunLog> resumed = force ? std::nullopt : rundir::RunLog::resume(spec, "ddplab run again");

@@ -17,6 +17,7 @@
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/runner/run_one.h"
+#include "ddplab/train/options.h"
 
 namespace fs = std::filesystem;
 
@@ -121,7 +122,7 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
   for (const auto& r : runs) {
     if (!checked.insert({config::name(r.spec.dataset.name), r.spec.dataset.root}).second) continue;
     try {
-      data::check_dataset_files(r.spec.dataset);
+      data::check_dataset_files(train::dataset_options(r.spec.dataset));
     } catch (const Error& e) {
       complain("ddplab: {}", e.what());
       code = kExitUserError;

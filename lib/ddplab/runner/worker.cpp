@@ -20,6 +20,8 @@
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/train/trainer.h"
+#include "ddplab/train/options.h"
+#include "ddplab/config/spec_error.h"
 
 namespace fs = std::filesystem;
 
@@ -55,7 +57,7 @@ void own_run_directory(const config::ExperimentSpec& s, const distributed::World
   run.resume = world.restart_count > 0 && fs::exists(rundir::checkpoint_file(run.dir));
   if (world.rank != 0) return;
   // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
-  run.data = data::load_dataset(s.dataset);
+  run.data = data::load_dataset(train::dataset_options(s.dataset));
   train::check_setup(s, *run.data);
   if (run.resume) run.own = rundir::RunLog::resume(s, fmt::format("torchrun restart {}", world.restart_count));
   // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
@@ -87,7 +89,8 @@ int report_failure(const distributed::World& world, const WorkerRun& run) {
 
 int run_worker(const config::ExperimentSpec& spec) {
   if (spec.replicas.mode == config::ReplicaMode::kSimulated)
-    throw Error("/replicas/mode: \"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
+    throw config::spec_error("/replicas/mode",
+                             "\"simulated\" replicas run in one process; start them with `ddplab run`, not as workers");
   const auto world = distributed::discover_world_from_environment();
   const config::ExperimentSpec s = fit_to_world(spec, world);
   const auto env = launch::worker_env_from_environment();

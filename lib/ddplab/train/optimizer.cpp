@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/spec_error.h"
 
 namespace ddplab::train {
 namespace {
@@ -87,9 +88,9 @@ std::vector<std::pair<std::vector<at::Tensor>, double>> decay_groups(const confi
     if (members.empty()) {
       std::string names;
       for (const auto& [name, p] : params) names += (names.empty() ? "" : ", ") + name;
-      throw Error(fmt::format(
-          "/optimizer/weight_decay_groups/{}/match: matches no parameter{} (parameters: {}), got \"{}\"", g,
-          shadowed ? " that an earlier entry has not taken" : "", names, entry.match));
+      throw config::spec_error(fmt::format("/optimizer/weight_decay_groups/{}/match", g),
+                               fmt::format("matches no parameter{} (parameters: {}), got \"{}\"",
+                                           shadowed ? " that an earlier entry has not taken" : "", names, entry.match));
     }
     groups.emplace_back(std::move(members), entry.weight_decay);
   }

@@ -15,7 +15,9 @@
 #include "ddplab/base/error.h"
 #include "ddplab/train/autocast.h"
 #include "ddplab/train/optimizer.h"
+#include "ddplab/train/options.h"
 #include "ddplab/train/trainer_impl.h"
+#include "ddplab/config/spec_error.h"
 
 namespace ddplab::train {
 namespace {
@@ -41,9 +43,9 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
 // One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
 void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
   if (spec.global_batch > data.train.size())
-    throw Error(fmt::format("/batch: the global batch {} ({} x {}) is larger than the {} training samples{}; not one "
-                            "step would run",
-                            spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
+    throw config::spec_error("/batch", fmt::format("the global batch {} ({} x {}) is larger than the {} training "
+                                                  "samples{}; not one step would run",
+                                                  spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
                             spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
 }
 
@@ -78,7 +80,7 @@ void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& da
   check_batch_fits(spec, data);
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
-  auto model = models::make_model(spec.model, input_shape(*transform, data));
+  auto model = models::make_model(model_options(spec.model), input_shape(*transform, data));
   check_sync_fits_model(spec, *model);
   make_optimizer(spec.optimizer, named_parameters(*model));
 }
@@ -130,7 +132,7 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
 }
 
 void Trainer::load_data() {
-  if (options_.data == nullptr) loaded_ = data::load_dataset(spec_.dataset);
+  if (options_.data == nullptr) loaded_ = data::load_dataset(dataset_options(spec_.dataset));
   data_ = options_.data != nullptr ? options_.data : &loaded_;
   transform_ = data::make_transform(spec_.dataset.augment, *data_);
 }
@@ -139,7 +141,7 @@ void Trainer::load_data() {
 // fault skip_broadcast, which must leave the replicas different.
 void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (skip_broadcast_ ? rank_ : 0));
-  model_ = models::make_model(spec_.model, input_shape(*transform_, *data_));
+  model_ = models::make_model(model_options(spec_.model), input_shape(*transform_, *data_));
   check_sync_fits_model(spec_, *model_);
   place_on_device();
 }
@@ -152,9 +154,9 @@ void Trainer::place_on_device() {
   const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const int local_rank = world_.local_rank;
   if (gpus == 0 || (spec_.replicas.backend == config::Backend::kNccl && gpus <= local_rank))
-    throw Error(fmt::format("/replicas/device: cuda: local rank {} needs GPU {}, but {} GPU(s) are visible (NCCL needs "
-                            "one GPU per rank; backend gloo can share one)",
-                            local_rank, local_rank, gpus));
+    throw config::spec_error("/replicas/device", fmt::format("cuda: local rank {} needs GPU {}, but {} GPU(s) are visible "
+                                                           "(NCCL needs one GPU per rank; backend gloo can share one)",
+                                                           local_rank, local_rank, gpus));
   device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
   runtime::select_device(device_);
   model_->to(device_);
@@ -190,9 +192,7 @@ void Trainer::build_training() {
   named_ = named_parameters(*model_);
   for (const auto& [name, p] : named_) params_.push_back(p);
   optimizer_ = make_optimizer(spec_.optimizer, named_);
-  sync_options_.bucket_mb = spec_.replicas.bucket_mb;
-  sync_options_.mean = spec_.replicas.reduce == config::Reduce::kMean;
-  sync_options_.compress_bf16 = spec_.replicas.grad_dtype == config::WireDtype::kBf16;
+  sync_options_ = grad_sync_options(spec_.replicas);
   sync_.emplace(params_, comm_, sync_options_);
   if (simulated_) {
     std::vector<uint64_t> seeds;

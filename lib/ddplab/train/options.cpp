@@ -1,0 +1,31 @@
+#include "ddplab/train/options.h"
+
+namespace ddplab::train {
+
+data::DatasetOptions dataset_options(const config::DatasetSpec& dataset) {
+  data::DatasetOptions o;
+  o.name = dataset.name;
+  o.root = dataset.root;
+  o.train_limit = dataset.train_limit;
+  o.test_limit = dataset.test_limit;
+  return o;
+}
+
+models::ModelOptions model_options(const config::ModelSpec& model) {
+  models::ModelOptions o;
+  o.name = model.name;
+  o.dropout = model.dropout;
+  o.hidden = model.hidden;
+  o.sync_bn = model.sync_bn;
+  return o;
+}
+
+distributed::GradSyncOptions grad_sync_options(const config::ReplicasSpec& replicas) {
+  distributed::GradSyncOptions o;
+  o.bucket_mb = replicas.bucket_mb;
+  o.mean = replicas.reduce == config::Reduce::kMean;
+  o.compress_bf16 = replicas.grad_dtype == config::WireDtype::kBf16;
+  return o;
+}
+
+}  // namespace ddplab::train
