@@ -57,11 +57,13 @@ void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module
   if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 ||
       model.buffers().empty())
     return;
-  throw Error(fmt::format(
-      "/replicas/sync: {} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running "
-      "statistics, which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
-      "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
-      config::name(spec.replicas.sync.method), config::name(spec.model.name), config::name(spec.replicas.sync.method)));
+  throw config::spec_error(
+      "/replicas/sync",
+      fmt::format("{} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running statistics, "
+                  "which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
+                  "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
+                  config::name(spec.replicas.sync.method), config::name(spec.model.name),
+                  config::name(spec.replicas.sync.method)));
 }
 
 NamedTensors named_parameters(torch::nn::Module& model) {
