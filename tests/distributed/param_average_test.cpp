@@ -14,22 +14,45 @@ namespace {
 TEST(ParamAverager, AverageGivesEveryRankTheMeanAndCarriesStops) {
   std::mutex mutex;
   std::vector<at::Tensor> got(2);
-  std::vector<bool> stop(2);
+  std::vector<bool> stop(2), diverged(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
     const double v = comm->rank == 0 ? 1.0 : 4.0;
     auto w = torch::full({2, 3}, v, torch::requires_grad());
     auto b = torch::full({3}, -v, torch::requires_grad());
     ParamAverager avg({w, b}, comm);
-    EXPECT_EQ(avg.payload_bytes(), (6 + 3 + 1) * 4);
-    const bool agreed = avg.average(/*stop=*/comm->rank == 1);
+    EXPECT_EQ(avg.payload_bytes(), (6 + 3 + 2) * 4) << "parameters and the stop and divergence slots";
+    const auto agreed = avg.average({/*stop=*/comm->rank == 1, /*diverged=*/false});
     std::lock_guard<std::mutex> lock(mutex);
     got[comm->rank] = torch::cat({w.detach().reshape({-1}), b.detach()});
-    stop[comm->rank] = agreed;
+    stop[comm->rank] = agreed.stop;
+    diverged[comm->rank] = agreed.diverged;
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(torch::equal(got[r].narrow(0, 0, 6), torch::full({6}, 2.5f))) << got[r];
     EXPECT_TRUE(torch::equal(got[r].narrow(0, 6, 3), torch::full({3}, -2.5f))) << got[r];
     EXPECT_TRUE(stop[r]) << "rank 1 asked; rank " << r << " must know";
+    EXPECT_FALSE(diverged[r]);
+  }
+}
+
+// A rank whose local gradient went NaN tells every rank at the averaging point, even when its
+// parameters (NaN) poison the averaged values.
+TEST(ParamAverager, ADivergenceOfOneRankIsAgreedByAll) {
+  std::vector<int> stop(2, 1), diverged(2, 0);  // int: written by two threads at once
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    auto p = torch::zeros({3}, torch::requires_grad());
+    ParamAverager avg({p}, comm);
+    if (comm->rank == 0) {
+      torch::NoGradGuard no_grad;
+      p.fill_(std::nan(""));
+    }
+    const auto agreed = avg.elastic_step(0.25, {/*stop=*/false, /*diverged=*/comm->rank == 0});
+    stop[comm->rank] = agreed.stop;
+    diverged[comm->rank] = agreed.diverged;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(diverged[r]) << "rank " << r;
+    EXPECT_FALSE(stop[r]) << "rank " << r;
   }
 }
 
@@ -43,7 +66,7 @@ TEST(ParamAverager, ElasticStepMovesReplicasAndCenterByAlpha) {
       torch::NoGradGuard no_grad;
       p.fill_(comm->rank == 0 ? 1.0 : 3.0);  // the replicas have trained apart
     }
-    EXPECT_FALSE(avg.elastic_step(0.25, false));
+    EXPECT_FALSE(avg.elastic_step(0.25, {}).stop);
     std::lock_guard<std::mutex> lock(mutex);
     x[comm->rank] = p.detach().clone();
     center[comm->rank] = avg.center()[0].clone();
@@ -62,7 +85,7 @@ TEST(ParamAverager, ElasticStepWithAlphaZeroChangesNothing) {
     torch::NoGradGuard no_grad;
     p.fill_(7.0);
   }
-  avg.elastic_step(0.0, false);
+  avg.elastic_step(0.0, {});
   EXPECT_TRUE(torch::equal(p.detach(), torch::full({3}, 7.0f)));
   EXPECT_TRUE(torch::equal(avg.center()[0], torch::full({3}, 5.0f)));
 }
@@ -74,9 +97,9 @@ TEST(ParamAverager, OneReplicaElasticStepAndAverage) {
     torch::NoGradGuard no_grad;
     p.fill_(1.0);
   }
-  EXPECT_TRUE(avg.average(/*stop=*/true)) << "one replica agrees with itself";
+  EXPECT_TRUE(avg.average({/*stop=*/true, /*diverged=*/false}).stop) << "one replica agrees with itself";
   EXPECT_TRUE(torch::equal(p.detach(), torch::ones({2})));
-  avg.elastic_step(0.5, false);
+  avg.elastic_step(0.5, {});
   EXPECT_TRUE(torch::allclose(p.detach(), torch::full({2}, 0.5f)));
   EXPECT_TRUE(torch::allclose(avg.center()[0], torch::full({2}, 0.5f)));
   EXPECT_EQ(avg.spread().drift, 0.0);

@@ -114,12 +114,19 @@ TEST(CifarDdp, SyncBatchNormReplicasEqualOneReplicaAndPerReplicaBatchNormDoesNot
   spec["optimizer"] = {{"name", "sgd"}, {"lr", 0.002}, {"momentum", 0.0}};
   auto [one, two] = run_on_one_and_two(ws, spec, "sync", kCifar32);
   expect_same_training(one, two, 1e-5);
+  // The noise scale assumes the replicas' gradients are of B/N independent samples; under
+  // sync_bn they are not, so it is not measured (null), while plain BatchNorm measures it below.
+  for (const auto& rec : two.records) {
+    EXPECT_TRUE(rec["grad_noise_scale"].is_null()) << rec.dump();
+    EXPECT_TRUE(rec["gns_trace_ema"].is_null()) << rec.dump();
+  }
 
   // Without sync_bn each replica normalizes with its own 16 samples: another computation.
   spec["model"]["sync_bn"] = false;
   auto [plain_one, plain_two] = run_on_one_and_two(ws, spec, "plain", kCifar32);
   ASSERT_EQ(plain_one.records.size(), plain_two.records.size());
   ASSERT_FALSE(plain_one.records.empty());
+  EXPECT_TRUE(plain_two.records.back()["gns_trace_ema"].is_number()) << plain_two.records.back().dump();
   double gap = 0;
   for (size_t e = 0; e < plain_one.records.size(); ++e)
     gap = std::max(gap, relative(plain_one.records[e]["train_loss"], plain_two.records[e]["train_loss"]));

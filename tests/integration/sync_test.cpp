@@ -4,6 +4,11 @@
 
 #include <cmath>
 
+#include "ddplab/config/spec.h"
+#include "ddplab/rundir/run_log.h"
+#include "ddplab/train/options.h"
+#include "ddplab/train/trainer.h"
+#include "distributed/ranks.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -93,6 +98,84 @@ TEST(Easgd, AlphaZeroLeavesReplicasIndependent) {
   ASSERT_EQ(elastic.command.exit_code, 0) << elastic.command.output;
   EXPECT_LT(elastic.records[2]["replica_drift"].get<double>(), drift);
   EXPECT_GT(elastic.records[2]["test_acc"].get<double>(), r.records[2]["test_acc"].get<double>());
+}
+
+// Under local SGD and EASGD the gradient norm a rank checks is its own: when one replica
+// diverges every rank must stop with "diverged" at the next averaging point (before, the rank
+// that saw it threw alone and its peers failed on a closed connection, which under torchrun or
+// srun is what the run recorded). Two ranks in this process; rank 1's learning rate blows it up.
+TEST(LocalSgd, ADivergenceOfOneReplicaIsAgreedByEveryRank) {
+  Workspace ws;
+  const std::vector<nlohmann::json> syncs{{{"local_sgd", {{"period", 4}}}},
+                                          {{"easgd", {{"period", 4}, {"alpha", 0.25}}}}};
+  for (const auto& sync : syncs) {
+    auto doc = two_replicas(ws, "diverge");
+    doc["epochs"] = 1;
+    doc["replicas"]["timeout_s"] = 10;
+    doc["replicas"]["sync"] = sync;
+    const config::ExperimentSpec spec = config::resolve(doc);
+    doc["optimizer"]["lr"] = 1e30;
+    const config::ExperimentSpec blown = config::resolve(doc);
+    const data::DatasetPair data = data::load_dataset(train::dataset_options(spec.dataset));
+    rundir::RunLog::create(spec, /*overwrite=*/true);
+    std::vector<std::string> outcome(2);
+    testing::run_ranks(2, [&](const std::shared_ptr<distributed::Comm>& comm) {
+      const int r = comm->rank;
+      distributed::World world;
+      world.rank = r;
+      world.size = world.local_size = 2;
+      world.local_rank = r;
+      train::ReplicaOptions options;
+      options.run_dir = rundir::run_dir(spec);
+      options.progress = false;
+      options.quiet = true;
+      options.data = &data;
+      options.comm = comm;
+      try {
+        train::train_replica(r == 1 ? blown : spec, world, options);
+        outcome[r] = "finished";
+      } catch (const train::Diverged& d) {
+        outcome[r] = std::string("diverged: ") + d.what();
+      } catch (const std::exception& e) {
+        outcome[r] = std::string("failed: ") + e.what();
+      }
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(outcome[r].rfind("diverged", 0), 0u) << sync.dump() << " rank " << r << ": " << outcome[r];
+    EXPECT_NE(outcome[1].find("local (rank 1) gradient norm"), std::string::npos) << outcome[1];
+  }
+}
+
+// debug.fault "stop" (as SIGTERM) under EASGD: the request waits for the next elastic step, where
+// every rank agrees; before, it was only offered to the gradient all-reduce, which EASGD never runs.
+TEST(Easgd, AStopRequestIsAgreedAtTheNextElasticStep) {
+  Workspace ws;
+  auto spec = two_replicas(ws, "stopped");
+  spec["replicas"]["sync"] = {{"easgd", {{"period", 4}, {"alpha", 0.25}}}};
+  spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 1}};
+  auto r = run_spec(ws, spec, "stopped");
+  EXPECT_NE(r.command.exit_code, 0) << r.command.output;
+  auto manifest = nlohmann::json::parse(read_file(ws.out() / "stopped" / "seed=3" / "manifest.json"));
+  EXPECT_EQ(manifest["status"], "interrupted") << r.command.output;
+  EXPECT_EQ(manifest["checkpoint"]["step_in_epoch"], 4) << "stopped after the elastic step of step 3";
+}
+
+// The averaged weights that local SGD and EASGD evaluate and save would meet rank 0's BatchNorm
+// statistics, gathered for rank 0's own weights: refused before any run directory is made.
+TEST(LocalSgd, ABatchNormModelIsRefusedNamingTheSpecKeys) {
+  Workspace ws(256, 100);
+  const std::vector<nlohmann::json> syncs{{{"local_sgd", {{"period", 4}}}},
+                                          {{"easgd", {{"period", 4}, {"alpha", 0.25}}}}};
+  for (const auto& sync : syncs) {
+    auto spec = two_replicas(ws, "bn");
+    spec["model"] = {{"name", "resnet20"}};
+    spec["replicas"]["sync"] = sync;
+    auto r = run_spec(ws, spec, "bn");
+    EXPECT_EQ(r.command.exit_code, 2) << r.command.output;
+    for (const char* culprit : {"/replicas/sync", "model.name \"resnet20\"", "BatchNorm"})
+      EXPECT_NE(r.command.output.find(culprit), std::string::npos) << culprit << " in " << r.command.output;
+    EXPECT_FALSE(std::filesystem::exists(ws.out() / "bn")) << "refused before a run directory";
+  }
 }
 
 TEST(Easgd, CenterAuditCatchesReplicasThatStartedApart) {

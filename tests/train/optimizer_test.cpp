@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/distributed/grad_sync.h"
 #include "ddplab/models/models.h"
 
 namespace ddplab::train {
@@ -35,6 +36,26 @@ std::shared_ptr<models::Model> tf_cnn() {
   models::ModelOptions m;
   m.name = config::ModelName::kCifarTfCnn;
   return models::make_model(m, models::InputShape{3, 24, 24, 10});
+}
+
+// DDP leaves an unused parameter's .grad untouched (None) and torch.optim.SGD skips it: momentum
+// and weight decay must not move it. GradSync leaves it undefined; the optimizer skips it.
+TEST(Optimizer, AParameterNoBackwardReachesIsNotMovedByMomentumOrWeightDecay) {
+  auto used = torch::ones({4}, torch::requires_grad());
+  auto unused = torch::ones({4}, torch::requires_grad());
+  NamedParameters params{{"used", used}, {"unused", unused}};
+  auto spec = sgd(/*weight_decay=*/0.1, {});
+  spec.momentum = 0.9;
+  auto optimizer = make_optimizer(spec, params);
+  distributed::GradSync sync({used, unused}, nullptr);
+  for (int step = 0; step < 3; ++step) {
+    sync.prepare_for_backward();
+    (used * 2.0).sum().backward();
+    sync.finalize();
+    optimizer->step();
+  }
+  EXPECT_TRUE(torch::equal(unused, torch::ones({4}))) << unused;
+  EXPECT_FALSE(torch::equal(used, torch::ones({4})));
 }
 
 TEST(Optimizer, WithoutGroupsOneGroupOfAllParametersInOrder) {

@@ -76,6 +76,32 @@ TEST(SimulatedReplicas, GradientIsWhatTheAllReduceLeaves) {
   }
 }
 
+TEST(SimulatedReplicas, Bf16WireRoundsEachShardsContributionAndTheirSum) {
+  torch::manual_seed(5);
+  Net net(/*bn=*/false, /*dropout=*/0.0);
+  auto x = torch::randn({6, 4});
+  std::vector<at::Tensor> shards{x.narrow(0, 0, 2), x.narrow(0, 2, 2), x.narrow(0, 4, 2)};
+  std::vector<std::vector<at::Tensor>> per_shard;
+  for (const auto& s : shards) {
+    zero_grads(net);
+    net.forward(s).pow(2).sum().backward();
+    per_shard.push_back(grads_of(net));
+  }
+  SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, /*mean=*/true, torch::kCPU, /*bf16_wire=*/true);
+  simulated_step(net, sim, shards);
+  auto params = net.parameters();
+  bool rounded = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto wire = [&](int k) { return (per_shard[k][i] / 3).to(torch::kBFloat16); };
+    // bf16 + bf16 rounds to bf16 after each addition, as a bf16 all-reduce's reduction does.
+    const auto expect = ((wire(0) + wire(1)) + wire(2)).to(torch::kFloat32);
+    EXPECT_TRUE(torch::equal(params[i].grad(), expect)) << "param " << i;
+    EXPECT_EQ(params[i].grad().scalar_type(), torch::kFloat32);
+    rounded = rounded || !torch::equal(expect, per_shard[0][i] / 3 + per_shard[1][i] / 3 + per_shard[2][i] / 3);
+  }
+  EXPECT_TRUE(rounded) << "the fp32 mean differs from what the bf16 wire leaves";
+}
+
 TEST(SimulatedReplicas, EachReplicaDrawsTheDropoutStreamOfItsProcess) {
   torch::manual_seed(5);
   Net net(/*bn=*/false, /*dropout=*/0.5);

@@ -24,6 +24,7 @@ GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, G
       options_(options),
       timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
+  used_.assign(params_.size(), false);
   std::vector<size_t> order;
   for (size_t i = params_.size(); i-- > 0;)
     if (params_[i].requires_grad()) order.push_back(i);
@@ -70,8 +71,11 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     }
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
-    b.flat = torch::zeros({numel + (last ? kExtraSlots : 0)}, params_[g.front()].options().requires_grad(false));
-    if (options_.compress_bf16) b.wire = torch::empty_like(b.flat, b.flat.options().dtype(torch::kBFloat16));
+    b.flat = torch::zeros({numel + (last ? extra_slots() : 0)}, params_[g.front()].options().requires_grad(false));
+    if (options_.compress_bf16) {
+      b.wire = torch::empty({numel}, b.flat.options().dtype(torch::kBFloat16));
+      if (last) b.control = torch::zeros({extra_slots()}, b.flat.options());
+    }
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
@@ -80,17 +84,20 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
   }
 }
 
-void GradSync::prepare_for_backward() {
+void GradSync::prepare_for_backward(bool accumulate) {
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {
-    b.flat.zero_();
+    if (!accumulate) b.flat.zero_();
+    else if (&b == &buckets_.back()) b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
     b.pending = b.params.size();
     b.work.reset();
+    b.control_work.reset();
     for (size_t k = 0; k < b.params.size(); ++k) {
       auto& p = params_[b.params[k]];
       p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
     }
   }
+  if (!accumulate) used_.assign(params_.size(), false);
   if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
   if (reducing() && !buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
   next_bucket_ = 0;
@@ -98,12 +105,15 @@ void GradSync::prepare_for_backward() {
 
 void GradSync::mark_ready(size_t param) {
   received_[param] = true;
+  used_[param] = true;
   if (!rebuilt_ && steps_ == 0) arrival_.push_back(param);
   int b = bucket_of_[param];
   TORCH_INTERNAL_ASSERT(b >= 0, "gradient hook fired for a parameter without a bucket");
   Bucket& bucket = buckets_[b];
   // A parameter used twice in one graph still accumulates once; its hook fires once per backward.
-  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b, " got more gradients than it has parameters");
+  TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b,
+                        " got more gradients than it has parameters (a second backward without "
+                        "prepare_for_backward()?)");
   auto& p = params_[param];
   auto view = bucket.flat.narrow(0, bucket.offsets[index_in_[param]], p.numel());
   if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad().reshape({-1}));
@@ -118,11 +128,26 @@ void GradSync::launch(Bucket& bucket) {
   if (!reducing()) return;
   auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
   local_sq_ += grads.dot(grads);
-  if (&bucket == &buckets_.back()) bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
+  if (&bucket == &buckets_.back()) {
+    bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
+    auto used = bucket.flat.narrow(0, bucket.grad_numel + kControlSlots, static_cast<int64_t>(params_.size()));
+    used.fill_(1.0);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!used_[i]) used[static_cast<int64_t>(i)].fill_(0.0);
+  }
   if (options_.mean) bucket.flat.div_(comm_->size);
-  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);
-  std::vector<at::Tensor> tensors{bucket.wire.defined() ? bucket.wire : bucket.flat};
-  bucket.work = comm_->backend->allreduce(tensors);
+  if (!bucket.wire.defined()) {
+    std::vector<at::Tensor> tensors{bucket.flat};
+    bucket.work = comm_->backend->allreduce(tensors);
+    return;
+  }
+  bucket.wire.copy_(grads);
+  std::vector<at::Tensor> wire{bucket.wire};
+  bucket.work = comm_->backend->allreduce(wire);
+  if (!bucket.control.defined()) return;
+  bucket.control.copy_(bucket.flat.narrow(0, bucket.grad_numel, extra_slots()));
+  std::vector<at::Tensor> control{bucket.control};
+  bucket.control_work = comm_->backend->allreduce(control);
 }
 
 void GradSync::finalize() {
@@ -135,12 +160,16 @@ void GradSync::finalize() {
   // measure that stall on the stream itself. Nothing to wait for (one replica, no_sync): no timing.
   if (reducing()) {
     timer_.start();
-    for (auto& b : buckets_)
+    for (auto& b : buckets_) {
       if (b.work) b.work->wait();
+      if (b.control_work) b.control_work->wait();
+    }
     timer_.stop();
   }
-  for (auto& b : buckets_)
-    if (b.work && b.wire.defined()) b.flat.copy_(b.wire);
+  for (auto& b : buckets_) {
+    if (b.work && b.wire.defined()) b.flat.narrow(0, 0, b.grad_numel).copy_(b.wire);
+    if (b.control_work) b.flat.narrow(0, b.grad_numel, extra_slots()).copy_(b.control);
+  }
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
   // reduced values back where the optimizer reads them.
   for (auto& b : buckets_)
@@ -164,8 +193,26 @@ void GradSync::finalize() {
     stop_flag_ = own ? buckets_.back().flat.narrow(0, buckets_.back().grad_numel, 1) : no_stop_;
     local_sq_mean_ = at::Tensor();
   }
+  const std::vector<size_t> unused = unused_by_all();
   ++steps_;
   maybe_rebuild();
+  for (size_t i : unused) params_[i].mutable_grad() = at::Tensor();
+}
+
+// The trainable parameters that no replica used in this step's backward (after the reduction).
+std::vector<size_t> GradSync::unused_by_all() const {
+  std::vector<size_t> unused;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!used_[i] && params_[i].requires_grad()) unused.push_back(i);
+  if (unused.empty() || !reduced_) return unused;
+  const Bucket& last = buckets_.back();
+  const auto used = last.flat.narrow(0, last.grad_numel + kControlSlots, static_cast<int64_t>(params_.size()))
+                        .to(torch::kCPU, torch::kFloat32);
+  const auto flags = used.accessor<float, 1>();
+  std::vector<size_t> by_all;
+  for (size_t i : unused)
+    if (!(flags[static_cast<int64_t>(i)] > 0)) by_all.push_back(i);
+  return by_all;
 }
 
 void GradSync::maybe_rebuild() {
@@ -213,7 +260,14 @@ at::Tensor GradSync::mean_grad_norm_squared() const {
 
 int64_t GradSync::payload_bytes() const {
   int64_t bytes = 0;
-  for (const auto& b : buckets_) bytes += b.flat.numel() * (b.wire.defined() ? b.wire : b.flat).element_size();
+  for (const auto& b : buckets_) {
+    if (!b.wire.defined()) {
+      bytes += b.flat.numel() * b.flat.element_size();
+      continue;
+    }
+    bytes += b.wire.numel() * b.wire.element_size();
+    if (b.control.defined()) bytes += b.control.numel() * b.control.element_size();
+  }
   return bytes;
 }
 

@@ -14,11 +14,19 @@
 // size first (as DDP), `sum` adds.
 //
 // After the first step the buckets are rebuilt once in the order gradients actually arrived
-// on rank 0 (broadcast, so every rank agrees), as DDP does. Parameters that received no
-// gradient in a backward keep a zero gradient; their buckets are still reduced (no hang), and
-// `received_grad()` reports them to the audits.
+// on rank 0 (broadcast, so every rank agrees), as DDP does. A parameter that received no
+// gradient in a backward contributes zeros to its bucket, which is still reduced (no hang);
+// if no replica used it (globally unused, as DDP's find_unused_parameters=True finds it) its
+// .grad is left undefined after finalize(), so the optimizer skips it as torch.optim does a
+// parameter whose .grad is None (no momentum or weight-decay step); used by any replica, it gets
+// the reduced gradient. `received_grad()` reports the parameters this replica never used to the
+// audits.
 //
-// The last bucket (the last to be reduced) carries two extra floats after the gradients. The
+// The last bucket (the last to be reduced) carries extra floats after the gradients. The
+// used slots: one per parameter, 1 where this replica's backward reached it (filled at launch,
+// when every hook of the backward has fired: the last bucket launches last), so after the
+// all-reduce a slot is > 0 where any replica used the parameter. They are read on the host only
+// when this replica left a parameter unused (no host sync per step otherwise). The
 // control slot: request_stop() sets it before backward; after finalize(), stop_flag() is > 0
 // on every rank if any rank asked, so all ranks stop after the same step without an extra
 // collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
@@ -28,11 +36,19 @@
 // |G_small|^2, see noise_scale.h), again without an extra collective.
 //
 // compress_bf16 (replicas.grad_dtype "bf16") is DDP's bf16_compress_hook: a launched bucket is
-// divided by the world size in fp32, cast into a persistent bfloat16 buffer of the same length,
-// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize().
+// divided by the world size in fp32, its gradients cast into a persistent bfloat16 buffer,
+// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize(). The
+// control slots of the last bucket are not gradients and stay fp32: they travel in a second,
+// small fp32 all-reduce issued right after the last bucket's (bf16 would round the local squared
+// norm that the noise scale magnifies; the stop flag would survive, but one path serves both).
 //
-// set_require_sync(false) is DDP's no_sync(): buckets are filled but not reduced (local SGD and
-// EASGD between their averaging points); no stop is agreed and no local norm is averaged then.
+// set_require_sync(false) is DDP's require_backward_grad_sync = False: buckets are filled but not
+// reduced (local SGD and EASGD between their averaging points); no stop is agreed and no local
+// norm is averaged then. DDP's no_sync() also leaves the gradients to accumulate over several
+// backwards (DDP does not zero them; the user's zero_grad() does): here prepare_for_backward()
+// zeroes the buckets unless given accumulate = true, so gradient accumulation is
+//   set_require_sync(false); for k < K-1: prepare_for_backward(k > 0); backward; finalize();
+//   set_require_sync(true);  prepare_for_backward(true); backward; finalize();  // reduces the sum
 //
 // Without a Comm (one replica) the same buckets and views are used, minus the collectives.
 #pragma once
@@ -66,7 +82,10 @@ class GradSync {
   GradSync& operator=(const GradSync&) = delete;
 
   // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
-  void prepare_for_backward();
+  // accumulate = true keeps the gradients the buckets hold (backwards since the last zeroing,
+  // under set_require_sync(false)) and adds the next backward's to them, as DDP's no_sync(); the
+  // control slots start afresh either way. A second backward needs a prepare_for_backward() first.
+  void prepare_for_backward(bool accumulate = false);
   // Launches any bucket not yet launched and waits for all (on CUDA the compute stream waits;
   // the host does not).
   void finalize();
@@ -79,7 +98,8 @@ class GradSync {
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
   // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
   int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
-  // Bytes all-reduced per step: every bucket, extra slots included, in the wire dtype.
+  // Bytes all-reduced per step: every bucket's gradients in the wire dtype, plus the extra slots
+  // (always fp32).
   int64_t payload_bytes() const;
   // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
   at::Tensor grad_norm_squared() const;
@@ -92,7 +112,8 @@ class GradSync {
   // (0-dim tensor, no host sync). Undefined after a step that was not reduced.
   const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
 
-  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (no_sync()).
+  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (see above for
+  // no_sync()'s accumulation).
   void set_require_sync(bool sync) { require_sync_ = sync; }
   // Per parameter: whether its hook fired since the last reset_received().
   const std::vector<bool>& received_grad() const { return received_; }
@@ -109,14 +130,18 @@ class GradSync {
   struct Bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
-    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ kExtraSlots in the last bucket)
+    int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ extra_slots() in the last bucket)
     at::Tensor flat;
-    at::Tensor wire;  // compress_bf16: the bf16 copy that is all-reduced; else undefined
+    at::Tensor wire;     // compress_bf16: the bf16 copy of the gradients that is all-reduced; else undefined
+    at::Tensor control;  // compress_bf16, last bucket: the fp32 copy of the extra slots that is all-reduced
     size_t pending = 0;
-    c10::intrusive_ptr<c10d::Work> work;
+    c10::intrusive_ptr<c10d::Work> work, control_work;
   };
 
-  static constexpr int64_t kExtraSlots = 2;  // control (stop), local squared norm
+  // control (stop), local squared norm, then one used slot per parameter
+  static constexpr int64_t kControlSlots = 2;
+  int64_t extra_slots() const { return kControlSlots + static_cast<int64_t>(params_.size()); }
+  std::vector<size_t> unused_by_all() const;
   bool reducing() const { return comm_ != nullptr && comm_->size > 1 && require_sync_; }
   void build_buckets(const std::vector<size_t>& order);
   void mark_ready(size_t param);
@@ -132,6 +157,7 @@ class GradSync {
   std::vector<int64_t> index_in_;   // param -> position in its bucket
   size_t next_bucket_ = 0;
   std::vector<bool> received_;
+  std::vector<bool> used_;          // per parameter: its hook fired since the buckets were zeroed
   std::vector<size_t> arrival_;     // first-iteration arrival order
   bool rebuilt_ = false;
   int64_t steps_ = 0;

@@ -17,33 +17,36 @@ ParamAverager::ParamAverager(std::vector<at::Tensor> params, std::shared_ptr<Com
     numel += p.numel();
     center_.push_back(p.detach().clone());
   }
-  flat_ = torch::zeros({numel + 1}, params_[0].options().requires_grad(false));
+  flat_ = torch::zeros({numel + kControlSlots}, params_[0].options().requires_grad(false));
 }
 
-void ParamAverager::fill(const std::vector<at::Tensor>& parts, bool stop) {
+void ParamAverager::fill(const std::vector<at::Tensor>& parts, Agreement local) {
   int64_t offset = 0;
   for (const auto& t : parts) {
     flat_.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
     offset += t.numel();
   }
-  flat_[offset].fill_(stop ? 1.0 : 0.0);
+  flat_[offset].fill_(local.stop ? 1.0 : 0.0);
+  flat_[offset + 1].fill_(local.diverged ? 1.0 : 0.0);
 }
 
-bool ParamAverager::allreduce_and_read_stop() {
+ParamAverager::Agreement ParamAverager::allreduce_and_read_agreement() {
   if (comm_ && comm_->size > 1) {
     std::vector<at::Tensor> v{flat_};
     comm_->backend->allreduce(v)->wait();
   }
-  return flat_[flat_.numel() - 1].item<double>() > 0;
+  // Slots > 0 (divided by N under average(), still > 0) where any rank set them.
+  const auto slots = flat_.narrow(0, flat_.numel() - kControlSlots, kControlSlots).to(torch::kCPU, torch::kDouble);
+  return {slots[0].item<double>() > 0, slots[1].item<double>() > 0};
 }
 
-bool ParamAverager::average(bool stop) {
+ParamAverager::Agreement ParamAverager::average(Agreement local) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (const auto& p : params_) parts.push_back(p.detach());
-  fill(parts, stop);
+  fill(parts, local);
   flat_.div_(replicas());
-  const bool agreed = allreduce_and_read_stop();
+  const Agreement agreed = allreduce_and_read_agreement();
   int64_t offset = 0;
   for (auto& p : params_) {
     p.detach().copy_(flat_.narrow(0, offset, p.numel()).view(p.sizes()));
@@ -52,14 +55,14 @@ bool ParamAverager::average(bool stop) {
   return agreed;
 }
 
-bool ParamAverager::elastic_step(double alpha, bool stop) {
+ParamAverager::Agreement ParamAverager::elastic_step(double alpha, Agreement local) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> diffs;
   for (size_t i = 0; i < params_.size(); ++i) diffs.push_back(params_[i].detach() - center_[i]);
-  fill(diffs, stop);
+  fill(diffs, local);
   // The replica's own move needs only its own difference: done before the all-reduce.
   for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().sub_(diffs[i], alpha);
-  const bool agreed = allreduce_and_read_stop();
+  const Agreement agreed = allreduce_and_read_agreement();
   int64_t offset = 0;
   for (auto& c : center_) {
     c.add_(flat_.narrow(0, offset, c.numel()).view(c.sizes()), alpha);

@@ -3,10 +3,12 @@
 // SGD"; torch's PeriodicModelAverager) and elastic averaging SGD (Zhang, Choromanska & LeCun
 // 2015, synchronous EASGD).
 //
-// average() and elastic_step() are one all-reduce each, of a flat copy of the parameters plus one
-// control slot: a rank that wants to stop (SIGINT/SIGTERM) sets it, and every rank learns it from
-// the result, so between gradient all-reduces stops are agreed at averaging points (as GradSync's
-// last bucket does at every step). Optimizer state is never touched: it stays local.
+// average() and elastic_step() are one all-reduce each, of a flat copy of the parameters plus two
+// control slots: a rank that wants to stop (SIGINT/SIGTERM, debug fault stop) sets the first, a
+// rank whose local gradient norm was NaN or Inf since the last agreement sets the second, and
+// every rank learns both from the result, so between gradient all-reduces stops and divergences
+// are agreed at averaging points (as GradSync's last bucket agrees stops at every step).
+// Optimizer state is never touched: it stays local.
 //
 // Without a Comm (one replica) the same arithmetic runs over one replica (average() leaves the
 // parameters as they are). The parameters must share one dtype and device.
@@ -28,19 +30,24 @@ class ParamAverager {
   ParamAverager(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm);
 
   int replicas() const { return comm_ ? comm_->size : 1; }
+
+  // What a rank brings to an averaging point, and (returned) what all agreed: each field is true
+  // on every rank if any rank passed it true.
+  struct Agreement {
+    bool stop = false;
+    bool diverged = false;
+  };
   // x_r <- mean over replicas of x_r (divided by N, then summed, as torch's average_parameters).
-  // Returns true on every rank if any rank passed stop = true.
-  bool average(bool stop);
+  Agreement average(Agreement local);
   // EASGD: with d_r = x_r - c, x_r <- x_r - alpha d_r and c <- c + alpha sum_r d_r. The center c
-  // stays identical on every rank (every rank adds the same all-reduced sum). Returns the stop
-  // agreement, as average().
-  bool elastic_step(double alpha, bool stop);
+  // stays identical on every rank (every rank adds the same all-reduced sum).
+  Agreement elastic_step(double alpha, Agreement local);
 
   // The EASGD center variable, one tensor per parameter (same shapes).
   const std::vector<at::Tensor>& center() const { return center_; }
   // Replaces the center (resume from a checkpoint); shapes must match.
   void set_center(const std::vector<at::Tensor>& center);
-  // Bytes in the all-reduce of one average() or elastic_step(): parameters + control slot.
+  // Bytes in the all-reduce of one average() or elastic_step(): parameters + control slots.
   int64_t payload_bytes() const { return flat_.numel() * flat_.element_size(); }
 
   // Diagnostics, not training traffic: the replicas' mean parameters (one tensor per parameter,
@@ -53,14 +60,15 @@ class ParamAverager {
   Spread spread() const;
 
  private:
-  // Copies `parts` (shaped like the parameters) into flat_ and sets the control slot.
-  void fill(const std::vector<at::Tensor>& parts, bool stop);
-  bool allreduce_and_read_stop();
+  static constexpr int64_t kControlSlots = 2;  // stop, diverged
+  // Copies `parts` (shaped like the parameters) into flat_ and sets the control slots.
+  void fill(const std::vector<at::Tensor>& parts, Agreement local);
+  Agreement allreduce_and_read_agreement();
 
   std::vector<at::Tensor> params_;
   std::shared_ptr<Comm> comm_;
   std::vector<at::Tensor> center_;
-  at::Tensor flat_;  // numel(params) + 1 (control slot)
+  at::Tensor flat_;  // numel(params) + kControlSlots
 };
 
 }  // namespace ddplab::distributed

@@ -25,13 +25,15 @@ static int64_t local_steps_after(const config::SyncSpec& spec, int64_t steps_per
   return global_step + 1 - first;
 }
 
-ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, bool stop_requested) {
+ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, distributed::ParamAverager::Agreement local) {
   StepResult r;
   if (!local_from(global_step)) return r;
   if (local_steps_after(spec_, steps_per_epoch_, global_step) % spec_.period != 0) return r;
   r.communicated = true;
-  r.stop = spec_.method == config::SyncMethod::kEasgd ? averager_->elastic_step(spec_.alpha, stop_requested)
-                                   : averager_->average(stop_requested);
+  const auto agreed = spec_.method == config::SyncMethod::kEasgd ? averager_->elastic_step(spec_.alpha, local)
+                                                                  : averager_->average(local);
+  r.stop = agreed.stop;
+  r.diverged = agreed.diverged;
   r.bytes = distributed::ring_allreduce_bytes(averager_->payload_bytes(), averager_->replicas());
   return r;
 }

@@ -44,10 +44,12 @@ class ReplicaSync {
   struct StepResult {
     bool communicated = false;  // parameters were averaged / elastic step made
     bool stop = false;          // a rank asked to stop (agreed through the averaging all-reduce)
+    bool diverged = false;      // a rank's local gradient diverged (agreed there too)
     int64_t bytes = 0;          // bytes this rank sent for it (ring all-reduce model)
   };
-  // After the optimizer step of `global_step`: the averaging or elastic step, if one is due.
-  StepResult after_step(int64_t global_step, bool stop_requested);
+  // After the optimizer step of `global_step`: the averaging or elastic step, if one is due,
+  // carrying this rank's stop request and divergence (ParamAverager::Agreement).
+  StepResult after_step(int64_t global_step, distributed::ParamAverager::Agreement local);
   // Whether the replicas hold identical parameters after step `global_step` (all-reduced or
   // averaged there).
   bool replicas_agree_after(int64_t global_step) const;

@@ -21,10 +21,12 @@ void copy_all(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& 
 }  // namespace
 
 SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
-                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device)
+                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device,
+                                     bool bf16_wire)
     : model_(model),
       params_(std::move(params)),
       mean_(mean),
+      bf16_wire_(bf16_wire),
       generator_(at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU))) {
   TORCH_INTERNAL_ASSERT(!seeds.empty(), "SimulatedReplicas needs at least one replica");
   std::lock_guard<std::mutex> lock(generator_.mutex());
@@ -46,8 +48,10 @@ void SimulatedReplicas::begin_step() {
   torch::NoGradGuard no_grad;
   step_buffers_ = clone_all(model_.buffers());
   if (grad_sum_.empty())
-    for (const auto& p : params_) grad_sum_.push_back(torch::zeros_like(p.detach()));
+    for (const auto& p : params_)
+      grad_sum_.push_back(torch::zeros_like(p.detach(), bf16_wire_ ? torch::kBFloat16 : p.scalar_type()));
   for (auto& g : grad_sum_) g.zero_();
+  used_.assign(params_.size(), false);
   norm_sum_ = torch::zeros({}, params_.empty() ? torch::TensorOptions().dtype(torch::kFloat64)
                                                : params_[0].options().dtype(torch::kFloat64));
 }
@@ -68,9 +72,12 @@ void SimulatedReplicas::end_replica(int k) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& g = params_[i].grad();
     if (!g.defined()) continue;
+    used_[i] = true;
     norm_sum_ += g.pow(2).sum().to(torch::kFloat64);
-    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does.
-    grad_sum_[i].add_(mean_ ? g.div(count()) : g);
+    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; the bf16 wire then rounds
+    // the contribution, and bf16 + bf16 rounds the sum, as the all-reduce's bf16 reduction.
+    const auto contribution = mean_ ? g.div(count()) : g;
+    grad_sum_[i].add_(bf16_wire_ ? contribution.to(torch::kBFloat16) : contribution);
   }
 }
 
@@ -79,8 +86,9 @@ void SimulatedReplicas::end_step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
     // Write into the existing .grad (a GradSync bucket view), so the buckets stay in place.
-    if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
-    else if (p.requires_grad()) p.mutable_grad() = grad_sum_[i].clone();
+    if (!used_[i]) p.mutable_grad() = at::Tensor();
+    else if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
+    else p.mutable_grad() = grad_sum_[i].to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   }
   copy_all(model_.buffers(), rank0_buffers_);
 }

@@ -8,9 +8,17 @@
 // have left: sum_k g_k / N under `mean` (each shard's gradient divided by N first, as DDP does),
 // sum_k g_k under `sum`. Then the optimizer steps once.
 //
+// With `bf16_wire` (replicas.grad_dtype "bf16") each shard's contribution is rounded as the wire
+// rounds it: (g_k / N) cast to bfloat16, the contributions summed in bfloat16 in replica order
+// (one rounding per addition), the sum cast back to fp32. For two replicas that is bit for bit
+// what a bf16 all-reduce of two processes leaves (one addition, commutative); for more, a ring
+// all-reduce adds in another order per chunk, so the result matches to bf16 rounding, not bits.
+//
 // What makes the replicas differ is kept per replica, as separate processes keep it:
 //   - the dropout RNG stream: N states of the device's default generator, replica k's seeded as
 //     process k seeds it (train/trainer.h), swapped in by begin_replica(k) and out by end_replica(k);
+//   - a parameter that no shard's backward reached keeps its .grad undefined (GradSync leaves
+//     it so per shard; end_step() too when no shard used it), as DDP for a globally unused one;
 //   - BatchNorm (ghost batch norm): each shard is normalized with its own batch statistics, and
 //     buffers follow DDP's broadcast_buffers=True: every replica starts the step from rank 0's
 //     buffers, and rank 0's updated buffers are the ones kept (every module buffer is treated so;
@@ -31,9 +39,10 @@ namespace ddplab::train {
 class SimulatedReplicas {
  public:
   // `params`: the model's parameters (their .grad are read and written); `seeds[k]`: replica k's
-  // dropout seed (what process k passes to torch::manual_seed); `mean`: replicas.reduce == "mean".
+  // dropout seed (what process k passes to torch::manual_seed); `mean`: replicas.reduce == "mean";
+  // `bf16_wire`: replicas.grad_dtype == "bf16" (see above).
   SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params, const std::vector<uint64_t>& seeds,
-                    bool mean, c10::Device device);
+                    bool mean, c10::Device device, bool bf16_wire = false);
 
   int count() const { return static_cast<int>(rng_states_.size()); }
 
@@ -54,9 +63,11 @@ class SimulatedReplicas {
   torch::nn::Module& model_;
   std::vector<at::Tensor> params_;
   bool mean_;
+  bool bf16_wire_;
   at::Generator generator_;
   std::vector<at::Tensor> rng_states_;
-  std::vector<at::Tensor> grad_sum_;     // per parameter: sum_k g_k (/ N under mean)
+  std::vector<at::Tensor> grad_sum_;     // per parameter: sum_k g_k (/ N under mean), bf16 under bf16_wire
+  std::vector<bool> used_;               // per parameter: some shard's backward reached it
   at::Tensor norm_sum_;                  // sum_k |g_k|^2
   std::vector<at::Tensor> step_buffers_; // rank 0's buffers at the start of the step
   std::vector<at::Tensor> rank0_buffers_;  // rank 0's buffers after its forward

@@ -49,6 +49,23 @@ void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPai
                             spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
 }
 
+// Local SGD and EASGD evaluate and save averaged weights (the replicas' mean, the center). A model
+// with BatchNorm would be evaluated with rank 0's running statistics, gathered for rank 0's own
+// weights, not for the averaged ones: a biased test accuracy and saved model. Refused rather than
+// measured wrong (docs/ddp-semantics.md, item 2).
+void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module& model) {
+  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 ||
+      model.buffers().empty())
+    return;
+  throw config::spec_error(
+      "/replicas/sync",
+      fmt::format("{} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running statistics, "
+                  "which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
+                  "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
+                  config::name(spec.replicas.sync.method), config::name(spec.model.name),
+                  config::name(spec.replicas.sync.method)));
+}
+
 NamedTensors named_parameters(torch::nn::Module& model) {
   NamedTensors named;
   for (const auto& item : model.named_parameters()) named.emplace_back(item.key(), item.value());
@@ -66,6 +83,7 @@ void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& da
   torch::NoGradGuard no_grad;
   const auto transform = data::make_transform(spec.dataset.augment, data);
   auto model = models::make_model(model_options(spec.model), input_shape(*transform, data));
+  check_sync_fits_model(spec, *model);
   make_optimizer(spec.optimizer, named_parameters(*model));
 }
 
@@ -126,6 +144,7 @@ void Trainer::load_data() {
 void Trainer::build_model() {
   torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (skip_broadcast_ ? rank_ : 0));
   model_ = models::make_model(model_options(spec_.model), input_shape(*transform_, *data_));
+  check_sync_fits_model(spec_, *model_);
   place_on_device();
 }
 
@@ -181,7 +200,7 @@ void Trainer::build_training() {
   if (simulated_) {
     std::vector<uint64_t> seeds;
     for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
-    sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_);
+    sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_, sync_options_.compress_bf16);
   }
 }
 
@@ -339,13 +358,15 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   set_lr(*optimizer_, totals.lr);
   const bool reduce = replica_sync_->reduces_gradients(global_step_);
   sync_->set_require_sync(reduce);
-  sync_->request_stop(stop_signal() != 0 || (spec_.debug.fault == config::Fault::kStop && fault_now()));
+  fault_stop_ = fault_stop_ || (spec_.debug.fault == config::Fault::kStop && fault_now());
+  const bool stop_wanted = stop_signal() != 0 || fault_stop_;
+  sync_->request_stop(stop_wanted);
   broadcast_buffers();
   compute_gradients(batch_x, batch_y, totals);
   const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
   if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
   readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
-  unread_.emplace_back(global_step_, totals.lr);
+  unread_.push_back({global_step_, totals.lr, !reduce && size_ > 1});
   if (spec_.debug.fault == config::Fault::kUpdateFirstOnly)
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
@@ -353,7 +374,8 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   bool stop = false;
   while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
   log_interval(step, totals);
-  const auto synced = replica_sync_->after_step(global_step_, stop_signal() != 0);
+  const auto synced = replica_sync_->after_step(global_step_, {stop_wanted, local_divergence_.has_value()});
+  if (synced.diverged) diverge_agreed(epoch);
   stop = stop || synced.stop;
   totals.comm_bytes += synced.bytes;
   if (audit_pending_ && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
@@ -399,20 +421,29 @@ void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) 
   totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas_);
   // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
   const auto mean_sq = sync_options_.mean ? grad_sq : grad_sq / (static_cast<double>(replicas_) * replicas_);
-  noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
+  // Under sync_bn a replica's gradient is not that of B/N independent samples (SyncBatchNorm's
+  // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
+  // so nothing is measured (docs/ddp-semantics.md).
+  if (!spec_.model.sync_bn)
+    noise_scale_.update(sim_ ? sim_->local_norm_squared_mean() : sync_->local_norm_squared_mean(), mean_sq);
 }
 
-// Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run. Returns whether the
-// replicas agreed to stop after that step.
+// Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run (a local one at the
+// next agreement, diverge_agreed()). Returns whether the replicas agreed to stop after that step.
 bool Trainer::read_step(int epoch, EpochTotals& totals) {
   const auto values = readback_->pop();
-  const auto [at_step, at_lr] = unread_.front();
+  const Unread at = unread_.front();
   unread_.pop_front();
   const double grad_norm = std::sqrt(values[0]);
-  if (!std::isfinite(grad_norm))
-    throw Diverged(fmt::format("diverged at epoch {}, step {}: the gradient norm is {} (lr {:g})", epoch + 1, at_step,
-                               std::isnan(grad_norm) ? "NaN" : "Inf", at_lr),
-                   epoch + 1, at_step);
+  if (!std::isfinite(grad_norm)) {
+    Diverged diverged(fmt::format("diverged at epoch {}, step {}: the {}gradient norm is {} (lr {:g})", epoch + 1,
+                                  at.step, at.local ? fmt::format("local (rank {}) ", rank_) : "",
+                                  std::isnan(grad_norm) ? "NaN" : "Inf", at.lr),
+                      epoch + 1, at.step);
+    if (!at.local) throw diverged;
+    if (!local_divergence_) local_divergence_ = diverged;
+    return values[1] > 0;
+  }
   totals.grad_norm_sum += grad_norm;
   return values[1] > 0;
 }
@@ -446,6 +477,15 @@ void Trainer::close_interval_at_stop(int64_t step, double lr, double loss_sum, d
     step_log_->read(loss_sum, correct);
   }
   run_->append_steps(step_log_->take());
+}
+
+// Every rank throws at the same agreement point: the rank that diverged names its own step.
+void Trainer::diverge_agreed(int epoch) {
+  if (local_divergence_) throw *local_divergence_;
+  throw Diverged(fmt::format("diverged by epoch {}, step {}: another replica's local gradient norm was NaN or Inf "
+                             "(agreed at the first averaging point or epoch end after it)",
+                             epoch + 1, global_step_),
+                 epoch + 1, global_step_);
 }
 
 // A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
@@ -526,14 +566,15 @@ Trainer::Evaluation Trainer::evaluate() {
 // The epoch's train and test metrics summed over all replicas, then the replica audit (both
 // collectives, in this order on every rank).
 EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
+  const auto diverged = torch::full({}, local_divergence_ ? 1.0 : 0.0, totals.loss_sum.options());
   auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64), test.loss_sum,
-                            test.correct.to(torch::kFloat64)})
+                            test.correct.to(torch::kFloat64), diverged})
                   .cpu();
-  if (comm_) {
-    distributed::allreduce_sum(*comm_, sums);
-    audit_replicas(epoch);
-  }
+  if (comm_) distributed::allreduce_sum(*comm_, sums);
   const auto t = sums.accessor<double, 1>();
+  // A local divergence not yet agreed at an averaging point: every rank stops here, before the audit.
+  if (t[4] > 0) diverge_agreed(epoch);
+  if (comm_) audit_replicas(epoch);
   return {t[0], t[1], t[2], t[3]};
 }
 

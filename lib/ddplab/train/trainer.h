@@ -55,7 +55,9 @@ struct ReplicaResult {
 };
 
 // A NaN or Inf gradient (after the all-reduce, so every rank sees it at the same step) stops
-// training: status "diverged", exit code 3. So does an epoch whose mean training loss has blown up
+// training: status "diverged", exit code 3. Under local SGD / EASGD a replica's gradient is its
+// own: the rank that saw it tells the others at the next averaging point (or the epoch's end),
+// where every rank throws. So does an epoch whose mean training loss has blown up
 // (loss_has_blown_up) although it stayed finite; that epoch's record is written first.
 class Diverged : public std::runtime_error {
  public:

@@ -85,6 +85,7 @@ class Trainer {
   void read_interval();
   void close_interval_at_stop(int64_t step, double lr, double loss_sum, double correct, double wall_s);
   [[noreturn]] void stop_cleanly(int epoch, int64_t step, EpochTotals& totals);
+  [[noreturn]] void diverge_agreed(int epoch);
   void broadcast_buffers();
 
   // The end of an epoch.
@@ -160,7 +161,17 @@ class Trainer {
   std::vector<at::Tensor> snapshot_;  // the parameters at its start, for the update audit
   Clock::time_point epoch_start_, last_progress_;
   std::optional<runtime::HostReadback> readback_;
-  std::deque<std::pair<int64_t, double>> unread_;  // global step and lr of each value pushed
+  struct Unread {
+    int64_t step = 0;    // global step
+    double lr = 0;
+    bool local = false;  // the pushed gradient norm is this replica's own (local SGD / EASGD, N > 1)
+  };
+  std::deque<Unread> unread_;  // of each value pushed
+  // Local SGD / EASGD: the first NaN or Inf local gradient norm, which only this rank saw; every
+  // rank stops at the next agreement (an averaging point or the epoch's end) instead of this one
+  // alone (its peers would then fail on a closed connection).
+  std::optional<Diverged> local_divergence_;
+  bool fault_stop_ = false;  // debug fault stop fired: asked at every agreement point until one comes
   std::optional<StepLog> step_log_;                 // log.every_steps (rank 0 keeps the records)
   std::optional<runtime::HostReadback> step_readback_;  // the training sums of a closed interval
 };
