@@ -107,8 +107,13 @@ def settings_as_strings():
     return bad
 
 
-# A string literal that opens with a JSON pointer and a colon: "/batch: ...", "/a/{}/b: ...".
-POINTER_MESSAGE = re.compile(r'"(/[A-Za-z0-9_{}~]+)+:')
+# In a string literal, a JSON pointer followed by a colon: "/batch: ...", "run x: /a/{}/b: ...".
+STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+POINTER_MESSAGE = re.compile(r'(^|[\s(])/[a-z][A-Za-z0-9_]*(/[A-Za-z0-9_{}~]+)*:(\s|$)')
+
+
+def names_a_pointer(line):
+    return any(POINTER_MESSAGE.search(lit[1:-1]) for lit in STRING_LITERAL.findall(line.split("//")[0]))
 
 
 def spec_pointers():
@@ -117,7 +122,7 @@ def spec_pointers():
         if "lib/ddplab/config" in path.as_posix():
             continue
         for i, line in enumerate(path.read_text().splitlines()):
-            if POINTER_MESSAGE.search(line.split("//")[0]):
+            if names_a_pointer(line):
                 bad.append(f"{path.relative_to(ROOT)}:{i + 1}: a message that names a spec pointer outside config "
                            f"(use config::spec_error): {line.strip()[:100]}")
     return bad

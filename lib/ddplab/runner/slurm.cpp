@@ -20,6 +20,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/config/spec_error.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/rundir/layout.h"
@@ -378,10 +379,12 @@ void check_runs(const std::vector<Planned>& plans) {
     const auto& spec = p.run->spec;
     if (p.action != SlurmAction::kSubmit) continue;
     if (spec.replicas.mode == config::ReplicaMode::kSimulated)
-      throw Error(fmt::format("run {}: /replicas/mode: \"simulated\" replicas run in one process, but --launcher slurm "
-                              "starts one task per replica; run it with `ddplab run`, or use replicas.mode "
-                              "\"processes\"",
-                              p.run->run_id));
+      throw Error(fmt::format("run {}: {}", p.run->run_id,
+                              config::spec_error("/replicas/mode",
+                                                 "\"simulated\" replicas run in one process, but --launcher slurm "
+                                                 "starts one task per replica; run it with `ddplab run`, or use "
+                                                 "replicas.mode \"processes\"")
+                                  .what()));
     if (checked.insert({config::name(spec.dataset.name), spec.dataset.root}).second)
       data::check_dataset_files(train::dataset_options(spec.dataset));
   }
