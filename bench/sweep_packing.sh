@@ -47,8 +47,8 @@ PY
 read -r steal0 total0 < <(steal)
 printf "%-6s %-10s %8s %8s %10s\n" round mode wall_s cpu_s cores_busy
 for round in $(seq "$rounds"); do
-  read -r seq_wall seq_cpu < <(sweep seq)
-  read -r pk_wall pk_cpu < <(sweep packed --jobs "$jobs")
+  read -r seq_wall seq_cpu < <(sweep "seq$round")
+  read -r pk_wall pk_cpu < <(sweep "packed$round" --jobs "$jobs")
   busy() { python3 -c "print(f'{100*$1/($(nproc)*$2):.0f}%')"; }
   printf "%-6s %-10s %8s %8s %10s\n" "$round" sequential "$seq_wall" "$seq_cpu" "$(busy "$seq_cpu" "$seq_wall")"
   printf "%-6s %-10s %8s %8s %10s\n" "$round" "--jobs $jobs" "$pk_wall" "$pk_cpu" "$(busy "$pk_cpu" "$pk_wall")"
@@ -56,9 +56,10 @@ for round in $(seq "$rounds"); do
 done
 read -r steal1 total1 < <(steal)
 python3 -c "print(f'CPU steal during the benchmark: {100*($steal1-$steal0)/max(1,$total1-$total0):.1f}%')"
-grep -h "took" "$out/packed.log" || true
-# Metrics identity: every run's records, wall-clock fields aside, the same in both sweeps.
-python3 - "$out/seq/pack" "$out/packed/pack" <<'PY'
+grep -h "took" "$out"/packed*.log || true
+# Metrics identity: every run's records, wall-clock fields aside, the same in both sweeps of round 1.
+# Each round writes its own directories (a second sweep into the same one would skip done runs).
+python3 - "$out/seq1/pack" "$out/packed1/pack" <<'PY'
 import json, pathlib, sys
 timing = {"epoch_s", "wall_s", "images_per_s", "comm_wait_s"}
 a, b = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
