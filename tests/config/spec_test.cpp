@@ -8,6 +8,7 @@
 #include "ddplab/data/dataset.h"
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/defaults.h"
 #include "ddplab/config/spec_error.h"
 #include "test_util.h"
 
@@ -612,6 +613,21 @@ TEST(SpecError, NamesThePointerFirst) {
                "/batch: the global batch 128 is larger than the 64 training samples");
   EXPECT_STREQ(spec_error("/optimizer/weight_decay_groups/2/match", "matches no parameter").what(),
                "/optimizer/weight_decay_groups/2/match: matches no parameter");
+}
+
+// A spec.json from before model.ema_decay and log existed reads as today's defaults.
+TEST(Spec, WithDefaultsFillsFieldsAnOlderSpecLacks) {
+  json old = resolve(minimal()).resolved;
+  old["model"].erase("ema_decay");
+  old.erase("log");
+  old["model"]["dropout"] = 0.25;
+  const json filled = with_defaults(old);
+  EXPECT_EQ(filled["model"]["ema_decay"], 0);
+  EXPECT_EQ(filled["log"]["every_steps"], 0);
+  EXPECT_EQ(filled["model"]["dropout"], 0.25) << "a value that is there stays";
+  json expected = resolve(with("model.dropout=0.25")).resolved;
+  for (const char* k : {"repeats", "sweep", "sweep_zip"}) expected[k] = filled[k];  // resolve() drops them
+  EXPECT_EQ(filled, expected);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/defaults.h"
 #include "ddplab/config/spec_error.h"
 #include "ddplab/config/slurm.h"
 
@@ -665,6 +666,15 @@ namespace ddplab::config {
 Error spec_error(std::string_view pointer, std::string_view what) {
   TORCH_INTERNAL_ASSERT(!pointer.empty() && pointer.front() == '/', "not a JSON pointer: ", pointer);
   return Error(fmt::format("{}: {}", pointer, what));
+}
+
+}  // namespace ddplab::config
+
+namespace ddplab::config {
+
+nlohmann::json with_defaults(nlohmann::json doc) {
+  fill_defaults(doc, schema_doc());
+  return doc;
 }
 
 }  // namespace ddplab::config

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/defaults.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
@@ -52,7 +53,7 @@ void flatten(const json& j, const std::string& prefix, json& out) {
 }
 
 json group_key(const json& spec) {
-  json s = spec.is_object() ? spec : json::object();
+  json s = spec.is_object() ? config::with_defaults(spec) : json::object();
   for (const char* k : {"seed", "name", "output", "run_id", "report", "slurm"}) s.erase(k);
   json flat = json::object();
   flatten(s, "", flat);
