@@ -223,10 +223,11 @@ class Supervisor {
 
   // The first exit the launcher saw is often a peer's "connection closed" reaction. The root
   // cause is a rank killed by a signal nobody here sent, else the earliest error a rank wrote.
+  // SIGPIPE is such a reaction too (a write to the socket of a peer that died), never a cause.
   void blame_root_cause() {
     int root = -1;
     for (int r = 0; r < o_.nproc && root < 0; ++r)
-      if (failed_on_its_own_[r] && WIFSIGNALED(statuses_[r])) root = r;
+      if (failed_on_its_own_[r] && WIFSIGNALED(statuses_[r]) && WTERMSIG(statuses_[r]) != SIGPIPE) root = r;
     int64_t earliest = INT64_MAX;
     std::string message;
     for (int r = 0; r < o_.nproc && root < 0; ++r) {
