@@ -142,7 +142,7 @@ namespace {
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& o, int port) : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0),
-                                                 failed_on_its_own_(o.nproc, false), running_(o.nproc) {
+                                                 signal_was_ours_(o.nproc, false), running_(o.nproc) {
     for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn(o, r, port));
   }
 
@@ -182,6 +182,8 @@ class Supervisor {
     alive_[r] = false;
     --running_;
     statuses_[r] = status;
+    signal_was_ours_[r] = WIFSIGNALED(status) && ((stopping_ && WTERMSIG(status) == SIGTERM) ||
+                                                  (killed_ && WTERMSIG(status) == SIGKILL));
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == kExitOk;
     // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the others
     // stop after the same step: wait for them, as for a signal sent to the launcher.
@@ -195,7 +197,6 @@ class Supervisor {
       return;
     }
     if (ok || stopping_) return;
-    failed_on_its_own_[r] = true;
     const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;
     result_.exit_code = diverged ? kExitDiverged : kExitFailure;
     result_.failed_rank = diverged ? -1 : r;
@@ -221,25 +222,13 @@ class Supervisor {
     }
   }
 
-  // The first exit the launcher saw is often a peer's "connection closed" reaction. The root
-  // cause is a rank killed by a signal nobody here sent, else the earliest error a rank wrote.
-  // SIGPIPE is such a reaction too (a write to the socket of a peer that died), never a cause.
   void blame_root_cause() {
-    int root = -1;
-    for (int r = 0; r < o_.nproc && root < 0; ++r)
-      if (failed_on_its_own_[r] && WIFSIGNALED(statuses_[r]) && WTERMSIG(statuses_[r]) != SIGPIPE) root = r;
-    int64_t earliest = INT64_MAX;
-    std::string message;
-    for (int r = 0; r < o_.nproc && root < 0; ++r) {
-      auto error = read_error_file(o_.run_dir, r);
-      if (error.first > 0 && error.first < earliest) {
-        earliest = error.first;
-        result_.failed_rank = r;
-        message = error.second;
-      }
-    }
-    if (root >= 0) result_.failed_rank = root;
+    std::vector<RankEnd> ends;
+    for (int r = 0; r < o_.nproc; ++r)
+      ends.push_back({statuses_[r], signal_was_ours_[r], read_error_file(o_.run_dir, r).first});
+    result_.failed_rank = root_cause_rank(ends, result_.failed_rank);
     result_.reason = describe(statuses_[result_.failed_rank]);
+    const std::string message = read_error_file(o_.run_dir, result_.failed_rank).second;
     if (!message.empty()) result_.reason += fmt::format(": {}", message);
   }
 
@@ -247,7 +236,7 @@ class Supervisor {
   std::vector<pid_t> pids_;
   std::vector<bool> alive_;
   std::vector<int> statuses_;
-  std::vector<bool> failed_on_its_own_;  // failed before the launcher signalled anyone
+  std::vector<bool> signal_was_ours_;  // killed by a signal the launcher had sent
   int running_;
   LaunchResult result_;
   bool stopping_ = false, killed_ = false, interrupted_ = false;
@@ -255,6 +244,21 @@ class Supervisor {
 };
 
 }  // namespace
+
+int root_cause_rank(const std::vector<RankEnd>& ends, int first_seen) {
+  for (size_t r = 0; r < ends.size(); ++r) {
+    const int status = ends[r].status;
+    if (WIFSIGNALED(status) && !ends[r].signal_was_ours && WTERMSIG(status) != SIGPIPE) return static_cast<int>(r);
+  }
+  int root = first_seen;
+  int64_t earliest = INT64_MAX;
+  for (size_t r = 0; r < ends.size(); ++r)
+    if (ends[r].error_ns > 0 && ends[r].error_ns < earliest) {
+      earliest = ends[r].error_ns;
+      root = static_cast<int>(r);
+    }
+  return root;
+}
 
 LaunchResult launch_workers(const LaunchOptions& o) {
   int port = 0;

@@ -15,6 +15,7 @@
 #pragma once
 #include <signal.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -55,6 +56,20 @@ class SignalScope {
  private:
   struct sigaction old_int_ {}, old_term_ {};
 };
+
+// How one rank of a failed attempt ended, as the launcher saw it.
+struct RankEnd {
+  int status = 0;                   // waitpid status
+  bool signal_was_ours = false;     // killed by a signal the launcher had sent it (SIGTERM, SIGKILL)
+  int64_t error_ns = 0;             // time stamp of its rank-<r>.error, 0 if it wrote none
+};
+
+// The rank to blame for a failed attempt. The first exit the launcher reaps is often a peer's
+// reaction ("connection closed", or SIGPIPE from a write to the dead peer's socket), and two
+// exits in one poll come back in any order, so the order of reaping decides nothing: the root
+// cause is the lowest rank killed by a signal nobody here sent (SIGPIPE excepted), else the rank
+// with the earliest error file, else `first_seen` (the first rank that failed before the stop).
+int root_cause_rank(const std::vector<RankEnd>& ends, int first_seen);
 
 // A worker that fails writes <run_dir>/rank-<r>.error ("<ns since epoch> <message>"), so the
 // launcher can tell the root cause from the peers that failed in reaction to it (as torchrun's
