@@ -30,7 +30,7 @@ for round in $(seq "$rounds"); do
   for world in $worlds; do
     "$build/bin/ddplab" run experiments/quickstart.json epochs=1 replicas.count=$world batch.per_replica=$batch \
       replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
-      dataset.root="$data" output="$out" name=cmp_$world --force >/dev/null
+      dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$world --force >/dev/null
     d=$(python3 -c "import json,sys;print(json.loads(open(sys.argv[1]).readlines()[-1])['images_per_s'])" \
         "$out/cmp_$world/seed=1/epochs.jsonl")
     p=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device --root "$data" \

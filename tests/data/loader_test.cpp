@@ -36,12 +36,33 @@ std::vector<int64_t> to_vec(const at::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-TEST(Loader, EpochPermutationMatchesPythonTorch) {
+constexpr auto kTorch = config::DataOrder::kTorchSampler;
+
+TEST(Loader, TorchSamplerOrderMatchesPythonTorch) {
   // torch.randperm(10, generator=torch.Generator().manual_seed(8)) in Python.
-  EXPECT_EQ(to_vec(epoch_permutation(10, 5, 3)), (std::vector<int64_t>{3, 5, 0, 1, 2, 6, 4, 7, 8, 9}));
-  auto p = to_vec(epoch_permutation(1000, 1, 2));
+  EXPECT_EQ(to_vec(epoch_permutation(10, 5, 3, kTorch)), (std::vector<int64_t>{3, 5, 0, 1, 2, 6, 4, 7, 8, 9}));
+  auto p = to_vec(epoch_permutation(1000, 1, 2, kTorch));
   EXPECT_EQ(std::vector<int64_t>(p.begin(), p.begin() + 8),
             (std::vector<int64_t>{986, 114, 871, 894, 140, 885, 232, 402}));
+}
+
+TEST(Loader, TorchSamplerOrderRepeatsAcrossNeighbouringSeeds) {
+  // DistributedSampler's seed + epoch: seed 4's epoch 1 is seed 3's epoch 2.
+  EXPECT_TRUE(torch::equal(epoch_permutation(500, 4, 1, kTorch), epoch_permutation(500, 3, 2, kTorch)));
+}
+
+TEST(Loader, IndependentOrdersShareNoEpochAcrossASweepsRepeats) {
+  // Repeats of a sweep take seeds s, s + 1, ...: no epoch of one may be an epoch of another.
+  const int64_t n = 500;
+  std::vector<at::Tensor> seen;
+  for (int64_t seed = 1; seed <= 5; ++seed)
+    for (int64_t epoch = 0; epoch < 10; ++epoch) {
+      auto p = epoch_permutation(n, seed, epoch);
+      EXPECT_TRUE(torch::equal(p, epoch_permutation(n, seed, epoch, config::DataOrder::kIndependent)));
+      EXPECT_TRUE(torch::equal(std::get<0>(p.sort()), torch::arange(n, torch::kLong)));
+      for (const auto& q : seen) EXPECT_FALSE(torch::equal(p, q)) << "seed " << seed << " epoch " << epoch;
+      seen.push_back(p);
+    }
 }
 
 TEST(Loader, EpochOrderDeterministicAndVaries) {
@@ -108,7 +129,7 @@ TEST(Loader, ShardsUnionEqualsSingleReplicaBatch) {
   for (int w : {1, 2, 4}) {
     std::vector<std::unique_ptr<TrainLoader>> loaders;
     for (int r = 0; r < w; ++r) {
-      loaders.push_back(std::make_unique<TrainLoader>(d, none(d), g, r, w, seed, 2));
+      loaders.push_back(std::make_unique<TrainLoader>(d, none(d), g, r, w, seed, config::DataOrder::kIndependent, 2));
       loaders.back()->start_epoch(epoch);
     }
     for (size_t t = 0; t < single.size(); ++t) {
@@ -131,7 +152,7 @@ TEST(Loader, PrefetchedBatchesEqualMakeBatchOnExpectedIndices) {
   DatasetPair d = synthetic(300);
   const int64_t g = 12, seed = 9;
   const int rank = 1, world = 3;
-  TrainLoader l(d, none(d), g, rank, world, seed, 3);
+  TrainLoader l(d, none(d), g, rank, world, seed, config::DataOrder::kIndependent, 3);
   for (int64_t epoch : {0, 1}) {
     l.start_epoch(epoch);
     auto perm = epoch_permutation(300, seed, epoch);
@@ -164,7 +185,7 @@ TEST(Loader, FirstStepResumesAtTheRightBatch) {
 
 TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
   DatasetPair d = synthetic(1000);
-  auto l = std::make_unique<TrainLoader>(d, none(d), 10, 0, 1, 3, 2);
+  auto l = std::make_unique<TrainLoader>(d, none(d), 10, 0, 1, 3, config::DataOrder::kIndependent, 2);
   l->start_epoch(0);
   auto first = l->next();
   ASSERT_TRUE(first.has_value());

@@ -12,6 +12,7 @@ namespace ddplab::config {
 
 enum class DatasetName { kFashionMnist, kMnist, kIdx, kCifar10, kCifar100 };
 enum class Augment { kNone, kStandard, kTfTutorial };   // data/transform.h
+enum class DataOrder { kIndependent, kTorchSampler };   // data/loader.h: how an epoch's order is seeded
 enum class ModelName { kMnistCnn, kMlp, kCifarTfCnn, kResnet20 };
 enum class OptimizerName { kSgd, kAdam, kAdamw };
 enum class ScaleRule { kNone, kLinear, kSqrt };          // lr x 1, k, sqrt(k) for k = global / base batch
@@ -33,6 +34,9 @@ template <> struct SettingNames<DatasetName> {
 };
 template <> struct SettingNames<Augment> {
   static constexpr std::array<const char*, 3> names{"none", "standard", "tf_tutorial"};
+};
+template <> struct SettingNames<DataOrder> {
+  static constexpr std::array<const char*, 2> names{"independent", "torch_sampler"};
 };
 template <> struct SettingNames<ModelName> {
   static constexpr std::array<const char*, 4> names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};

@@ -415,6 +415,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.dataset.train_limit = d["train_limit"].get<int64_t>();
   s.dataset.test_limit = d["test_limit"].get<int64_t>();
   s.dataset.augment = parse_setting<Augment>(d["augment"].get<std::string>(), "/dataset/augment");
+  s.dataset.order = parse_setting<DataOrder>(d["order"].get<std::string>(), "/dataset/order");
   const json& m = doc["model"];
   s.model.name = parse_setting<ModelName>(m["name"].get<std::string>(), "/model/name");
   s.model.dropout = m["dropout"].get<double>();

@@ -26,6 +26,7 @@ struct DatasetSpec {
   int64_t train_limit = 0;             // 0: all
   int64_t test_limit = 0;              // 0: all
   Augment augment = Augment::kNone;  // data/transform.h
+  DataOrder order = DataOrder::kIndependent;  // data/loader.h epoch_permutation
 };
 
 struct ModelSpec {

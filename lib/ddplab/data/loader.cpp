@@ -5,10 +5,24 @@
 
 namespace ddplab::data {
 
-at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch) {
-  // A fresh generator per epoch, seeded like Python's Generator().manual_seed(seed + epoch), so
-  // the order depends only on (seed, epoch) and survives resume.
-  auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed + epoch));
+namespace {
+
+// SplitMix64's finalizer: neighbouring inputs give unrelated outputs.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch, config::DataOrder order) {
+  // A fresh generator per epoch, so the order depends only on (seed, epoch) and survives resume.
+  // seed + epoch makes seed s + 1's epoch e seed s's epoch e + 1: repeats that share orders.
+  const uint64_t key = order == config::DataOrder::kTorchSampler
+                           ? static_cast<uint64_t>(seed + epoch)
+                           : mix64(mix64(static_cast<uint64_t>(seed) + 0x9e3779b97f4a7c15ULL) + static_cast<uint64_t>(epoch));
+  auto gen = at::detail::createCPUGenerator(key);
   return torch::randperm(n, gen, torch::kLong);
 }
 
@@ -27,7 +41,8 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
 }
 
 TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform,
-                         int64_t global_batch, int rank, int world, int64_t seed, int prefetch, bool pin_memory)
+                         int64_t global_batch, int rank, int world, int64_t seed, config::DataOrder order,
+                         int prefetch, bool pin_memory)
     : data_(data),
       transform_(std::move(transform)),
       global_batch_(global_batch),
@@ -36,6 +51,7 @@ TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transfor
       rank_(rank),
       world_(world),
       seed_(seed),
+      order_(order),
       prefetch_(static_cast<size_t>(std::max(prefetch, 1))),
       pin_memory_(pin_memory) {
   TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
@@ -67,7 +83,7 @@ void TrainLoader::start_epoch(int64_t epoch, int64_t first_step) {
 void TrainLoader::produce(int64_t epoch, int64_t first_step) {
   try {
     torch::NoGradGuard no_grad;
-    at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch);
+    at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch, order_);
     for (int64_t t = std::max<int64_t>(first_step, 0); t < steps_per_epoch_; ++t) {
       {
         std::unique_lock<std::mutex> lock(mutex_);

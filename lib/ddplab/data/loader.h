@@ -25,6 +25,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddplab/config/settings.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/transform.h"
 
@@ -35,8 +36,12 @@ struct Batch {
   at::Tensor y;  // int64 [b]
 };
 
-// torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)), as int64 [n].
-at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch);
+// Epoch `epoch`'s order of n samples, as int64 [n]: torch.randperm(n, generator) with the
+// generator seeded by (seed, epoch) as `order` says. kTorchSampler: seed + epoch, exactly as
+// torch's DistributedSampler (Generator().manual_seed(seed + epoch)). kIndependent (the spec's
+// default): a 64-bit hash of (seed, epoch), so that seeds s and s + 1 never share an epoch's order.
+at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch,
+                             config::DataOrder order = config::DataOrder::kIndependent);
 
 // [begin, end) of replica `rank`'s evaluation slice of n samples over `world` replicas.
 std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world);
@@ -51,7 +56,8 @@ class TrainLoader {
   // global_batch must be divisible by world (checked by the spec; asserted here). `transform`
   // (its training path) makes the batches of data.train.
   TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
-              int rank, int world, int64_t seed, int prefetch = 4, bool pin_memory = false);
+              int rank, int world, int64_t seed, config::DataOrder order = config::DataOrder::kIndependent,
+              int prefetch = 4, bool pin_memory = false);
   ~TrainLoader();
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;
@@ -73,6 +79,7 @@ class TrainLoader {
   int64_t global_batch_, local_batch_, steps_per_epoch_;
   int rank_, world_;
   int64_t seed_;
+  config::DataOrder order_;
   size_t prefetch_;
   bool pin_memory_;
   std::thread worker_;

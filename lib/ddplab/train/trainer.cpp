@@ -207,7 +207,7 @@ void Trainer::build_training() {
 // A simulating process loads the whole global batch and splits it into the replicas' shards.
 void Trainer::build_loader() {
   loader_.emplace(*data_, transform_, spec_.global_batch, simulated_ ? 0 : rank_, simulated_ ? 1 : size_, spec_.seed,
-                  /*prefetch=*/4, /*pin_memory=*/device_.is_cuda());
+                  spec_.dataset.order, /*prefetch=*/4, /*pin_memory=*/device_.is_cuda());
   mover_.emplace(device_);  // on CUDA, batch k+1's copy overlaps step k
   check_batch_fits(spec_, *data_);
   steps_ = loader_->steps_per_epoch();
