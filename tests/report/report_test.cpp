@@ -319,6 +319,46 @@ TEST(Report, PairingBySeedFindsAConstantOffsetUnderBigSeedSpread) {
   EXPECT_EQ(w.verdict, Verdict::cant_tell) << "the seed spread hides it without pairing";
 }
 
+TEST(Report, APlannedContrastComparesGroupsThatDifferInTwoSettings) {
+  // 1 replica unscaled vs 2 replicas with the linear rule: two settings, so only a contrast the
+  // spec plans compares them; it joins the Holm family of the two one-setting comparisons.
+  TempDir tmp;
+  const json contrasts = {{{"name", "two GPUs, scaled"},
+                           {"a", {{"replicas.count", 1}}},
+                           {"b", {{"replicas.count", 2}, {"schedule.scale_rule", "linear"}}}},
+                          {{"a", {{"replicas.count", 2}}}, {"b", {{"replicas.count", 1}}}}};
+  for (int seed = 1; seed <= 4; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.spec_patch = {{"report", {{"contrasts", contrasts}}}};
+    r.test_acc = {0.5, 0.80 + 0.01 * seed};
+    write_run(tmp.path() / "runs", r);
+    r.replicas = 2;
+    r.test_acc = {0.5, 0.79 + 0.01 * seed};
+    write_run(tmp.path() / "runs", r);
+    r.scale_rule = "linear";
+    r.test_acc = {0.5, 0.82 + 0.01 * seed + (seed % 2 ? 0.001 : 0.0)};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.comparisons.size(), 3u);
+  const GroupComparison& c = d.comparisons.back();
+  EXPECT_EQ(c.planned, "two GPUs, scaled");
+  EXPECT_EQ(c.key, "replicas.count, schedule.scale_rule");
+  EXPECT_EQ(c.value_a, "1, none");
+  EXPECT_EQ(c.value_b, "2, linear");
+  EXPECT_EQ(c.stats.method, CompareMethod::paired);
+  EXPECT_NEAR(c.stats.diff, 2.05, 1e-9);  // +2.1, +2.0, +2.1, +2.0 points
+  EXPECT_EQ(c.stats.verdict, Verdict::b_better) << c.sentence;
+  EXPECT_EQ(c.stats.m, 3u) << "Holm over the two one-setting comparisons and the contrast";
+  bool warned = false;
+  for (const auto& w : d.warnings)
+    warned = warned || w.find("report.contrasts[1].a: {\"replicas.count\":2} selects 2 groups") != std::string::npos;
+  EXPECT_TRUE(warned) << "the ambiguous second contrast is named, not guessed";
+  EXPECT_NE(render_markdown(d).find("two GPUs, scaled (planned): replicas.count, schedule.scale_rule: 1, none vs 2, linear"),
+            std::string::npos);
+}
+
 TEST(Report, HolmDemotesABorderlineDifferenceAmongManyComparisons) {
   // Five values of batch.per_replica: 10 comparisons. Group 16 vs 256 is borderline (p ~ 0.04
   // alone); the others are clear-cut or identical.

@@ -578,6 +578,18 @@ void scaling_efficiency(ReportData& data) {
   }
 }
 
+std::string value_in(const GroupStats& g, const std::string& k) { return value_text(g.key_spec.value(k, json())); }
+
+// Fills c.stats: group B's metric against group A's, paired by seed where it can be.
+void compare_metric(const ReportData& data, GroupComparison& c) {
+  const GroupStats &ga = data.groups[c.a], &gb = data.groups[c.b];
+  CompareOptions options;
+  options.delta = data.equivalence_pts;
+  c.stats = compare_by_seed(ga.metric_by_seed, gb.metric_by_seed, options);
+  if (std::isfinite(ga.test_sampling_error_pts) && std::isfinite(gb.test_sampling_error_pts))
+    c.stats.resolution_floor = std::max(ga.test_sampling_error_pts, gb.test_sampling_error_pts);
+}
+
 // Groups a and b compared on the metric, when they differ in exactly one setting (derived
 // settings that follow it aside) and both have a spec. Holm's correction comes later.
 std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t b) {
@@ -590,7 +602,6 @@ std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t 
     (follows ? followers : keys_ab).push_back(k);
   }
   if (keys_ab.size() != 1 || ga.key_spec.contains("run") || gb.key_spec.contains("run")) return std::nullopt;
-  const auto value_in = [](const GroupStats& g, const std::string& k) { return value_text(g.key_spec.value(k, json())); };
   GroupComparison c;
   c.a = a;
   c.b = b;
@@ -598,19 +609,65 @@ std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t 
   c.value_a = value_in(ga, c.key);
   c.value_b = value_in(gb, c.key);
   for (const auto& k : followers) c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
-  CompareOptions options;
-  options.delta = data.equivalence_pts;
-  c.stats = compare_by_seed(ga.metric_by_seed, gb.metric_by_seed, options);
-  if (std::isfinite(ga.test_sampling_error_pts) && std::isfinite(gb.test_sampling_error_pts))
-    c.stats.resolution_floor = std::max(ga.test_sampling_error_pts, gb.test_sampling_error_pts);
+  compare_metric(data, c);
   return c;
 }
 
-// Every pair that differs in one setting, Holm-corrected over all of them, with its sentence.
+// The one group whose settings have every value of `selector` (dotted key -> value); a warning
+// naming `where` and nothing when none or several do.
+std::optional<size_t> group_selected(ReportData& data, const json& selector, const std::string& where) {
+  std::vector<size_t> found;
+  for (size_t g = 0; g < data.groups.size(); ++g) {
+    const json& spec = data.groups[g].key_spec;
+    bool all = selector.is_object() && !selector.empty();
+    for (auto it = selector.begin(); all && it != selector.end(); ++it)
+      all = spec.contains(it.key()) && spec[it.key()] == it.value();
+    if (all) found.push_back(g);
+  }
+  if (found.size() == 1) return found.front();
+  std::string labels;
+  for (size_t g : found) labels += fmt::format("{}\"{}\"", labels.empty() ? "" : ", ", data.groups[g].label);
+  data.warnings.push_back(found.empty()
+                              ? fmt::format("{}: {} selects no group; the contrast is left out", where, selector.dump())
+                              : fmt::format("{}: {} selects {} groups ({}); name more settings", where, selector.dump(),
+                                            found.size(), labels));
+  return std::nullopt;
+}
+
+// report.contrasts[i]: groups a and b compared on the metric whatever settings they differ in.
+std::optional<GroupComparison> planned_contrast(ReportData& data, const json& contrast, size_t i) {
+  const std::string where = fmt::format("report.contrasts[{}]", i);
+  const auto a = group_selected(data, contrast.value("a", json()), where + ".a");
+  const auto b = group_selected(data, contrast.value("b", json()), where + ".b");
+  if (!a || !b || *a == *b) return std::nullopt;
+  GroupComparison c;
+  c.a = *a;
+  c.b = *b;
+  c.planned = contrast.value("name", where);
+  for (const auto& k : keys_between(data, data.groups[*a], data.groups[*b])) {
+    const auto sep = c.key.empty() ? "" : ", ";
+    c.key += sep + k;
+    c.value_a += sep + value_in(data.groups[*a], k);
+    c.value_b += sep + value_in(data.groups[*b], k);
+  }
+  compare_metric(data, c);
+  return c;
+}
+
+// Every pair that differs in one setting and every planned contrast of the specs not already
+// among them, Holm-corrected over all of them, with its sentence.
 void compare_groups(ReportData& data) {
   for (size_t a = 0; a < data.groups.size(); ++a)
     for (size_t b = a + 1; b < data.groups.size(); ++b)
       if (auto c = compare(data, a, b)) data.comparisons.push_back(std::move(*c));
+  const json contrasts = report_setting(data.runs, "contrasts");
+  for (size_t i = 0; contrasts.is_array() && i < contrasts.size(); ++i) {
+    auto c = planned_contrast(data, contrasts[i], i);
+    const bool known = c && std::any_of(data.comparisons.begin(), data.comparisons.end(), [&](const GroupComparison& o) {
+      return (o.a == c->a && o.b == c->b) || (o.a == c->b && o.b == c->a);
+    });
+    if (c && !known) data.comparisons.push_back(std::move(*c));
+  }
   std::vector<Comparison> stats;
   for (const auto& c : data.comparisons) stats.push_back(c.stats);
   adjust_for_multiple_comparisons(stats);

@@ -67,6 +67,8 @@ std::vector<SettingChange> summary_changes(const ReportData& d) {
       if (!between) out.push_back({i, label_over(a, others)});
     }
   }
+  for (size_t i = 0; i < d.comparisons.size(); ++i)
+    if (!d.comparisons[i].planned.empty()) out.push_back({i, ""});
   return out;
 }
 

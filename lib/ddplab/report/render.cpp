@@ -151,6 +151,7 @@ Table comparisons_table(const ReportData& d) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     std::string what = fmt::format("{}: {} vs {}", c.key, c.value_a, c.value_b);
     for (const auto& f : c.followers) what += fmt::format(" ({} follows)", f);
+    if (!c.planned.empty()) what = fmt::format("{} (planned): {}", c.planned, what);
     t.push_back({what, a.label, b.label, metric_cell(a), metric_cell(b), diff_cell(c.stats), ci_cell(c.stats),
                  n_pairs_cell(c.stats), method_cell(c.stats), p_cell(c.stats.p_adjusted), c.sentence});
   }
@@ -207,7 +208,8 @@ Table summary_table(const ReportData& d) {
     const GroupComparison& c = d.comparisons[change.comparison];
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
-    t.push_back({c.key, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
+    const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
+    t.push_back({setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
                  fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(c, d.equivalence_pts),
                  ratio_cell(b.images_per_s, a.images_per_s),
                  arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb),

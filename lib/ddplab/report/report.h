@@ -156,8 +156,9 @@ struct GroupStats {
 // the resolution floor when both groups know it.
 struct GroupComparison {
   size_t a = 0, b = 0;        // group indices
-  std::string key;            // the differing dotted key
+  std::string key;            // the differing dotted key (a planned contrast: all of them, ", "-joined)
   std::string value_a, value_b;
+  std::string planned;        // a report.contrasts entry's name; empty for a one-setting comparison
   std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
   Comparison stats;           // B - A
   std::string sentence;       // describe(stats, label of a, label of b)
@@ -186,7 +187,8 @@ struct SettingChange {
   size_t comparison = 0;
   std::string at;  // "schedule.scale_rule=linear", or "" when no other setting differs
 };
-// The changes, by key in ReportData::differing_keys order, then by the groups' order.
+// The changes, by key in ReportData::differing_keys order, then by the groups' order; then the
+// planned contrasts (report.contrasts), `at` empty.
 std::vector<SettingChange> summary_changes(const ReportData& data);
 
 // McCandlish et al. (2018), eqs. 2.11-2.12: steps S and samples E = S B to reach one target at
