@@ -63,7 +63,10 @@ TEST(Spec, DefaultsAreFilled) {
   EXPECT_STREQ(config::name(s.replicas.backend), "gloo");
   EXPECT_EQ(s.epochs, 1);
   EXPECT_EQ(s.output, "runs");
-  EXPECT_STREQ(config::name(s.debug.fault), "none");
+  EXPECT_TRUE(s.debug.faults.empty());
+  EXPECT_EQ(s.debug.audits, AuditMode::kAbort) << "a failed audit stops the run unless asked otherwise";
+  EXPECT_EQ(s.resolved["debug"]["audits"], "abort");
+  EXPECT_EQ(s.resolved["debug"]["fault"], "none");
   // The resolved JSON names every setting.
   EXPECT_EQ(s.resolved["optimizer"]["momentum"], 0.9);
   EXPECT_EQ(s.resolved["batch"], json({{"per_replica", 64}}));
@@ -305,6 +308,36 @@ TEST(Spec, FaultRankMustBeARankOfTheRun) {
   apply_override(doc, "replicas.mode=simulated");
   EXPECT_NE(resolve_error(doc).find("simulated replicas run in one process"), std::string::npos) << resolve_error(doc);
   EXPECT_EQ(resolve_error(with("debug.fault=update_first_only")), "") << "a fault of every rank";
+}
+
+// debug.fault takes one name (as before) or an array of names, so several bugs run together.
+TEST(Spec, FaultIsOneNameOrAnArrayOfNames) {
+  const ExperimentSpec one = resolve(with("debug.fault=one_sided_sigmoid_loss"));
+  EXPECT_EQ(one.debug.faults, std::vector<Fault>{Fault::kOneSidedSigmoidLoss});
+  EXPECT_EQ(one.resolved["debug"]["fault"], "one_sided_sigmoid_loss") << "spec.json keeps the form given";
+  const ExperimentSpec three =
+      resolve(with(R"(debug.fault=["update_first_only","one_sided_sigmoid_loss","eval_first_half"])"));
+  EXPECT_EQ(three.debug.faults,
+            (std::vector<Fault>{Fault::kUpdateFirstOnly, Fault::kOneSidedSigmoidLoss, Fault::kEvalFirstHalf}));
+  EXPECT_TRUE(three.debug.has(Fault::kEvalFirstHalf));
+  EXPECT_FALSE(three.debug.has(Fault::kSkipBroadcast));
+  EXPECT_TRUE(resolve(with("debug.fault=none")).debug.faults.empty());
+  EXPECT_EQ(resolve(with("debug.audits=warn")).debug.audits, AuditMode::kWarn);
+}
+
+TEST(Spec, BadFaultsAndAuditModesAreNamed) {
+  EXPECT_EQ(resolve_error(with("debug.fault=eval_half")),
+            "/debug/fault: must be one of \"none\", \"skip_broadcast\", \"update_first_only\", \"crash\", \"throw\", "
+            "\"stop\", \"one_sided_sigmoid_loss\", \"eval_first_half\", or an array of them, got \"eval_half\"");
+  EXPECT_EQ(resolve_error(with(R"(debug.fault=["update_first_only","eval_half"])")).rfind("/debug/fault/1: must be one of", 0),
+            0u)
+      << resolve_error(with(R"(debug.fault=["update_first_only","eval_half"])"));
+  EXPECT_NE(resolve_error(with(R"(debug.fault=["stop","stop"])")), "") << "each fault once";
+  EXPECT_NE(resolve_error(with("debug.fault=[]")), "") << "none is \"none\"";
+  EXPECT_EQ(resolve_error(with("debug.audits=ignore")), "/debug/audits: must be one of \"abort\", \"warn\", got \"ignore\"");
+  // The rank check sees a stop inside the array too.
+  EXPECT_EQ(resolve_error(with(R"(debug.fault=["update_first_only","stop"])")),
+            "/debug/rank: must be < replicas.count (1) for fault \"stop\" (its default is 1), got 1");
 }
 
 TEST(Spec, OutOfRange) {

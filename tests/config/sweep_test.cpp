@@ -185,6 +185,16 @@ TEST(SweepSpec, ObjectValuesShowTheirWordsInRunIds) {
                                       "replicas.sync=easgd_alpha_0.2_period_4,seed=1"}));
 }
 
+// debug.fault's array form, swept: the names joined by '+', not a row of escaped brackets.
+TEST(SweepSpec, ArraysOfNamesShowTheNamesJoinedInRunIds) {
+  json doc = {{"name", "x"},
+              {"sweep", {{"debug.fault", {"none", json::array({"update_first_only", "eval_first_half"})}}}}};
+  const auto runs = expand_sweep(doc, "spec");
+  EXPECT_EQ(ids(runs), (std::vector<std::string>{"debug.fault=none,seed=1",
+                                                 "debug.fault=update_first_only+eval_first_half,seed=1"}));
+  EXPECT_EQ(runs[1].spec.debug.faults, (std::vector<Fault>{Fault::kUpdateFirstOnly, Fault::kEvalFirstHalf}));
+}
+
 TEST(SweepSpec, DuplicateRunIdsAreAnError) {
   std::string e = expand_error({{"name", "x"}, {"sweep", {{"dataset.root", {"a/b", "a_b"}}}}});
   EXPECT_NE(e.find("get the same run id \"dataset.root=a_b,seed=1\""), std::string::npos) << e;

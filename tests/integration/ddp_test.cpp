@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "ddplab/data/idx.h"
 #include "integration/integration_util.h"
 
@@ -182,6 +184,113 @@ TEST(Ddp, AnUpdateOfOnlyTheFirstVariableIsCaught) {
   auto single = run_spec(ws, spec, "first_only_single");
   EXPECT_EQ(single.command.exit_code, 1) << single.command.output;
   EXPECT_NE(single.command.output.find("'fc1.bias' did not change"), std::string::npos) << single.command.output;
+}
+
+// debug.audits "warn": the same bug as above trains on to the end; every epoch's record and
+// rank 0's console name the failed audit (with "abort", the default, the test above exits 1).
+TEST(Ddp, WarnModeTrainsPastAFailedUpdateAuditAndRecordsIt) {
+  Workspace ws;
+  auto spec = ws.base_spec("first_only_warn");
+  spec["replicas"]["count"] = 2;
+  spec["debug"] = {{"fault", "update_first_only"}, {"audits", "warn"}};
+  auto r = run_spec(ws, spec, "first_only_warn");
+  ASSERT_EQ(r.command.exit_code, 0) << r.command.output;
+  ASSERT_EQ(r.records.size(), 2u) << "both epochs ran";
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    const std::string found =
+        fmt::format("update audit failed in epoch {}: parameter 'fc1.bias' did not change although it received gradients", epoch);
+    const auto& warnings = r.records[epoch - 1]["audit_warnings"];
+    ASSERT_EQ(warnings.size(), 1u) << r.records[epoch - 1].dump();
+    EXPECT_EQ(warnings[0].get<std::string>().find(found), 0u) << warnings[0];
+    EXPECT_NE(r.command.output.find("ddplab: audit warning (debug.audits is warn, training goes on): " + found),
+              std::string::npos)
+        << r.command.output;
+  }
+}
+
+TEST(Ddp, WarnModeTrainsOnReplicasThatDoNotShareWeights) {
+  Workspace ws;
+  auto spec = ws.base_spec("unshared_warn");
+  spec["replicas"]["count"] = 2;
+  spec["debug"] = {{"fault", "skip_broadcast"}, {"audits", "warn"}};
+  auto r = run_spec(ws, spec, "unshared_warn");
+  ASSERT_EQ(r.command.exit_code, 0) << r.command.output;
+  ASSERT_EQ(r.records.size(), 2u);
+  const auto& warnings = r.records[0]["audit_warnings"];
+  ASSERT_EQ(warnings.size(), 1u) << r.records[0].dump();
+  EXPECT_EQ(warnings[0].get<std::string>().find("replica consistency audit failed after epoch 1: parameter 'fc1.weight'"),
+            0u)
+      << warnings[0];
+  EXPECT_NE(r.command.output.find("audit warning (debug.audits is warn, training goes on): replica consistency audit "
+                                  "failed after epoch 1"),
+            std::string::npos)
+      << r.command.output;
+}
+
+// A correct run under "warn" records no audit_warnings field at all: its records are those of "abort".
+TEST(Ddp, WarnModeWithoutABugRecordsNothing) {
+  Workspace ws;
+  auto spec = ws.base_spec("clean_warn");
+  auto abort_run = run_on(ws, spec, 2, "clean_abort");
+  spec["debug"] = {{"audits", "warn"}};
+  auto warn_run = run_on(ws, spec, 2, "clean_warn");
+  ASSERT_EQ(warn_run.records.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_FALSE(warn_run.records[e].contains("audit_warnings")) << warn_run.records[e].dump();
+    EXPECT_EQ(warn_run.records[e]["train_loss"], abort_run.records[e]["train_loss"]);
+  }
+  EXPECT_EQ(warn_run.command.output.find("audit warning"), std::string::npos) << warn_run.command.output;
+}
+
+// debug.fault eval_first_half evaluates the first n/2 test images: exactly what dataset.test_limit
+// n/2 evaluates, and not what the whole test set gives. Training is not touched.
+TEST(Ddp, EvalFirstHalfEvaluatesTheFirstHalfOfTheTestSet) {
+  Workspace ws(512, 200);
+  auto spec = ws.base_spec("eval_half");
+  auto whole = run_on(ws, spec, 2, "eval_whole");
+  spec["debug"] = {{"fault", "eval_first_half"}};
+  auto half = run_on(ws, spec, 2, "eval_half");
+  spec.erase("debug");
+  spec["dataset"]["test_limit"] = 100;
+  auto limited = run_on(ws, spec, 2, "eval_limit_100");
+  ASSERT_EQ(half.records.size(), 2u);
+  ASSERT_EQ(limited.records.size(), 2u);
+  ASSERT_EQ(whole.records.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(half.records[e]["test_loss"], limited.records[e]["test_loss"]) << "epoch " << e + 1;
+    EXPECT_EQ(half.records[e]["test_acc"], limited.records[e]["test_acc"]) << "epoch " << e + 1;
+    EXPECT_NE(half.records[e]["test_loss"], whole.records[e]["test_loss"]) << "epoch " << e + 1;
+    EXPECT_EQ(half.records[e]["train_loss"], whole.records[e]["train_loss"]) << "epoch " << e + 1;
+  }
+}
+
+// debug.fault one_sided_sigmoid_loss replaces the training and the evaluation loss: near-uniform
+// logits give -log(sigmoid(0)) = ln 2 where cross-entropy gives ln 10, and training only lowers
+// it. (The unit tests in tests/train/loss_test.cpp check its values.)
+TEST(Ddp, OneSidedSigmoidLossReplacesTrainingAndEvaluationLoss) {
+  Workspace ws;
+  auto spec = ws.base_spec("one_sided");
+  auto fixed = run_on(ws, spec, 2, "cross_entropy");
+  spec["debug"] = {{"fault", "one_sided_sigmoid_loss"}};
+  auto bug = run_on(ws, spec, 2, "one_sided");
+  ASSERT_EQ(bug.records.size(), 2u);
+  ASSERT_EQ(fixed.records.size(), 2u);
+  EXPECT_LT(bug.records[0]["train_loss"].get<double>(), std::log(2.0)) << bug.records[0].dump();
+  EXPECT_GT(fixed.records[0]["train_loss"].get<double>(), std::log(2.0)) << fixed.records[0].dump();
+  for (const auto& record : bug.records) EXPECT_LT(record["test_loss"].get<double>(), std::log(2.0)) << record.dump();
+}
+
+// The array form of debug.fault: the seed's three bugs in one run, trained to the end under "warn".
+TEST(Ddp, TheSeedsBugsRunTogetherUnderWarn) {
+  Workspace ws;
+  auto spec = ws.base_spec("seed_bugs");
+  spec["debug"] = {{"fault", {"update_first_only", "one_sided_sigmoid_loss", "eval_first_half"}}, {"audits", "warn"}};
+  auto bugs = run_on(ws, spec, 2, "seed_bugs");
+  ASSERT_EQ(bugs.records.size(), 2u);
+  for (const auto& record : bugs.records) {
+    ASSERT_EQ(record["audit_warnings"].size(), 1u) << record.dump();
+    EXPECT_NE(record["audit_warnings"][0].get<std::string>().find("update audit failed"), std::string::npos);
+  }
 }
 
 // A parameter that cannot learn because its gradients are exactly zero is not blamed on the

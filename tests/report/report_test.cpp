@@ -8,6 +8,8 @@
 #include <fstream>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "ddplab/base/error.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/report/svg.h"
@@ -559,6 +561,30 @@ TEST(Report, RecordWithAWrongTypedFieldIsSkippedNamingTheField) {
                                ":2: skipped corrupt record (lr: expected a number, got \"fast\")");
   ASSERT_EQ(s.data.runs[0].epochs.size(), 2u);
   EXPECT_EQ(s.data.runs[0].epochs[1].epoch, 3);
+}
+
+// debug.audits "warn": the epochs whose audits failed are one warning naming the run, their
+// count and the first message (in report.md's Warnings and on stderr).
+TEST(Report, AuditWarningsOfARunBecomeOneWarning) {
+  TempDir tmp;
+  FakeRun r;
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  std::string text = read_file(dir / "epochs.jsonl");
+  std::string rewritten;
+  for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+    json rec = json::parse(text.substr(at, end - at));
+    if (rec["epoch"] != 1)
+      rec["audit_warnings"] = {fmt::format("update audit failed in epoch {}: parameter 'fc1.bias' did not change",
+                                           rec["epoch"].get<int>())};
+    rewritten += rec.dump() + "\n";
+  }
+  write_file(dir / "epochs.jsonl", rewritten);
+  const ReportSummary s = write_report(options_for(tmp));
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0], dir.string() + ": audits failed in 2 of its 3 epochs and it trained on (debug.audits warn); "
+                                          "the first: update audit failed in epoch 2: parameter 'fc1.bias' did not change");
+  EXPECT_EQ(s.data.runs[0].epochs.size(), 3u) << "the records are kept";
+  EXPECT_NE(read_file(tmp.path() / "report" / "report.md").find("audits failed in 2 of its 3 epochs"), std::string::npos);
 }
 
 // A diverged run's loss is NaN, which epochs.jsonl holds as null: the record is kept.

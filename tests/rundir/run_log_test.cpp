@@ -62,6 +62,7 @@ EpochRecord full_record() {
   r.gns_grad_sq_ema = 3.75;
   r.comm_bytes = 12345678901;
   r.replica_drift = 0.0625;
+  r.audit_warnings = {"update audit failed in epoch 3: parameter 'fc1.bias' did not change", "second"};
   return r;
 }
 
@@ -85,6 +86,7 @@ void expect_same(const EpochRecord& a, const EpochRecord& b) {
   EXPECT_EQ(a.replica_drift, b.replica_drift);
   EXPECT_EQ(a.replicas, b.replicas);
   EXPECT_EQ(a.global_batch, b.global_batch);
+  EXPECT_EQ(a.audit_warnings, b.audit_warnings);
 }
 
 std::string from_json_error(const nlohmann::json& j) {
@@ -110,6 +112,27 @@ TEST(RunLog, EpochRecordRoundTripsThroughJsonWithOptionalFieldsNull) {
   const EpochRecord back = EpochRecord::from_json(j);
   expect_same(back, r);
   EXPECT_FALSE(back.grad_noise_scale || back.gns_trace_ema || back.gns_grad_sq_ema || back.replica_drift);
+}
+
+// debug.audits "warn": the failed audits' messages; a record without any has no such key (so a
+// run without warnings writes the records it wrote before the field existed), and the CSV none.
+TEST(RunLog, AuditWarningsAreWrittenOnlyWhenThereAreSome) {
+  EpochRecord r = record(2);
+  EXPECT_FALSE(r.to_json().contains("audit_warnings"));
+  EXPECT_TRUE(EpochRecord::from_json(r.to_json()).audit_warnings.empty());
+  const std::string csv_without = r.csv_row();
+  r.audit_warnings = {"replica consistency audit failed after epoch 2: parameter 'fc1.weight' differs"};
+  EXPECT_EQ(r.to_json().at("audit_warnings"), nlohmann::json::array({r.audit_warnings[0]}));
+  EXPECT_EQ(EpochRecord::from_json(nlohmann::json::parse(r.to_json().dump())).audit_warnings, r.audit_warnings);
+  EXPECT_EQ(r.csv_row(), csv_without) << "not a CSV column";
+}
+
+TEST(RunLog, MalformedAuditWarningsAreNamed) {
+  auto j = record(1).to_json();
+  j["audit_warnings"] = "one";
+  EXPECT_EQ(from_json_error(j), "audit_warnings: expected an array of strings, got \"one\"");
+  j["audit_warnings"] = {"a", 1};
+  EXPECT_EQ(from_json_error(j), "audit_warnings: expected an array of strings, got [\"a\",1]");
 }
 
 // JSON has no NaN: to_json's NaN is written as null and read back as NaN.

@@ -73,6 +73,25 @@ TEST(Audit, UnchangedParameterWithGradientsBlamesTheOptimizer) {
             "the optimizer did not update it (a gradient-averaging loop that returns after the first variable?)");
 }
 
+// debug.audits: "abort" lets the AuditFailure through; "warn" keeps its message and goes on.
+TEST(Audit, AbortModeRethrowsAFailedAudit) {
+  AuditTrail trail(config::AuditMode::kAbort);
+  EXPECT_TRUE(trail.run([] {}));
+  EXPECT_THROW(trail.run([] { throw AuditFailure("update audit failed in epoch 1: x"); }), AuditFailure);
+  EXPECT_TRUE(trail.take().empty());
+}
+
+TEST(Audit, WarnModeKeepsTheMessagesUntilTaken) {
+  AuditTrail trail(config::AuditMode::kWarn);
+  EXPECT_FALSE(trail.run([] { throw AuditFailure("first"); }));
+  EXPECT_TRUE(trail.run([] {}));
+  EXPECT_FALSE(trail.run([] { throw AuditFailure("second"); }));
+  EXPECT_EQ(trail.take(), (std::vector<std::string>{"first", "second"}));
+  EXPECT_TRUE(trail.take().empty()) << "taken once";
+  // Other exceptions are not audits: they go through in either mode.
+  EXPECT_THROW(trail.run([] { throw std::runtime_error("not an audit"); }), std::runtime_error);
+}
+
 TEST(Audit, FrozenParametersAreSkipped) {
   auto frozen = torch::ones({2});  // requires_grad false: neither a gradient nor a change is expected
   NamedTensors named{{"embedding.weight", frozen}};

@@ -24,7 +24,8 @@ enum class WireDtype { kFp32, kBf16 };                   // replicas.grad_dtype
 enum class ReplicaMode { kProcesses, kSimulated };
 enum class SyncMethod { kAllreduce, kLocalSgd, kEasgd };
 enum class Precision { kFp32, kBf16 };
-enum class Fault { kNone, kSkipBroadcast, kUpdateFirstOnly, kCrash, kThrow, kStop };
+enum class Fault { kNone, kSkipBroadcast, kUpdateFirstOnly, kCrash, kThrow, kStop, kOneSidedSigmoidLoss, kEvalFirstHalf };
+enum class AuditMode { kAbort, kWarn };                  // debug.audits: what a failed audit does
 
 // The spellings of each enum, in enumerator order.
 template <class E>
@@ -62,9 +63,11 @@ template <> struct SettingNames<SyncMethod> {
 };
 template <> struct SettingNames<Precision> { static constexpr std::array<const char*, 2> names{"fp32", "bf16"}; };
 template <> struct SettingNames<Fault> {
-  static constexpr std::array<const char*, 6> names{"none", "skip_broadcast", "update_first_only",
-                                                    "crash", "throw", "stop"};
+  static constexpr std::array<const char*, 8> names{"none",  "skip_broadcast", "update_first_only",
+                                                    "crash", "throw",          "stop",
+                                                    "one_sided_sigmoid_loss", "eval_first_half"};
 };
+template <> struct SettingNames<AuditMode> { static constexpr std::array<const char*, 2> names{"abort", "warn"}; };
 
 template <class E>
 const char* name(E value) {

@@ -61,8 +61,9 @@ size_t levenshtein(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-// For a node with "oneOf" alternatives (replicas.sync): the alternative that `value` is meant
-// for (an enum listing it, or an object alternative whose required keys it has), else nullptr.
+// For a node with "oneOf" alternatives (replicas.sync, debug.fault): the alternative that `value`
+// is meant for (an enum listing it, an array alternative for an array, or an object alternative
+// whose required keys it has), else nullptr.
 // A node without alternatives is its own branch.
 const json* branch_for(const json& value, const json& schema) {
   if (!schema.contains("oneOf")) return &schema;
@@ -71,6 +72,8 @@ const json* branch_for(const json& value, const json& schema) {
     bool fits = false;
     if (alt.contains("enum")) {
       fits = std::find(alt["enum"].begin(), alt["enum"].end(), value) != alt["enum"].end();
+    } else if (value.is_array() && alt.value("type", "") == "array") {
+      fits = true;
     } else if (value.is_object() && alt.value("type", "") == "object" && alt.contains("required")) {
       fits = std::all_of(alt["required"].begin(), alt["required"].end(),
                          [&](const json& k) { return value.contains(k.get<std::string>()); });
@@ -90,6 +93,8 @@ std::string alternatives_text(const json& schema) {
       for (const auto& v : alt["enum"]) out += (out.empty() ? "" : ", ") + v.dump();
     } else if (alt.contains("required") && !alt["required"].empty()) {
       out += (out.empty() ? "" : ", ") + std::string("{\"") + alt["required"][0].get<std::string>() + "\": {...}}";
+    } else if (alt.value("type", "") == "array") {
+      out += ", or an array of them";
     }
   }
   return out;
@@ -282,16 +287,31 @@ void validate(const json& doc) {
   throw Error(describe(doc, *best));
 }
 
+// debug.fault's names: the one name, or the array's (validated by the schema).
+std::vector<std::string> fault_names(const json& fault) {
+  return fault.is_string() ? std::vector<std::string>{fault.get<std::string>()} : fault.get<std::vector<std::string>>();
+}
+
 // A fault aimed at a rank that does not exist would silently never happen.
 void check_fault_rank(const json& doc, int64_t count) {
-  const std::string fault = doc["debug"]["fault"].get<std::string>();
   const int64_t fault_rank = doc["debug"]["rank"].get<int64_t>();
   const bool one_process = doc["replicas"]["mode"] == "simulated";
-  if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
-    throw Error(fmt::format("/debug/rank: must be < {} for fault \"{}\" (its default is 1), got {}",
-                            one_process ? "1 (simulated replicas run in one process)"
-                                        : fmt::format("replicas.count ({})", count),
-                            fault, fault_rank));
+  for (const std::string& fault : fault_names(doc["debug"]["fault"]))
+    if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
+      throw Error(fmt::format("/debug/rank: must be < {} for fault \"{}\" (its default is 1), got {}",
+                              one_process ? "1 (simulated replicas run in one process)"
+                                          : fmt::format("replicas.count ({})", count),
+                              fault, fault_rank));
+}
+
+DebugSpec to_debug(const json& g) {
+  DebugSpec debug;
+  for (const std::string& fault : fault_names(g["fault"]))
+    if (const Fault f = parse_setting<Fault>(fault, "/debug/fault"); f != Fault::kNone) debug.faults.push_back(f);
+  debug.audits = parse_setting<AuditMode>(g["audits"].get<std::string>(), "/debug/audits");
+  debug.rank = g["rank"].get<int>();
+  debug.step = g["step"].get<int64_t>();
+  return debug;
 }
 
 // Resolves backend "auto" from the device, after checking the build has what each one needs.
@@ -452,10 +472,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.precision = parse_setting<Precision>(doc["precision"].get<std::string>(), "/precision");
   s.seed = doc["seed"].get<int64_t>();
   s.output = doc["output"].get<std::string>();
-  const json& g = doc["debug"];
-  s.debug.fault = parse_setting<Fault>(g["fault"].get<std::string>(), "/debug/fault");
-  s.debug.rank = g["rank"].get<int>();
-  s.debug.step = g["step"].get<int64_t>();
+  s.debug = to_debug(doc["debug"]);
   s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
   s.log.every_steps = doc["log"]["every_steps"].get<int64_t>();
   s.resolved = doc;

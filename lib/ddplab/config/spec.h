@@ -9,6 +9,7 @@
 //   "/optimiser: unknown key; did you mean \"optimizer\"?"
 //   "exp.json:3:14: malformed JSON: ..."
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -89,10 +90,15 @@ struct ReplicasSpec {
   SyncSpec sync;
 };
 
+// debug: fault injection (docs/spec.md#debug). `faults` holds debug.fault's names, "none" left
+// out (the field takes one name or an array of them, so several bugs can run together).
 struct DebugSpec {
-  Fault fault = Fault::kNone;
-  int rank = 1;
-  int64_t step = 0;
+  std::vector<Fault> faults;             // empty: none
+  AuditMode audits = AuditMode::kAbort;  // warn: a failed audit is recorded and training goes on
+  int rank = 1;                          // crash/throw/stop: the rank it hits
+  int64_t step = 0;                      // crash/throw/stop: the global step it hits
+
+  bool has(Fault fault) const { return std::find(faults.begin(), faults.end(), fault) != faults.end(); }
 };
 
 struct CheckpointSpec {

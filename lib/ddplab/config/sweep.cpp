@@ -45,9 +45,16 @@ std::string sanitize(const std::string& text) {
 }
 
 // A value as its run id shows it. Objects keep their words only: {"local_sgd":{"period":16}}
-// becomes local_sgd_period_16, not a row of escaped braces and quotes.
+// becomes local_sgd_period_16, not a row of escaped braces and quotes; an array of strings joins
+// them with '+' (debug.fault ["update_first_only","eval_first_half"]: update_first_only+eval_first_half).
 std::string value_text(const json& value) {
   if (value.is_string()) return value.get<std::string>();
+  if (value.is_array() && !value.empty() &&
+      std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_string(); })) {
+    std::string out;
+    for (const auto& v : value) out += (out.empty() ? "" : "+") + v.get<std::string>();
+    return out;
+  }
   if (!value.is_object()) return value.dump();
   std::string out;
   bool gap = false;

@@ -216,16 +216,25 @@ void for_each_json_line(const fs::path& file, const char* what, const std::funct
 }
 
 // epochs.jsonl through rundir::EpochRecord::from_json; a repeated epoch keeps its last record.
+// Epochs whose audits failed under debug.audits "warn" become one warning for the run.
 void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
   std::map<int, EpochPoint> by_epoch;
+  std::map<int, std::string> audit_failed;  // epoch -> its first failed audit
   for_each_json_line(
       rundir::epochs_file(dir), "record",
       [&](const json& j) {
-        const EpochPoint p = point_of(rundir::EpochRecord::from_json(j), j.contains("comm_bytes"));
+        const auto record = rundir::EpochRecord::from_json(j);
+        const EpochPoint p = point_of(record, j.contains("comm_bytes"));
         by_epoch[p.epoch] = p;
+        if (record.audit_warnings.empty()) audit_failed.erase(p.epoch);
+        else audit_failed[p.epoch] = record.audit_warnings.front();
       },
       warnings);
   for (auto& [epoch, p] : by_epoch) run.epochs.push_back(p);
+  if (!audit_failed.empty())
+    warnings.push_back(fmt::format("{}: audits failed in {} of its {} epochs and it trained on (debug.audits warn); "
+                                   "the first: {}",
+                                   dir.string(), audit_failed.size(), run.epochs.size(), audit_failed.begin()->second));
 }
 
 // steps.jsonl (when there is one) through rundir::StepRecord::from_json; a repeated step keeps its last.

@@ -231,6 +231,8 @@ std::vector<std::filesystem::path> find_run_dirs(const std::vector<std::filesyst
 // Reads one run directory; a torn or corrupt epochs.jsonl line (not JSON, or not a record that
 // rundir::EpochRecord::from_json reads) is skipped and reported in `warnings` as
 // "<file>:<line>: skipped corrupt record (<why>)", e.g. "(lr: expected a number, got \"fast\")".
+// A run whose records hold audit_warnings (debug.audits "warn") gets one warning too: "<dir>:
+// audits failed in N of its M epochs and it trained on (debug.audits warn); the first: <message>".
 // Throws Error on an unreadable manifest.
 RunData load_run(const std::filesystem::path& dir, std::vector<std::string>& warnings);
 

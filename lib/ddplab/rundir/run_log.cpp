@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -66,9 +67,23 @@ std::optional<double> optional_field(const nlohmann::json& j, const char* key) {
   if (!it->is_number()) throw Error(fmt::format("{}: expected a number or null, got {}", key, shown(*it)));
   return it->get<double>();
 }
+
+std::vector<std::string> string_array_field(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) return {};
+  const bool strings = it->is_array() && std::all_of(it->begin(), it->end(), [](const auto& v) { return v.is_string(); });
+  if (!strings) throw Error(fmt::format("{}: expected an array of strings, got {}", key, shown(*it)));
+  return it->get<std::vector<std::string>>();
+}
 }  // namespace
 
 nlohmann::json EpochRecord::to_json() const {
+  nlohmann::json j = plain_json();
+  if (!audit_warnings.empty()) j["audit_warnings"] = audit_warnings;
+  return j;
+}
+
+nlohmann::json EpochRecord::plain_json() const {
   return {{"epoch", epoch},           {"step", step},
           {"lr", lr},                 {"train_loss", train_loss},
           {"train_acc", train_acc},   {"test_loss", test_loss},
@@ -105,6 +120,7 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.replica_drift = optional_field(j, "replica_drift");
   r.replicas = integer_field<int>(j, "replicas");
   r.global_batch = integer_field<int64_t>(j, "global_batch");
+  r.audit_warnings = string_array_field(j, "audit_warnings");
   return r;
 }
 
@@ -136,7 +152,7 @@ std::vector<std::string> EpochRecord::csv_columns() {
 }
 
 std::string EpochRecord::csv_row() const {
-  const auto j = to_json();
+  const auto j = plain_json();
   const auto columns = csv_columns();
   std::string out;
   for (size_t i = 0; i < columns.size(); ++i) {

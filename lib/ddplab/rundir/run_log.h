@@ -56,20 +56,28 @@ struct EpochRecord {
   std::optional<double> replica_drift;
   int replicas = 1;
   int64_t global_batch = 0;
+  // debug.audits "warn" only: the messages of the audits that failed this epoch (each names the
+  // audit, the epoch and what it found: "update audit failed in epoch 2: parameter 'fc1.bias' did
+  // not change ..."), as rank 0 found them. Written only when not empty; not a CSV column.
+  std::vector<std::string> audit_warnings;
 
   // The record as epochs.jsonl holds it (one object; null for an unset optional and for a
-  // non-finite number, which JSON cannot hold).
+  // non-finite number, which JSON cannot hold; audit_warnings only when there are some).
   nlohmann::json to_json() const;
   // The record `j` holds, as to_json writes it: integers epoch, step, comm_bytes, replicas and
   // global_batch; numbers (or null, read as NaN) for the other plain fields; a number or null
   // for the optional ones. The fields added after the first records were written may be absent
   // (older run directories): grad_noise_scale, gns_trace_ema, gns_grad_sq_ema and replica_drift
-  // then read as null, comm_bytes as 0. Other keys are ignored. Throws ddplab::Error naming the
+  // then read as null, comm_bytes as 0; audit_warnings (an array of strings) may be absent too
+  // (none). Other keys are ignored. Throws ddplab::Error naming the
   // field and what was expected ("lr: expected a number, got \"fast\""); the caller adds the
   // file and line.
   static EpochRecord from_json(const nlohmann::json& j);
   static std::vector<std::string> csv_columns();
   std::string csv_row() const;
+
+ private:
+  nlohmann::json plain_json() const;  // to_json without audit_warnings
 };
 
 // One interval of log.every_steps steps (steps.jsonl): intervals restart at each epoch, so the

@@ -9,7 +9,9 @@
 //   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
 //       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an
 //       averaging loop that updated only the first variable).
-// `epoch` is the 1-based epoch the message names.
+// `epoch` is the 1-based epoch the message names. AuditTrail applies debug.audits: under "abort"
+// (the default) a failure stops the run; under "warn" its message is kept for the epoch's record
+// and training goes on.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddplab/config/settings.h"
 #include "ddplab/distributed/comm.h"
 
 namespace ddplab::train {
@@ -39,5 +42,32 @@ void check_replica_consistency(distributed::Comm& comm, const NamedTensors& name
 // parameter i at the epoch's start, `received[i]` whether it got a gradient since.
 void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
                                  const std::vector<bool>& received, int epoch);
+
+// Runs the audits under a mode: kAbort rethrows an AuditFailure, kWarn keeps its message (the
+// messages name the audit, the epoch and what was found) and lets training go on.
+class AuditTrail {
+ public:
+  explicit AuditTrail(config::AuditMode mode = config::AuditMode::kAbort) : mode_(mode) {}
+
+  // Calls `audit()` (a check_* call above); returns whether it passed.
+  template <class Audit>
+  bool run(Audit&& audit) {
+    try {
+      audit();
+      return true;
+    } catch (const AuditFailure& e) {
+      if (mode_ == config::AuditMode::kAbort) throw;
+      warnings_.emplace_back(e.what());
+      return false;
+    }
+  }
+
+  // The messages of the failures since the last take(), oldest first; empties them.
+  std::vector<std::string> take() { return std::exchange(warnings_, {}); }
+
+ private:
+  config::AuditMode mode_;
+  std::vector<std::string> warnings_;
+};
 
 }  // namespace ddplab::train

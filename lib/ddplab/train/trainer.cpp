@@ -14,6 +14,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/train/autocast.h"
+#include "ddplab/train/loss.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer_impl.h"
@@ -116,9 +117,12 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       simulated_(spec.replicas.mode == config::ReplicaMode::kSimulated),
       replicas_(simulated_ ? spec.replicas.count : world.size),
       bf16_(spec.precision == config::Precision::kBf16),
-      skip_broadcast_(spec.debug.fault == config::Fault::kSkipBroadcast),
+      skip_broadcast_(spec.debug.has(config::Fault::kSkipBroadcast)),
+      one_sided_loss_(spec.debug.has(config::Fault::kOneSidedSigmoidLoss)),
+      eval_first_half_(spec.debug.has(config::Fault::kEvalFirstHalf)),
       noise_scale_(spec.per_replica_batch, spec.global_batch),
-      schedule_(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs) {
+      schedule_(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs),
+      audits_(spec.debug.audits) {
   TORCH_INTERNAL_ASSERT(!simulated_ || size_ == 1, "simulated replicas run in one process, got world size ", size_);
   at::set_num_threads(spec_.replicas.threads);
   load_data();
@@ -274,12 +278,15 @@ void Trainer::run_epoch(int epoch) {
   const Evaluation test = evaluate_epoch_model();
   const EpochSums sums = reduce_sums(epoch, totals, test);
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
-  if (first_step_ < steps_) check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1);
-  const rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
+  if (first_step_ < steps_)
+    audits_.run([&] { check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1); });
+  rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
+  rec.audit_warnings = audits_.take();  // debug.audits warn: rank 0 records its own findings
   if (lead_) {
     run_->append_steps(step_log_->take());
     run_->append(rec);
     print_epoch(rec);
+    print_audit_warnings(rec);
   }
   check_not_blown_up(rec);
   result_.epochs_done = epoch + 1;
@@ -346,8 +353,8 @@ bool Trainer::fault_now() const {
 }
 
 void Trainer::inject_fault() {
-  if (spec_.debug.fault == config::Fault::kCrash && fault_now()) std::raise(SIGKILL);
-  if (spec_.debug.fault == config::Fault::kThrow && fault_now())
+  if (spec_.debug.has(config::Fault::kCrash) && fault_now()) std::raise(SIGKILL);
+  if (spec_.debug.has(config::Fault::kThrow) && fault_now())
     throw std::runtime_error(fmt::format("injected fault (debug.fault=throw) at step {}", global_step_));
 }
 
@@ -358,7 +365,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   set_lr(*optimizer_, totals.lr);
   const bool reduce = replica_sync_->reduces_gradients(global_step_);
   sync_->set_require_sync(reduce);
-  fault_stop_ = fault_stop_ || (spec_.debug.fault == config::Fault::kStop && fault_now());
+  fault_stop_ = fault_stop_ || (spec_.debug.has(config::Fault::kStop) && fault_now());
   const bool stop_wanted = stop_signal() != 0 || fault_stop_;
   sync_->request_stop(stop_wanted);
   broadcast_buffers();
@@ -367,7 +374,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
   readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
   unread_.push_back({global_step_, totals.lr, !reduce && size_ > 1});
-  if (spec_.debug.fault == config::Fault::kUpdateFirstOnly)
+  if (spec_.debug.has(config::Fault::kUpdateFirstOnly))
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
   if (weight_ema_) weight_ema_->update(params_, global_step_);
@@ -379,7 +386,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   stop = stop || synced.stop;
   totals.comm_bytes += synced.bytes;
   if (audit_pending_ && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
-    check_replica_consistency(*comm_, named_, epoch, "parameter");
+    audits_.run([&] { check_replica_consistency(*comm_, named_, epoch, "parameter"); });
     audit_pending_ = false;
   }
   return stop;
@@ -409,11 +416,16 @@ std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x,
   {
     AutocastScope autocast(device_.type(), bf16_);
     logits = model_->forward(x);
-    loss = torch::cross_entropy_loss(logits, y);
+    loss = compute_loss(logits, y, at::Reduction::Mean);
   }
   loss.backward();
   sync_->finalize();
   return {logits, loss};
+}
+
+// Cross-entropy, or under debug fault one_sided_sigmoid_loss the seed's one-sided loss.
+at::Tensor Trainer::compute_loss(const at::Tensor& logits, const at::Tensor& y, int64_t reduction) const {
+  return one_sided_loss_ ? one_sided_sigmoid_loss(logits, y, reduction) : cross_entropy(logits, y, reduction);
 }
 
 // The noise scale and traffic of a step whose gradients were all-reduced over 2+ replicas.
@@ -549,18 +561,24 @@ Trainer::Evaluation Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   AutocastScope autocast(device_.type(), bf16_);
   for (int r : local_replicas_) {
-    const auto [test_begin, test_end] = data::eval_shard(data_->test.size(), r, replicas_);
+    const auto [test_begin, test_end] = data::eval_shard(test_samples(), r, replicas_);
     for (int64_t b = test_begin; b < test_end; b += 1000) {
       auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
       auto batch = data::make_batch(data_->test, idx, *transform_, /*train=*/false);
       batch.x = batch.x.to(device_);
       batch.y = batch.y.to(device_);
       auto logits = model_->forward(batch.x);
-      test.loss_sum += torch::cross_entropy_loss(logits, batch.y, {}, at::Reduction::Sum).to(torch::kFloat64);
+      test.loss_sum += compute_loss(logits, batch.y, at::Reduction::Sum).to(torch::kFloat64);
       test.correct += (logits.argmax(1) == batch.y).sum();
     }
   }
   return test;
+}
+
+// The test samples evaluated: the first half only under debug fault eval_first_half.
+int64_t Trainer::test_samples() const {
+  const int64_t n = data_->test.size();
+  return eval_first_half_ ? n / 2 : n;
 }
 
 // The epoch's train and test metrics summed over all replicas, then the replica audit (both
@@ -585,9 +603,9 @@ void Trainer::audit_replicas(int epoch) {
     NamedTensors center;
     const auto c = replica_sync_->center();
     for (size_t i = 0; i < named_.size(); ++i) center.emplace_back(named_[i].first, c[i]);
-    check_replica_consistency(*comm_, center, epoch + 1, "EASGD center variable of parameter");
+    audits_.run([&] { check_replica_consistency(*comm_, center, epoch + 1, "EASGD center variable of parameter"); });
   } else if (replica_sync_->replicas_agree_after(global_step_ - 1)) {
-    check_replica_consistency(*comm_, named_, epoch + 1, "parameter");
+    audits_.run([&] { check_replica_consistency(*comm_, named_, epoch + 1, "parameter"); });
   } else {
     audit_pending_ = true;
   }
@@ -600,7 +618,7 @@ rundir::EpochRecord Trainer::epoch_record(int epoch, double epoch_s, const Epoch
   context.global_step = global_step_;
   context.steps = steps_;
   context.global_batch = spec_.global_batch;
-  context.test_samples = data_->test.size();
+  context.test_samples = test_samples();
   context.replicas = replicas_;
   context.epoch_s = epoch_s;
   context.wall_s = seconds_since(train_start_);
@@ -684,6 +702,14 @@ void Trainer::print_epoch(const rundir::EpochRecord& rec) const {
   if (size_ > 1) line += fmt::format("  comm wait {:.2f} s", rec.comm_wait_s);
   if (rec.grad_noise_scale) line += fmt::format("  B_simple {:.0f}", *rec.grad_noise_scale);
   fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+// debug.audits "warn": each failed audit of the epoch, after its line (quiet or not), on stdout:
+// the launcher sends rank 0's stdout to the console and every rank's stderr to its log file.
+void Trainer::print_audit_warnings(const rundir::EpochRecord& rec) const {
+  for (const auto& warning : rec.audit_warnings)
+    fmt::print("ddplab: audit warning (debug.audits is warn, training goes on): {}\n", warning);
   std::fflush(stdout);
 }
 

@@ -12,7 +12,8 @@
 // end where the replicas agree; under EASGD it checks the center variable. (b) every trainable
 // parameter received a gradient and changed during the epoch, else the run stops naming it (an
 // averaging loop that updated only the first variable). A failed audit throws AuditFailure, a
-// std::runtime_error (exit code 1).
+// std::runtime_error (exit code 1); under debug.audits "warn" rank 0 prints it and records it in the
+// epoch's audit_warnings instead, and training goes on (audits.h, AuditTrail).
 //
 // The pieces (set-up, the epoch loop, one step, evaluation, the audits, records, checkpoints) are
 // the members of class Trainer (trainer_impl.h); train_replica() builds one and runs it.

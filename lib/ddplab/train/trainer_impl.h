@@ -79,6 +79,7 @@ class Trainer {
                   EpochTotals& totals);
   void compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals);
   std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
+  at::Tensor compute_loss(const at::Tensor& logits, const at::Tensor& y, int64_t reduction) const;
   void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
   bool read_step(int epoch, EpochTotals& totals);
   void log_interval(int64_t step, const EpochTotals& totals);
@@ -95,6 +96,7 @@ class Trainer {
   };
   Evaluation evaluate_epoch_model();
   Evaluation evaluate();
+  int64_t test_samples() const;
   EpochSums reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test);
   void audit_replicas(int epoch);
   rundir::EpochRecord epoch_record(int epoch, double epoch_s, const EpochTotals& totals, const EpochSums& sums,
@@ -108,6 +110,7 @@ class Trainer {
   // Console.
   void print_progress(int epoch, int64_t step);
   void print_epoch(const rundir::EpochRecord& rec) const;
+  void print_audit_warnings(const rundir::EpochRecord& rec) const;
 
   double seconds_since(Clock::time_point t) const;
 
@@ -120,6 +123,8 @@ class Trainer {
   const int replicas_;
   const bool bf16_;
   const bool skip_broadcast_;
+  const bool one_sided_loss_;   // debug fault one_sided_sigmoid_loss (loss.h)
+  const bool eval_first_half_;  // debug fault eval_first_half: the test set's first half only
 
   data::DatasetPair loaded_;  // when options_.data is null
   const data::DatasetPair* data_ = nullptr;
@@ -149,6 +154,7 @@ class Trainer {
   std::filesystem::path checkpoint_file_;
   CheckpointState resumed_;
   bool faults_armed_ = false;
+  AuditTrail audits_;  // debug.audits: a failure stops the run, or is kept for the epoch's record
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
