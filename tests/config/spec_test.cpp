@@ -69,7 +69,7 @@ TEST(Spec, DefaultsAreFilled) {
   EXPECT_EQ(s.resolved["debug"]["fault"], "none");
   // The resolved JSON names every setting.
   EXPECT_EQ(s.resolved["optimizer"]["momentum"], 0.9);
-  EXPECT_EQ(s.resolved["batch"], json({{"per_replica", 64}}));
+  EXPECT_EQ(s.resolved["batch"], json({{"per_replica", 64}, {"accumulate_steps", 1}}));
   EXPECT_EQ(s.resolved["dataset"]["root"], "/usr/share/datasets/fashion-mnist");
   EXPECT_EQ(s.resolved["schedule"]["base_batch"], 64);
 }
@@ -174,7 +174,7 @@ TEST(Spec, OverrideObjectReplacesWholeSection) {
   ExperimentSpec s = resolve(doc);
   EXPECT_EQ(s.per_replica_batch, 16);
   EXPECT_EQ(s.global_batch, 64);
-  EXPECT_EQ(s.resolved["batch"], json({{"global", 64}}));
+  EXPECT_EQ(s.resolved["batch"], json({{"global", 64}, {"accumulate_steps", 1}}));
 }
 
 TEST(Spec, OverrideCreatesIntermediateObjectsAndStringFallback) {
@@ -390,6 +390,28 @@ TEST(Spec, GlobalBatchMustDivide) {
   json doc = with("replicas.count=4");
   apply_override(doc, R"(batch={"global":66})");
   EXPECT_EQ(resolve_error(doc), "/batch/global: must be divisible by replicas.count (4), got 66");
+}
+
+TEST(Spec, AccumulateStepsSplitsEachReplicasBatchAndKeepsTheGlobalBatch) {
+  ExperimentSpec s = resolve(with(R"(batch={"global":128,"accumulate_steps":4})"));
+  EXPECT_EQ(s.accumulate_steps, 4);
+  EXPECT_EQ(s.per_replica_batch, 128);
+  EXPECT_EQ(s.global_batch, 128);
+  EXPECT_EQ(s.resolved["batch"], json({{"global", 128}, {"accumulate_steps", 4}}));
+  EXPECT_EQ(resolve(minimal()).accumulate_steps, 1);
+}
+
+TEST(Spec, AccumulateStepsMustDivideThePerReplicaBatch) {
+  EXPECT_EQ(resolve_error(with(R"(batch={"per_replica":64,"accumulate_steps":3})")),
+            "/batch/accumulate_steps: must divide the per-replica batch (64) into equal micro-batches, got 3");
+  json doc = with("replicas.count=4");
+  apply_override(doc, R"(batch={"global":128,"accumulate_steps":64})");
+  EXPECT_EQ(resolve_error(doc),
+            "/batch/accumulate_steps: must divide the per-replica batch (32) into equal micro-batches, got 64");
+  apply_override(doc, "batch.accumulate_steps=32");
+  EXPECT_EQ(resolve_error(doc), "");
+  const std::string zero = resolve_error(with(R"(batch={"per_replica":64,"accumulate_steps":0})"));
+  EXPECT_EQ(zero.rfind("/batch/accumulate_steps: must be >= 1", 0), 0u) << zero;
 }
 
 TEST(Spec, NcclRejectedWithoutCudaBuild) {

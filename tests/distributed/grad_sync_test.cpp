@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "distributed/ranks.h"
 
 namespace ddplab::distributed {
@@ -449,6 +451,34 @@ TEST(GradSync, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
     EXPECT_FLOAT_EQ(reduced[r], 6 + 10 * 12) << "rank " << r;
     // The local norm is the accumulated gradient's: |(3, 6)|^2 n and |(9, 18)|^2 n, averaged.
     EXPECT_NEAR(local_mean[r], n * (45 + 405) / 2, n * 225 * 1e-6) << "rank " << r;
+  }
+}
+
+// The first finalize() rebuilds the buckets (rank 0's arrival order). When it ends a no_sync
+// micro-batch, what that micro-batch used must still count at the synced one: before, the rebuild
+// forgot it, and a parameter used only by the first micro-batch lost its accumulated gradient.
+TEST(GradSync, ABucketRebuildAfterANoSyncBackwardKeepsWhatItUsed) {
+  std::vector<float> a_grad(2, -1), b_grad(2, -1);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    const double k = r == 0 ? 1.0 : 3.0;
+    auto a = torch::zeros({4}, torch::requires_grad());
+    auto b = torch::zeros({4}, torch::requires_grad());
+    GradSync sync({a, b}, comm);  // rebuild_buckets on, as the trainer's
+    sync.set_require_sync(false);
+    sync.prepare_for_backward();
+    (a * k).sum().backward();  // the first micro-batch uses a only
+    sync.finalize();
+    sync.set_require_sync(true);
+    sync.prepare_for_backward(/*accumulate=*/true);
+    (b * (2 * k)).sum().backward();  // the last uses b only
+    sync.finalize();
+    a_grad[r] = a.grad().defined() ? a.grad()[0].item<float>() : NAN;
+    b_grad[r] = b.grad().defined() ? b.grad()[0].item<float>() : NAN;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(a_grad[r], 2.0f) << "rank " << r << ": (1 + 3) / 2, accumulated before the rebuild";
+    EXPECT_FLOAT_EQ(b_grad[r], 4.0f) << "rank " << r << ": (2 + 6) / 2";
   }
 }
 

@@ -375,6 +375,17 @@ void check_sync(const json& doc, int64_t count) {
   }
 }
 
+// Each replica's batch is split into accumulate_steps micro-batches of equal size.
+void check_accumulate_steps(const json& batch, int64_t count) {
+  const int64_t per_replica =
+      batch.contains("per_replica") ? batch["per_replica"].get<int64_t>() : batch["global"].get<int64_t>() / count;
+  const int64_t steps = batch["accumulate_steps"].get<int64_t>();
+  if (per_replica % steps != 0)
+    throw Error(fmt::format("/batch/accumulate_steps: must divide the per-replica batch ({}) into equal "
+                            "micro-batches, got {}",
+                            per_replica, batch["accumulate_steps"].dump()));
+}
+
 void check_cross_fields(json& doc) {
   const json& batch = doc["batch"];
   if (batch.contains("per_replica") == batch.contains("global"))
@@ -385,6 +396,7 @@ void check_cross_fields(json& doc) {
   if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
     throw Error(fmt::format("/batch/global: must be divisible by replicas.count ({}), got {}", count,
                             batch["global"].dump()));
+  check_accumulate_steps(batch, count);
   check_backend(replicas);
   check_dataset_root(doc["dataset"]);
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
@@ -468,6 +480,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;
   s.global_batch = s.per_replica_batch * s.replicas.count;
+  s.accumulate_steps = b["accumulate_steps"].get<int64_t>();
   s.epochs = doc["epochs"].get<int>();
   s.precision = parse_setting<Precision>(doc["precision"].get<std::string>(), "/precision");
   s.seed = doc["seed"].get<int64_t>();

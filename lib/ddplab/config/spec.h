@@ -119,6 +119,10 @@ struct ExperimentSpec {
   ScheduleSpec schedule;
   int64_t per_replica_batch = 64;  // resolved from batch.per_replica or batch.global / count
   int64_t global_batch = 64;       // per_replica_batch * replicas.count
+  // batch.accumulate_steps: each replica's batch is processed as this many micro-batches of
+  // per_replica_batch / accumulate_steps samples (it divides), gradients accumulated and
+  // all-reduced once, at the last (DDP's no_sync()); one optimizer step is still one global batch.
+  int64_t accumulate_steps = 1;
   ReplicasSpec replicas;
   int epochs = 1;
   Precision precision = Precision::kFp32;  // bf16: autocast
@@ -159,7 +163,8 @@ std::string json_message(const nlohmann::json::exception& e);
 void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Fills defaults from the schema, validates, checks cross-field rules (exactly one of
-// batch.per_replica / batch.global; global divisible by replicas.count; nccl needs cuda and a
+// batch.per_replica / batch.global; global divisible by replicas.count; the per-replica batch
+// divisible by batch.accumulate_steps; nccl needs cuda and a
 // CUDA build; dataset idx needs a root; simulated replicas sync by all-reduce only; easgd alpha at
 // most 1 / replicas.count; weight_decay_groups patterns are valid regular expressions) and returns
 // the typed spec. Every integer in the schema has a maximum (at most 2^53 - 1) that its typed

@@ -235,8 +235,11 @@ void GradSync::maybe_rebuild() {
   // Keep the reduced gradients of this step: the optimizer has not stepped yet.
   std::vector<at::Tensor> grads;
   for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  // After a no_sync() backward the next backward accumulates: what this one used still counts.
+  const std::vector<bool> used = used_;
   build_buckets(agreed);
   prepare_for_backward();
+  used_ = used;
   for (size_t i = 0; i < params_.size(); ++i)
     if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
 }

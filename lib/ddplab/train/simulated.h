@@ -4,9 +4,11 @@
 // Per step the trainer splits the global batch into the N contiguous shards that N processes
 // would get (data/loader.h) and, for replica k = 0..N-1, calls begin_replica(k), runs forward
 // and backward on shard k, finalizes the gradient buckets (dist/grad_sync.h, without a Comm)
-// and calls end_replica(k); end_step() then leaves in every .grad what the all-reduce would
-// have left: sum_k g_k / N under `mean` (each shard's gradient divided by N first, as DDP does),
-// sum_k g_k under `sum`. Then the optimizer steps once.
+// and calls end_replica(k) (with batch.accumulate_steps K > 1, the K micro-batches of shard k
+// accumulate into the buckets between the two calls, as process k's no_sync() loop does, so
+// end_replica(k) reads shard k's whole gradient); end_step() then leaves in every .grad what the
+// all-reduce would have left: sum_k g_k / N under `mean` (each shard's gradient divided by N
+// first, as DDP does), sum_k g_k under `sum`. Then the optimizer steps once.
 //
 // With `bf16_wire` (replicas.grad_dtype "bf16") each shard's contribution is rounded as the wire
 // rounds it: (g_k / N) cast to bfloat16, the contributions summed in bfloat16 in replica order

@@ -369,7 +369,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   const bool stop_wanted = stop_signal() != 0 || fault_stop_;
   sync_->request_stop(stop_wanted);
   broadcast_buffers();
-  compute_gradients(batch_x, batch_y, totals);
+  compute_gradients(batch_x, batch_y, reduce, totals);
   const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
   if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
   readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
@@ -393,24 +393,38 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
 }
 
 // Forward and backward of this process's replica, or of each simulated replica on its shard.
-void Trainer::compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals) {
+void Trainer::compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, bool reduce,
+                                EpochTotals& totals) {
   if (sim_) sim_->begin_step();
   const int64_t shard = spec_.per_replica_batch;
   for (size_t k = 0; k < local_replicas_.size(); ++k) {
     auto x = sim_ ? batch_x.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_x;
     auto y = sim_ ? batch_y.narrow(0, static_cast<int64_t>(k) * shard, shard) : batch_y;
     if (sim_) sim_->begin_replica(static_cast<int>(k));
-    sync_->prepare_for_backward();
-    const auto [logits, loss] = forward_backward(x, y);
+    accumulate_gradients(x, y, reduce, totals);
     if (sim_) sim_->end_replica(static_cast<int>(k));
-    torch::NoGradGuard no_grad;
-    totals.loss_sum += loss.detach().to(torch::kFloat64) * y.size(0);
-    totals.correct += (logits.argmax(1) == y).sum();
   }
   if (sim_) sim_->end_step();
 }
 
-// Returns the logits and the mean loss; the gradient is reduced (GradSync) when it returns.
+// batch.accumulate_steps micro-batches of one replica's shard, as a DDP no_sync() loop: every
+// backward adds its gradient of loss / K to the buckets and only the last one all-reduces the sum
+// (if this step reduces at all: local SGD and EASGD steps keep local gradients).
+void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals) {
+  const int64_t micro = x.size(0) / spec_.accumulate_steps;
+  for (int64_t m = 0; m < spec_.accumulate_steps; ++m) {
+    sync_->set_require_sync(reduce && m + 1 == spec_.accumulate_steps);
+    sync_->prepare_for_backward(/*accumulate=*/m > 0);
+    const auto xm = x.narrow(0, m * micro, micro), ym = y.narrow(0, m * micro, micro);
+    const auto [logits, loss] = forward_backward(xm, ym);
+    torch::NoGradGuard no_grad;
+    totals.loss_sum += loss.detach().to(torch::kFloat64) * ym.size(0);
+    totals.correct += (logits.argmax(1) == ym).sum();
+  }
+}
+
+// Returns the logits and the mean loss; the gradient (of loss / batch.accumulate_steps) is in the
+// buckets, and reduced if this backward syncs (GradSync), when it returns.
 std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x, const at::Tensor& y) {
   at::Tensor logits, loss;
   {
@@ -418,7 +432,7 @@ std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x,
     logits = model_->forward(x);
     loss = compute_loss(logits, y, at::Reduction::Mean);
   }
-  loss.backward();
+  (spec_.accumulate_steps > 1 ? loss / static_cast<double>(spec_.accumulate_steps) : loss).backward();
   sync_->finalize();
   return {logits, loss};
 }

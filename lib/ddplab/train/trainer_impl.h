@@ -77,7 +77,8 @@ class Trainer {
   void inject_fault();
   bool train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y,
                   EpochTotals& totals);
-  void compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals);
+  void compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, bool reduce, EpochTotals& totals);
+  void accumulate_gradients(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals);
   std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
   at::Tensor compute_loss(const at::Tensor& logits, const at::Tensor& y, int64_t reduction) const;
   void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
