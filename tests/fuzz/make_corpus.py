@@ -123,7 +123,7 @@ write("fuzz_idx", "gz-not-gzip", b"\1" + labels)
 # overrides the dotted keys, so that mutations produce specs the schema recognizes.
 def schema_words():
     import json
-    with open(os.path.join(root, "lib", "ddplab", "spec", "schema.json")) as f:
+    with open(os.path.join(root, "lib", "ddplab", "config", "schema.json")) as f:
         schema = json.load(f)
     keys, dotted, values = set(), set(), set()
 

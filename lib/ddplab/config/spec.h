@@ -1,6 +1,6 @@
 // The experiment spec: JSON in, a validated and fully resolved ExperimentSpec out.
 //
-// lib/ddplab/spec/schema.json is the source of truth (compiled into the binary, printed by
+// lib/ddplab/config/schema.json is the source of truth (compiled into the binary, printed by
 // `ddplab schema`); its "default" values are filled in for every missing field, so the
 // resolved JSON (`ExperimentSpec::resolved`, written as spec.json) names every setting.
 // Validation uses valijson; every error is a ddplab::Error whose message starts with the JSON
@@ -172,7 +172,7 @@ void apply_override(nlohmann::json& doc, const std::string& assignment);
 // than their maxLength are rejected before their pattern is tried. `source` (a file name)
 // prefixes nothing; it is only used in messages that are not about one field. The sweep keys
 // (sweep, sweep_zip, repeats) are validated and then dropped: `resolved` never holds them, and
-// expanding them is expand_sweep's job (ddplab/spec/sweep.h).
+// expanding them is expand_sweep's job (ddplab/config/sweep.h).
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source = "spec");
 
 // load_json_file + every override in order: the document as the user means it, sweep keys
