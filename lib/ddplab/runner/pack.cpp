@@ -198,6 +198,7 @@ class PackedSweep {
   void reap();
   void finish(Child& c, int status, const struct rusage& ru);
   void poll();
+  void epoch_event(const Child& c);  // "[i/n] <run>: epoch e/E, test acc a" (not on a terminal)
   void pass_on_signals();
   std::string eta() const;
   std::vector<std::string> table_rows() const;
@@ -294,7 +295,7 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
   held_gpu_s_ += static_cast<double>(c.held.gpus.size()) * secs;
   auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
   cpu_s_ += tv(ru.ru_utime) + tv(ru.ru_stime);
-  read_progress(c);
+  if (read_progress(c)) epoch_event(c);  // its last epoch and its exit can fall between two polls
   fraction_[c.index] = 1.0;
   int code = kExitFailure;
   std::string why;
@@ -334,13 +335,16 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
 void PackedSweep::poll() {
   for (auto& c : children_) {
     if (!read_progress(c)) continue;
-    const auto& spec = runs_[c.index].spec;
-    fraction_[c.index] = static_cast<double>(c.epoch) / std::max(1, spec.epochs);
-    if (!display_.tty())
-      display_.event(fmt::format("{} {}: epoch {}/{}, test acc {}", tag(c.index), runs_[c.index].run_id, c.epoch,
-                                 spec.epochs, percent(c.test_acc)));
+    fraction_[c.index] = static_cast<double>(c.epoch) / std::max(1, runs_[c.index].spec.epochs);
+    epoch_event(c);
   }
   display_.table(table_rows());
+}
+
+void PackedSweep::epoch_event(const Child& c) {
+  if (!display_.tty())
+    display_.event(fmt::format("{} {}: epoch {}/{}, test acc {}", tag(c.index), runs_[c.index].run_id, c.epoch,
+                               runs_[c.index].spec.epochs, percent(c.test_acc)));
 }
 
 void PackedSweep::pass_on_signals() {
