@@ -85,18 +85,14 @@ TEST(Ddp, SumWithWeightDecayEqualsMeanOnlyAtLrOverNAndWeightDecayTimesN) {
   // weight_decay x 2 to take mean's steps (docs/spec.md, replicas.reduce).
   Workspace ws;
   auto spec = ws.base_spec("sum_wd");
-  spec["replicas"]["count"] = 2;
   spec["optimizer"]["momentum"] = 0.0;
   spec["optimizer"]["weight_decay"] = 0.01;
-  auto mean = run_spec(ws, spec, "mean");
-  ASSERT_EQ(mean.command.exit_code, 0) << mean.command.output;
+  auto mean = run_on(ws, spec, 2, "mean");
   spec["replicas"]["reduce"] = "sum";
   spec["optimizer"]["lr"] = 0.05 / 2;
-  auto lr_only = run_spec(ws, spec, "sum_lr");
-  ASSERT_EQ(lr_only.command.exit_code, 0) << lr_only.command.output;
+  auto lr_only = run_on(ws, spec, 2, "sum_lr");
   spec["optimizer"]["weight_decay"] = 0.02;
-  auto both = run_spec(ws, spec, "sum_lr_wd");
-  ASSERT_EQ(both.command.exit_code, 0) << both.command.output;
+  auto both = run_on(ws, spec, 2, "sum_lr_wd");
   expect_same_training(mean, both, 1e-5);
   EXPECT_GT(max_relative_difference(mean.params, lr_only.params), 1e-4)
       << "with lr / 2 alone the weight decay is halved: not mean's training";
@@ -107,16 +103,12 @@ TEST(Ddp, AdamIsBlindToSumVersusMeanSoSumIsNoLrChange) {
   // to eps), so sum at the same lr is mean's training and sum at lr / 2 is not.
   Workspace ws;
   auto spec = ws.base_spec("sum_adam");
-  spec["replicas"]["count"] = 2;
   spec["optimizer"] = {{"name", "adam"}, {"lr", 0.001}};
-  auto mean = run_spec(ws, spec, "mean");
-  ASSERT_EQ(mean.command.exit_code, 0) << mean.command.output;
+  auto mean = run_on(ws, spec, 2, "mean");
   spec["replicas"]["reduce"] = "sum";
-  auto sum = run_spec(ws, spec, "sum");
-  ASSERT_EQ(sum.command.exit_code, 0) << sum.command.output;
+  auto sum = run_on(ws, spec, 2, "sum");
   spec["optimizer"]["lr"] = 0.0005;
-  auto halved = run_spec(ws, spec, "sum_half_lr");
-  ASSERT_EQ(halved.command.exit_code, 0) << halved.command.output;
+  auto halved = run_on(ws, spec, 2, "sum_half_lr");
   expect_same_training(mean, sum, 1e-4);
   EXPECT_GT(max_relative_difference(mean.params, halved.params), 1e-3) << "lr / 2 under Adam halves the steps";
 }
