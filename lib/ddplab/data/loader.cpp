@@ -49,7 +49,6 @@ TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transfor
       local_batch_(world > 0 ? global_batch / world : 0),
       steps_per_epoch_(global_batch > 0 ? data.train.size() / global_batch : 0),
       rank_(rank),
-      world_(world),
       seed_(seed),
       order_(order),
       prefetch_(static_cast<size_t>(std::max(prefetch, 1))),

@@ -77,7 +77,7 @@ class TrainLoader {
   const DatasetPair& data_;
   std::shared_ptr<const Transform> transform_;
   int64_t global_batch_, local_batch_, steps_per_epoch_;
-  int rank_, world_;
+  int rank_;
   int64_t seed_;
   config::DataOrder order_;
   size_t prefetch_;
