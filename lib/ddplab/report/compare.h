@@ -12,8 +12,10 @@
 //   equivalent:         the 90% interval lies inside (-delta, +delta), delta = 0.5 points by
 //                       default (two one-sided tests at 5% each);
 //   cant_tell:          neither; seeds_needed then estimates how many seeds would resolve it.
-// Zero spread is decided without a t statistic: identical values give a zero-width interval at
-// the difference, so no difference is "equivalent" and a constant nonzero one is better/worse.
+// Zero spread is decided without a t statistic: identical values give a zero-width interval at 0,
+// so no difference is "equivalent"; a constant nonzero difference has no interval (NaN) and the
+// exact p of its signs (sign test over n pairs, 2 / 2^n; Welch: permutation test, 2 / C(n_a + n_b,
+// n_a)), so 2 seeds that moved by the same amount are "can't tell" (p = 0.5), 6 are "better/worse".
 // All functions are pure; nothing here reads files.
 #pragma once
 #include <cstddef>

@@ -75,6 +75,7 @@ std::string diff_cell(const Comparison& c) {
 }
 std::string ci_cell(const Comparison& c) {
   if (c.method == CompareMethod::too_few) return kDash;
+  if (!std::isfinite(c.ci_low)) return "no interval: no spread between seeds";
   return fmt::format("{} to {}", signed_pts(c.ci_low), signed_pts(c.ci_high));
 }
 std::string n_pairs_cell(const Comparison& c) {
