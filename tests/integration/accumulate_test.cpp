@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "integration/integration_util.h"
 
@@ -92,20 +93,73 @@ TEST(Accumulate, TwoSimulatedReplicasOfFourMicroBatchesEqualTwoProcessesWithout)
   expect_same_noise_scale(procs, sim);
 }
 
-// Local SGD's local steps keep every micro-batch local; its all-reduced steps reduce once.
-TEST(Accumulate, LocalSgdStepsAccumulateLocallyAndAllReducedStepsReduceOnce) {
+// Two replicas under a replicas.sync that takes local steps, with and without 2 micro-batches:
+// the same training, and the replicas drifted apart by the end of epoch 2 (not an averaging point).
+std::pair<RunOutput, RunOutput> expect_local_steps_accumulate(const nlohmann::json& sync) {
   Workspace ws;
   auto spec = ws.base_spec("local");
   spec["replicas"]["count"] = 2;
-  spec["replicas"]["sync"] = {{"local_sgd", {{"period", 3}, {"start_epoch", 1}}}};
+  spec["replicas"]["sync"] = sync;
   auto whole = run_ok(ws, spec, "whole");
   auto two = run_ok(ws, accumulating(spec, 2), "two");
   expect_same_training(whole, two, 1e-5);
+  EXPECT_EQ(two.records.size(), 2u);
+  for (const auto* run : {&whole, &two}) {
+    if (run->records.size() == 2) {
+      EXPECT_GT(run->records[1]["replica_drift"].get<double>(), 0.0);
+    }
+  }
+  return {std::move(whole), std::move(two)};
+}
+
+// Local SGD's local steps keep every micro-batch local; its all-reduced steps reduce once.
+TEST(Accumulate, LocalSgdStepsAccumulateLocallyAndAllReducedStepsReduceOnce) {
+  const auto [whole, two] = expect_local_steps_accumulate({{"local_sgd", {{"period", 3}, {"start_epoch", 1}}}});
   ASSERT_EQ(two.records.size(), 2u);
-  // Epoch 2 ends after 8 local steps, not at an averaging point: local gradients made them drift.
-  EXPECT_GT(whole.records[1]["replica_drift"].get<double>(), 0.0);
-  EXPECT_GT(two.records[1]["replica_drift"].get<double>(), 0.0);
   EXPECT_TRUE(two.records[1]["grad_noise_scale"].is_null()) << "no gradient all-reduce in epoch 2";
+}
+
+// EASGD's local steps keep every micro-batch local; its elastic averaging is untouched.
+TEST(Accumulate, EasgdStepsAccumulateLocally) {
+  expect_local_steps_accumulate({{"easgd", {{"alpha", 0.2}, {"period", 3}}}});
+}
+
+// With dropout, simulated replicas must draw what each process draws, micro-batch by micro-batch.
+// On CPU LibTorch's generator fills masks element by element in order, so the K micro-batches'
+// masks are the numbers the whole batch would have drawn, and the run equals the unaccumulated
+// one; the Simulated.DropoutStreams* control shows that another stream would not.
+TEST(Accumulate, SimulatedReplicasDrawTheDropoutMasksOfProcessesPerMicroBatch) {
+  Workspace ws;
+  auto spec = ws.base_spec("dropout");
+  spec["model"]["dropout"] = 0.5;
+  spec["replicas"]["count"] = 2;
+  auto whole = run_ok(ws, spec, "whole");
+  auto procs = run_ok(ws, accumulating(spec, 2), "procs");
+  spec["replicas"]["mode"] = "simulated";
+  auto sim = run_ok(ws, accumulating(spec, 2), "sim");
+  expect_same_training(procs, sim, 1e-5);
+  expect_same_noise_scale(procs, sim);
+  expect_same_training(whole, procs, 1e-5);
+}
+
+// With BatchNorm each micro-batch is normalized over its own B/(N K) samples and the running
+// statistics take K updates per step, in two processes and in one simulating process alike.
+TEST(Accumulate, SimulatedReplicasNormalizeEachMicroBatchAsProcessesDo) {
+  Workspace ws(256, 100);
+  auto spec = ws.base_spec("bn");
+  spec["model"] = {{"name", "resnet20"}};
+  spec["epochs"] = 1;
+  spec["replicas"]["count"] = 2;
+  auto whole = run_ok(ws, spec, "whole");
+  auto procs = run_ok(ws, accumulating(spec, 2), "procs");
+  spec["replicas"]["mode"] = "simulated";
+  auto sim = run_ok(ws, accumulating(spec, 2), "sim");
+  ASSERT_EQ(procs.records.size(), 1u);
+  ASSERT_EQ(sim.records.size(), 1u);
+  // The test metrics go through the running statistics, so they check the buffers too.
+  expect_close_metrics(procs.records[0], sim.records[0], 1e-4, "epoch 1");
+  EXPECT_LE(max_relative_difference(procs.params, sim.params), 1e-4);
+  EXPECT_GT(max_relative_difference(whole.params, procs.params), 1e-3) << "micro-batches of 16 are normalized alone";
 }
 
 TEST(Accumulate, AStepCountThatDoesNotDivideThePerReplicaBatchIsASpecError) {
