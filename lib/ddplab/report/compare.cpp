@@ -13,10 +13,13 @@ namespace ddplab::report {
 
 namespace {
 
-// Equal up to float rounding: per-seed differences of accuracies read from files (85.64 - 84.12 and
-// 86.02 - 84.50) can differ in the last bits where the accuracies moved by the same number of images.
+// Values closer than this (relative, at least absolute) are equal: per-seed differences of accuracies
+// read from files (85.64 - 84.12 and 86.02 - 84.50) can differ in the last bits where the
+// accuracies moved by the same number of images.
+constexpr double kRounding = 1e-9;
+
 bool all_equal(const std::vector<double>& xs) {
-  const double tol = 1e-9 * std::max(1.0, std::fabs(xs.front()));
+  const double tol = kRounding * std::max(1.0, std::fabs(xs.front()));
   return std::all_of(xs.begin(), xs.end(), [&](double x) { return std::fabs(x - xs.front()) <= tol; });
 }
 
@@ -26,12 +29,12 @@ double two_sided_p(double t, double df) {
 }
 
 // Two-sided p of an exact rank test when every value of B lies on one side of every value of A
-// and nothing varies within a group: the sign test over n pairs, 2 / 2^n, or for two groups of
-// n_a and n_b values the permutation test, 2 / C(n_a + n_b, n_a).
-double exact_separation_p(const Comparison& c) {
-  if (c.method == CompareMethod::paired) return std::min(1.0, std::ldexp(2.0, -static_cast<int>(c.n_pairs)));
+// and nothing varies within a group: paired, the sign test over n_a = n_b pairs, 2 / 2^n; else the
+// permutation test over n_a and n_b values, 2 / C(n_a + n_b, n_a).
+double exact_separation_p(bool paired, size_t n_a, size_t n_b) {
+  if (paired) return std::min(1.0, std::ldexp(2.0, -static_cast<int>(n_a)));
   double arrangements = 1;  // C(n_a + n_b, n_a)
-  for (size_t k = 1; k <= c.n_a; ++k) arrangements *= static_cast<double>(c.n_b + k) / static_cast<double>(k);
+  for (size_t k = 1; k <= n_a; ++k) arrangements *= static_cast<double>(n_b + k) / static_cast<double>(k);
   return std::min(1.0, 2 / arrangements);
 }
 
@@ -41,10 +44,10 @@ double exact_separation_p(const Comparison& c) {
 // on n test images moves in steps of 100 / n points) are not "significant" with p = 0.
 void fill_intervals(Comparison& c) {
   if (c.se == 0) {
-    const bool none = std::fabs(c.diff) <= 1e-9;
+    const bool none = std::fabs(c.diff) <= kRounding;
     if (none) c.diff = 0;
     c.ci_low = c.ci_high = c.ci90_low = c.ci90_high = none ? 0.0 : Comparison::kNaN;
-    c.p = none ? 1 : exact_separation_p(c);
+    c.p = none ? 1 : exact_separation_p(c.method == CompareMethod::paired, c.n_a, c.n_b);
     return;
   }
   const double h95 = student_t_quantile(1 - c.options.alpha / 2, c.df) * c.se;
@@ -64,11 +67,10 @@ void compare_paired(Comparison& c, const std::vector<double>& va, const std::vec
   c.sd_a = sample_std(va);
   c.sd_b = sample_std(vb);
   c.df = static_cast<double>(d.size() - 1);
+  c.diff = mean(d);
   if (all_equal(d)) {
-    c.diff = mean(d);
     c.sd_diff = c.se = 0;
   } else {
-    c.diff = mean(d);
     c.sd_diff = sample_std(d);
     c.se = c.sd_diff / std::sqrt(static_cast<double>(d.size()));
   }
@@ -249,9 +251,8 @@ std::optional<int> seeds_to_resolve(const Comparison& c) {
     }
     if (se == 0) {  // no t statistic: the exact p of n seeds (per group) that all agree
       if (gap == 0) return delta > 0;
-      Comparison at_n = c;
-      at_n.n_pairs = at_n.n_a = at_n.n_b = static_cast<size_t>(n);
-      return exact_separation_p(at_n) < level;
+      const auto per_side = static_cast<size_t>(n);
+      return exact_separation_p(c.method == CompareMethod::paired, per_side, per_side) < level;
     }
     if (gap > 0 && student_t_quantile(1 - level / 2, df) * se < gap) return true;
     return gap + student_t_quantile(1 - alpha, df) * se < delta;
