@@ -10,6 +10,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/stdlib_binding.h"
 #include "ddplab/base/version.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
@@ -67,6 +68,10 @@ int dispatch(const Commands& c, const Arguments& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const std::string problem = stdlib_binding_problem(); !problem.empty()) {
+    runner::complain("ddplab: error: {}", problem);
+    return kExitFailure;
+  }
   CLI::App app{"ddplab: data-parallel training experiments from JSON specs"};
   app.set_version_flag("--version", fmt::format("ddplab {} ({}, LibTorch {}, {})", version(), git_sha(),
                                                 torch_version(), built_with_cuda() ? "CUDA" : "CPU"));

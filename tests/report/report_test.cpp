@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -111,10 +112,10 @@ size_t count_of(const std::string& text, const std::string& needle) {
   return n;
 }
 
-const GroupStats& group_labelled(const ReportData& d, const std::string& label) {
+const GroupStats& group_labelled(const ReportData& d, std::string_view label) {
   for (const auto& g : d.groups)
     if (g.label == label) return g;
-  throw std::runtime_error("no group " + label);
+  throw std::runtime_error("no group " + std::string(label));
 }
 
 }  // namespace
