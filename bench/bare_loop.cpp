@@ -2,8 +2,11 @@
 // on batches already in memory as normalized float tensors; no data loading, no communication,
 // no metrics. Same model code and thread count as ddplab.
 //
-//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda]
-// Prints one line: "bare_loop model=... batch=... threads=... device=... images_per_s=...".
+//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda] [warmup=20]
+// Runs `warmup` steps, then times `steps` more (bench/compare.sh gives both one epoch's steps, as
+// it times ddplab's and the peer's second epoch). Prints one line: "bare_loop model=... batch=...
+// threads=... device=... train_s=... images_per_s=...": train_s from the first warm-up step to the
+// last step, images_per_s over the timed steps.
 #include <chrono>
 #include <string>
 #include <thread>
@@ -19,6 +22,7 @@ int main(int argc, char** argv) {
   int steps = argc > 3 ? std::stoi(argv[3]) : 300;
   int threads = argc > 4 ? std::stoi(argv[4]) : static_cast<int>(std::thread::hardware_concurrency());
   const std::string device_name = argc > 5 ? argv[5] : "cpu";
+  const int warmup = argc > 6 ? std::stoi(argv[6]) : 20;
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
@@ -43,13 +47,15 @@ int main(int argc, char** argv) {
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
-  for (int i = 0; i < 20; ++i) step(i);  // warm-up
+  const auto first = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup; ++i) step(i);
   sync();
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step(i);
   sync();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("bare_loop model={} batch={} threads={} device={} images_per_s={:.1f}\n", model_name, batch, threads,
-             device_name, steps * batch / s);
+  const auto end = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(end - start).count();
+  fmt::print("bare_loop model={} batch={} threads={} device={} train_s={:.3f} images_per_s={:.1f}\n", model_name,
+             batch, threads, device_name, std::chrono::duration<double>(end - first).count(), steps * batch / s);
   return 0;
 }

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
 # ddplab vs PyTorch's own DDP (bench/peer_ddp.py) vs the bare C++ loop (bench/bare_loop) on the
 # quickstart workload (mnist_cnn, Fashion-MNIST, SGD momentum 0.9), alternating them for several
-# rounds; prints the median training images/s of each. A benchmark, never a test.
+# rounds. A benchmark, never a test.
 #
 #   bench/compare.sh [rounds=3] [train_limit=12800]
 # Environment: BATCH (per replica, 64), WORLDS ("1 2"), DEVICE (cpu | cuda), BACKEND (gloo; nccl
 # for world 1 on cuda), BUILD (build: where bin/ddplab and bin/bare_loop are), PYTHON (.venv/bin/python),
 # DATA (the Fashion-MNIST directory; /usr/share/datasets/fashion-mnist).
+#
+# What it measures, the same way for all three:
+#   steady images/s  the second epoch's training images/s: each contender first runs one epoch's
+#                    steps (train_limit / global batch) that are not timed, so CUDA context
+#                    creation, the first calls of each kernel and the allocator's warm-up fall
+#                    outside it (ddplab and the peer train 2 epochs; the bare loop runs that many
+#                    warm-up steps, then times as many again)
+#   outside s        the process's wall time minus its own training time: start-up (loading
+#                    LibTorch, CUDA and the process group, reading the data) and teardown
+# Each line gives the median over rounds and the spread (min-max); ratios are medians of the
+# per-round ratios, which compare runs made seconds apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -21,50 +32,67 @@ data=${DATA:-/usr/share/datasets/fashion-mnist}
 cores=$(nproc)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-declare -A results
+results=$out/results.tsv  # contender world round images_per_s outside_s
 # CPU time the hypervisor gave to other guests ("steal", /proc/stat): on a shared VM it is what
 # makes runs of the same code differ by 10-20%, so it is printed with the table.
 steal() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+now() { date +%s.%N; }
+# field LINE KEY: the value of KEY=value in a program's one-line result.
+field() { sed -n "s/.*[ ^]$2=\([^ ]*\).*/\1/p" <<<" $1"; }
 read -r steal0 total0 < <(steal)
 for round in $(seq "$rounds"); do
   for world in $worlds; do
-    "$build/bin/ddplab" run experiments/quickstart.json epochs=1 replicas.count=$world batch.per_replica=$batch \
+    t0=$(now)
+    "$build/bin/ddplab" run experiments/quickstart.json epochs=2 replicas.count=$world batch.per_replica=$batch \
       replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
       dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$world --force >/dev/null
-    d=$(python3 -c "import json,sys;print(json.loads(open(sys.argv[1]).readlines()[-1])['images_per_s'])" \
+    t1=$(now)
+    read -r d d_train < <(python3 -c "import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]; print(r[-1]['images_per_s'], r[-1]['wall_s'])" \
         "$out/cmp_$world/seed=1/epochs.jsonl")
-    p=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device --root "$data" \
-        --backend $backend 2>/dev/null | sed 's/.*images_per_s=//')
-    results[ddplab_$world]+="$d "
-    results[peer_$world]+="$p "
-    echo "round $round world $world: ddplab $d peer $p" >&2
+    echo "ddplab $world $round $d $(python3 -c "print($t1 - $t0 - $d_train)")" >>"$results"
+    t0=$(now)
+    line=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
+           --root "$data" --backend $backend --epochs 2 2>/dev/null)
+    t1=$(now)
+    echo "peer $world $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
+    echo "round $round world $world: $(tail -n 2 "$results" | awk '{printf "%s %.0f images/s %.2f s outside; ", $1, $4, $5}')" >&2
   done
-  b=$("$build/bin/bare_loop" mnist_cnn $batch 200 "$cores" $device | sed 's/.*images_per_s=//')
-  results[bare_1]+="$b "
-  echo "round $round bare_loop $b" >&2
+  steps=$(( limit / batch ))
+  t0=$(now)
+  line=$("$build/bin/bare_loop" mnist_cnn $batch $steps "$cores" $device $steps)
+  t1=$(now)
+  echo "bare 1 $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
+  echo "round $round bare_loop: $(tail -n 1 "$results" | awk '{printf "%.0f images/s %.2f s outside", $4, $5}')" >&2
 done
 read -r steal1 total1 < <(steal)
-# Medians of the rounds, and the median of the per-round ratios (each ratio compares runs made
-# seconds apart, so it cancels most of the machine's drift).
-stats() { python3 - "$@" <<'PY'
-import statistics, sys
-mode, a = sys.argv[1], [float(v) for v in sys.argv[2].split()]
-if mode == "median":
-    print(f"{statistics.median(a):.0f}")
-else:
-    b = [float(v) for v in sys.argv[3].split()]
-    print(f"{statistics.median(x / y for x, y in zip(a, b)):.2f}")
-PY
-}
-echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds; train images: $limit; batch per replica: $batch"
+echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds;" \
+  "train images per epoch: $limit; batch per replica: $batch; timed: epoch 2 (epoch 1 is warm-up for all three)"
 echo "steal (CPU time taken by other guests of the host) during the benchmark: $(( 100 * (steal1 - steal0) / (total1 - total0 + 1) ))%"
-printf "%-6s %10s %10s %10s %12s %12s\n" world ddplab peer bare_loop ddplab/peer ddplab/bare
-for world in $worlds; do
-  d=$(stats median "${results[ddplab_$world]}"); p=$(stats median "${results[peer_$world]}")
-  rp=$(stats ratio "${results[ddplab_$world]}" "${results[peer_$world]}")
-  if [ "$world" = 1 ]; then
-    b=$(stats median "${results[bare_1]}"); rb=$(stats ratio "${results[ddplab_$world]}" "${results[bare_1]}")
-  else b="-"; rb="-"; fi
-  printf "%-6s %10s %10s %10s %12s %12s\n" "$world" "$d" "$p" "$b" "$rp" "$rb"
-done
-echo "(images/s: medians of the rounds; ratios: medians of the per-round ratios)"
+python3 - "$results" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(dict)  # (contender, world) -> round -> (images_per_s, outside_s)
+for line in open(sys.argv[1]):
+    who, world, rnd, ips, outside = line.split()
+    rows[(who, int(world))][int(rnd)] = (float(ips), float(outside))
+def spread(who, world, i, fmt):
+    v = [r[i] for r in rows[(who, world)].values()]
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" if v else "-"
+def ratio(world, other, other_world):
+    a, b = rows[("ddplab", world)], rows[(other, other_world)]
+    r = [a[k][0] / b[k][0] for k in a if k in b]
+    return f"{statistics.median(r):.2f}" if r else "-"
+head = "{:<6} {:>26} {:>26} {:>26} {:>11} {:>11}"
+print("steady images/s, median (min-max) over rounds; ratios: medians of the per-round ratios")
+print(head.format("world", "ddplab", "peer", "bare_loop", "ddplab/peer", "ddplab/bare"))
+for world in sorted({w for _, w in rows}):
+    bare = spread("bare", 1, 0, "{:.0f}") if world == 1 else "-"
+    print(head.format(world, spread("ddplab", world, 0, "{:.0f}"), spread("peer", world, 0, "{:.0f}"), bare,
+                      ratio(world, "peer", world), ratio(world, "bare", 1) if world == 1 else "-"))
+print("seconds outside training (process wall time minus its own training time), median (min-max)")
+print("{:<6} {:>26} {:>26} {:>26}".format("world", "ddplab", "peer", "bare_loop"))
+for world in sorted({w for _, w in rows}):
+    bare = spread("bare", 1, 1, "{:.2f}") if world == 1 else "-"
+    print("{:<6} {:>26} {:>26} {:>26}".format(world, spread("ddplab", world, 1, "{:.2f}"),
+                                              spread("peer", world, 1, "{:.2f}"), bare))
+PY

@@ -5,7 +5,8 @@ data (the IDX files, normalized with the training set's mean/std), same order (r
 seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
 thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints
 training images/s of the last epoch, measured like ddplab's epoch_s (training steps only, no
-evaluation).
+evaluation), and train_s, the training seconds of all epochs (bench/compare.sh subtracts them from
+the process's wall time to get what the peer spends outside training: start-up above all).
 
   .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
 """
@@ -77,7 +78,7 @@ def worker(rank, args, port, result):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     global_batch = args.per_replica * args.world
     steps = images.shape[0] // global_batch
-    rate = 0.0
+    rate, train_s = 0.0, 0.0
     for epoch in range(args.epochs):
         perm = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(args.seed + epoch))
         model.train()
@@ -97,8 +98,9 @@ def worker(rank, args, port, result):
             torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
         rate = steps * global_batch / elapsed
+        train_s += elapsed
     if rank == 0:
-        result.put(rate)
+        result.put((rate, train_s))
     if args.world > 1:
         dist.destroy_process_group()
 
@@ -124,10 +126,11 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, args, port, result)) for r in range(args.world)]
     for pr in procs:
         pr.start()
-    rate = result.get()
+    rate, train_s = result.get()
     for pr in procs:
         pr.join()
-    print(f"peer_ddp world={args.world} per_replica={args.per_replica} device={args.device} images_per_s={rate:.1f}")
+    print(f"peer_ddp world={args.world} per_replica={args.per_replica} device={args.device} "
+          f"train_s={train_s:.3f} images_per_s={rate:.1f}")
 
 
 if __name__ == "__main__":
