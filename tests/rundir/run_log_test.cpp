@@ -334,6 +334,52 @@ TEST(RunLog, SecondCreateWithoutOverwriteThrowsNamingTheDirectory) {
   EXPECT_EQ(lines_of(run.dir() / "epochs.jsonl").size(), 1u);
 }
 
+TEST(RunLog, TheEffectiveSpecLeavesOutWhereAndHowARunIsWrittenLaunchedAndStopped) {
+  TempDir tmp;
+  const auto base = make_spec(tmp).resolved;
+  auto other = base;
+  other["output"] = "elsewhere";
+  other["name"] = "renamed";
+  other["log"]["every_steps"] = 7;
+  other["checkpoint"]["every_epochs"] = 3;
+  other["replicas"]["timeout_s"] = 11;
+  other["replicas"]["max_restarts"] = 2;
+  other["debug"] = {{"fault", {"stop", "crash"}}, {"rank", 1}, {"step", 5}, {"audits", "abort"}};
+  EXPECT_EQ(effective_spec(other), effective_spec(base)) << effective_spec(other).dump();
+}
+
+TEST(RunLog, TheEffectiveSpecKeepsWhatShapesTheRecordsAndTheBugsOfDebugFault) {
+  TempDir tmp;
+  const auto base = make_spec(tmp).resolved;
+  for (const auto& [pointer, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"/epochs", 9}, {"/optimizer/lr", 0.5}, {"/replicas/count", 2}, {"/dataset/root", "/x"},
+           {"/debug/fault", "update_first_only"}, {"/debug/audits", "warn"}}) {
+    auto other = base;
+    other[nlohmann::json::json_pointer(pointer)] = value;
+    EXPECT_NE(effective_spec(other), effective_spec(base)) << pointer;
+  }
+  auto a = base, b = base;
+  a["debug"]["fault"] = {"one_sided_sigmoid_loss", "stop", "update_first_only"};
+  b["debug"]["fault"] = {"update_first_only", "one_sided_sigmoid_loss"};
+  EXPECT_EQ(effective_spec(a), effective_spec(b)) << "the bugs are a set; stop is no bug";
+}
+
+TEST(RunLog, SpecChangesListEachChangedKeyOldToNew) {
+  TempDir tmp;
+  auto spec = make_spec(tmp);
+  EXPECT_TRUE(spec_changes(run_dir(spec), spec).empty()) << "no run there yet";
+  RunLog::create(spec, false).append(record(1));
+  EXPECT_TRUE(spec_changes(run_dir(spec), spec).empty());
+  auto changed = spec;
+  changed.resolved["epochs"] = 7;
+  changed.resolved["log"]["every_steps"] = 3;
+  const auto changes = spec_changes(run_dir(spec), changed);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0], fmt::format("/epochs: {} -> 7", spec.resolved["epochs"].dump()));
+  const std::string message = error_of([&] { RunLog::create(changed, false); });
+  EXPECT_NE(message.find("a different spec (/epochs: "), std::string::npos) << message;
+}
+
 TEST(RunLog, CreateWithOverwriteEmptiesTheDirectory) {
   TempDir tmp;
   auto spec = make_spec(tmp);

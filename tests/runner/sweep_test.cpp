@@ -6,6 +6,9 @@
 
 #include <csignal>
 
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "integration/integration_util.h"
 
@@ -172,6 +175,90 @@ TEST(RunnerSweep, AnUnfinishedRunWithACheckpointIsResumed) {
   EXPECT_EQ(status_of(dir), RunStatus::kDone);
   EXPECT_EQ(testing::read_records(dir).size(), 2u);
   EXPECT_EQ(rundir::read_manifest(dir)["restarts"].size(), 1u) << "resumed, not started over";
+}
+
+// Runs a sweep expecting the stale-run refusal; returns its message.
+std::string refusal_of(const std::string& path, const std::vector<std::string>& overrides) {
+  try {
+    run_sweep(path, overrides, false, false);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the sweep ran";
+  return "";
+}
+
+// The reproduction: a sweep run again after its spec changed never serves the old runs.
+TEST(RunnerSweep, AChangedSpecIsRefusedNamingEachRunsChangedKeysAndTouchesNothing) {
+  TinySweep t;
+  auto spec = t.spec("stale");
+  spec["sweep"] = {{"model.hidden", {16, 32}}};
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const fs::path dir = t.dir("stale", "model.hidden=16,seed=3");
+  const std::string manifest = testing::read_file(rundir::manifest_file(dir));
+  const std::string records = testing::read_file(rundir::epochs_file(dir));
+
+  // An override of an unswept key.
+  std::string message = refusal_of(path, {"epochs=2"});
+  EXPECT_NE(message.find("2 of 2 run directories hold runs of a different spec"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.hidden=16,seed=3: /epochs: 1 -> 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.hidden=32,seed=3: /epochs: 1 -> 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("--force"), std::string::npos) << message;
+  EXPECT_NE(message.find("output=DIR, name=NAME"), std::string::npos) << message;
+  // An edit of the file, two keys at once.
+  auto edited = spec;
+  edited["optimizer"]["lr"] = 0.2;
+  edited["model"]["dropout"] = 0.25;
+  t.ws.write_spec(edited);
+  message = refusal_of(path, {});
+  EXPECT_NE(message.find("/model/dropout: "), std::string::npos) << message;
+  EXPECT_NE(message.find("/optimizer/lr: "), std::string::npos) << message;
+  // The same spec again: both runs are reused, untouched.
+  t.ws.write_spec(spec);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("0 done, 2 skipped, 0 failed"), std::string::npos) << out;
+  EXPECT_EQ(testing::read_file(rundir::manifest_file(dir)), manifest) << "nothing already written is touched";
+  EXPECT_EQ(testing::read_file(rundir::epochs_file(dir)), records);
+}
+
+// A swept value is spelled into the run id only as far as a directory name can hold it: two data
+// folders "d a" and "d_a" give one run id, and the second must not reuse the first's run.
+TEST(RunnerSweep, ASweptValueWhoseRunIdStaysTheSameIsCaughtToo) {
+  TinySweep t;
+  const fs::path spaced = t.ws.dir().path() / "d a", underscored = t.ws.dir().path() / "d_a";
+  fs::create_directory_symlink(t.ws.data(), spaced);
+  fs::create_directory_symlink(t.ws.data(), underscored);
+  auto spec = t.spec("swept");
+  spec["sweep"] = {{"dataset.root", {spaced.string()}}};
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  spec["sweep"] = {{"dataset.root", {underscored.string()}}};
+  t.ws.write_spec(spec);
+  const std::string message = refusal_of(path, {});
+  EXPECT_NE(message.find("1 of 1 run directory holds runs of a different spec"), std::string::npos) << message;
+  EXPECT_NE(message.find(fmt::format("/dataset/root: \"{}\" -> \"{}\"", spaced.string(), underscored.string())),
+            std::string::npos)
+      << message;
+}
+
+TEST(RunnerSweep, ADryRunShowsChangedRunsAndForceReplacesThem) {
+  TinySweep t;
+  auto spec = t.spec("changed");
+  spec["repeats"] = 1;
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run_sweep(path, {"epochs=2"}, false, true), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("[1/1] seed=3  (changed: holds a run of another spec; --force replaces it)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("changed /epochs: 1 -> 2"), std::string::npos) << out;
+  ASSERT_EQ(run_sweep(path, {"epochs=2"}, true, false), kExitOk);
+  EXPECT_EQ(testing::read_records(t.dir("changed", "seed=3")).size(), 2u) << "replaced by the 2-epoch run";
+  EXPECT_EQ(run_sweep(path, {"epochs=2"}, false, false), kExitOk) << "and now reused";
 }
 
 TEST(RunnerSweep, ADryRunWritesNothing) {

@@ -19,6 +19,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/sweep.h"
 
 namespace ddplab::rundir {
 namespace fs = std::filesystem;
@@ -281,15 +282,44 @@ std::string hostname() {
 }
 }  // namespace
 
+nlohmann::json effective_spec(const nlohmann::json& resolved) {
+  nlohmann::json j = resolved;
+  for (const char* key : {"output", "name", "run_id", "log", "checkpoint", "report", "slurm"}) j.erase(key);
+  if (j.contains("replicas") && j["replicas"].is_object())
+    for (const char* key : {"timeout_s", "max_restarts"}) j["replicas"].erase(key);
+  nlohmann::json bugs = nlohmann::json::array();
+  if (j.contains("debug") && j["debug"].is_object()) {
+    const nlohmann::json fault = j["debug"].value("fault", nlohmann::json("none"));
+    for (const auto& f : fault.is_array() ? fault : nlohmann::json::array({fault})) {
+      using config::Fault;
+      const Fault kind = config::parse_setting<Fault>(f.get<std::string>(), "/debug/fault");
+      if (kind != Fault::kNone && kind != Fault::kCrash && kind != Fault::kThrow && kind != Fault::kStop)
+        bugs.push_back(f);
+    }
+    std::sort(bugs.begin(), bugs.end());
+    j["debug"] = {{"bugs", bugs}, {"audits", j["debug"].value("audits", nlohmann::json())}};
+  }
+  return j;
+}
+
+std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
+  std::error_code ec;
+  if (!fs::exists(spec_file(dir), ec)) return {};
+  return config::resolved_differences(effective_spec(read_json(spec_file(dir))), effective_spec(spec.resolved));
+}
+
 RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
   fs::path dir = run_dir(spec);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create run directory: {}", dir.string(), ec.message()));
   if (fs::exists(epochs_file(dir))) {
-    if (!overwrite)
-      throw Error(fmt::format("{}: run directory already holds a run ({}); pass --force to replace it", dir.string(),
-                              epochs_file(dir).filename().string()));
+    if (!overwrite) {
+      const auto changes = spec_changes(dir, spec);
+      throw Error(fmt::format("{}: run directory already holds a run ({}) of {}; pass --force to replace it",
+                              dir.string(), epochs_file(dir).filename().string(),
+                              changes.empty() ? "the same spec" : fmt::format("a different spec ({})", fmt::join(changes, "; "))));
+    }
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (is_launcher_file(entry.path())) continue;  // a SLURM job's record and inputs outlive its start
       fs::remove_all(entry.path(), ec);
@@ -361,22 +391,9 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   if (!holds_resumable_run(dir)) return std::nullopt;
   auto manifest = read_manifest(dir);
   const std::string status = manifest["status"].get<std::string>();
-  auto comparable = [](nlohmann::json j) {
-    j.erase("debug");
-    j.erase("checkpoint");
-    j.erase("slurm");
-    j.erase("log");  // step records stay one per step whatever the interval; older specs lack it
-    if (j.contains("replicas")) j["replicas"].erase("timeout_s");
-    return j;
-  };
-  auto before = comparable(read_json(spec_file(dir)));
-  auto now = comparable(spec.resolved);
-  if (before != now) {
-    auto patch = nlohmann::json::diff(before, now);
-    std::string where = patch.empty() ? "" : patch[0].value("path", "");
-    throw Error(fmt::format("{}: holds an unfinished run of a different spec (it differs at {}); pass --force to replace it",
-                            dir.string(), where));
-  }
+  if (const auto changes = spec_changes(dir, spec); !changes.empty())
+    throw Error(fmt::format("{}: holds an unfinished run of a different spec ({}); pass --force to replace it",
+                            dir.string(), fmt::join(changes, "; ")));
   const int64_t keep = manifest["checkpoint"].value("records", 0);
   auto keep_lines = [&](const fs::path& file, int64_t n) {
     std::ifstream in(file);
@@ -396,6 +413,19 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   RunLog run(dir);
   run.update_manifest({{"status", name(RunStatus::kRunning)}, {"end", nullptr}, {"message", nullptr}, {"restarts", restarts}});
   return run;
+}
+
+std::optional<EpochRecord> last_epoch_record(const fs::path& dir) {
+  std::ifstream in(epochs_file(dir));
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = line;
+  const auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (j.is_object()) return EpochRecord::from_json(j);
+  } catch (const Error&) {
+  }
+  return std::nullopt;
 }
 
 void RunLog::append(const EpochRecord& record) const {

@@ -105,6 +105,19 @@ std::string run_id(const config::ExperimentSpec& spec);
 // <output>/<name>/<run_id(spec)>.
 std::filesystem::path run_dir(const config::ExperimentSpec& spec);
 
+// A run's identity: the parts of its resolved spec (spec.json) that shape its records. Left out:
+// where it is written and what it is called (output, name, run_id), how it is logged, checkpointed,
+// reported and launched (log, checkpoint, report, slurm, replicas.timeout_s,
+// replicas.max_restarts), and the failure injections of debug.fault (crash, throw, stop) with
+// debug.rank and debug.step; debug.fault's bugs (skip_broadcast, ...) stay, as a sorted array.
+// Two specs with equal effective specs make the same run; a sweep reuses a finished run, and a run
+// resumes, only when they are equal.
+nlohmann::json effective_spec(const nlohmann::json& resolved);
+// What changed from the run `dir` holds (its spec.json) to `spec`, one line per key of the
+// effective specs as config::resolved_differences writes them ("/epochs: 1 -> 3"); empty when they
+// are equal or `dir` holds no spec.json. Throws ddplab::Error naming spec.json if it is not JSON.
+std::vector<std::string> spec_changes(const std::filesystem::path& dir, const config::ExperimentSpec& spec);
+
 // Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.
 void append_line(const std::filesystem::path& file, const std::string& line);
 // Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
@@ -131,8 +144,8 @@ class RunLog {
   // checkpoint are dropped (epoch records beyond its "records", step records beyond its
   // "global_step", and a torn last line),
   // the manifest gets status "running" and a "restarts" entry. Nothing if there is no such run.
-  // Throws ddplab::Error if the unfinished run was made by a different spec (debug, checkpoint,
-  // slurm, log and timeout settings aside).
+  // Throws ddplab::Error listing the changed keys if the unfinished run was made by a spec whose
+  // effective_spec differs.
   static std::optional<RunLog> resume(const config::ExperimentSpec& spec, const std::string& reason);
 
   const std::filesystem::path& dir() const { return dir_; }
@@ -152,6 +165,9 @@ class RunLog {
 // Whether `dir` holds an unfinished run (status running, failed or interrupted) with a
 // checkpoint, which RunLog::resume continues. Throws ddplab::Error on a malformed manifest.
 bool holds_resumable_run(const std::filesystem::path& dir);
+
+// The last epoch record of <dir>/epochs.jsonl; nothing when there is none or it does not read.
+std::optional<EpochRecord> last_epoch_record(const std::filesystem::path& dir);
 
 // ISO 8601 UTC time, "2026-12-02T08:46:03Z".
 std::string utc_now();

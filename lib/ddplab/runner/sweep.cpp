@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
@@ -92,6 +93,29 @@ std::optional<RunStatus> status_unless_forced(const config::SweepRun& run, bool 
   return force ? std::nullopt : rundir::read_status(rundir::run_dir(run.spec));
 }
 
+std::vector<ChangedRun> changed_runs(const std::vector<config::SweepRun>& runs) {
+  std::vector<ChangedRun> changed;
+  for (const auto& run : runs)
+    if (auto changes = rundir::spec_changes(rundir::run_dir(run.spec), run.spec); !changes.empty())
+      changed.push_back({run.run_id, std::move(changes)});
+  return changed;
+}
+
+void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force) {
+  if (force) return;
+  const auto changed = changed_runs(runs);
+  if (changed.empty()) return;
+  const fs::path experiment_dir = fs::path(runs.front().spec.output) / runs.front().spec.name;
+  std::string lines;
+  for (const auto& c : changed) lines += fmt::format("\n  {}: {}", c.run_id, fmt::join(c.changes, "; "));
+  throw Error(fmt::format(
+      "{}: {} of {} run director{} hold{} runs of a different spec, which this sweep would not reuse; nothing was "
+      "run or changed:{}\nPass --force to replace them, or give another output or name (output=DIR, name=NAME) to "
+      "keep them",
+      experiment_dir.string(), changed.size(), runs.size(), runs.size() == 1 ? "y" : "ies",
+      changed.size() == 1 ? "s" : "", lines));
+}
+
 // A manifest that cannot be read was already reported as the run's failure.
 std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& dir) {
   std::pair<std::optional<RunStatus>, std::string> out;
@@ -133,10 +157,13 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
   }
   say("ddplab: {}: {} run{} (dry run: nothing is run or written)", runs.front().spec.name, n, n == 1 ? "" : "s");
   for (size_t i = 0; i < n; ++i) {
-    const char* note = !skips_run(status_unless_forced(runs[i], force), force) ? ""
+    const auto changes = force ? std::vector<std::string>{} : rundir::spec_changes(rundir::run_dir(runs[i].spec), runs[i].spec);
+    const char* note = !changes.empty() ? "  (changed: holds a run of another spec; --force replaces it)"
+                       : !skips_run(status_unless_forced(runs[i], force), force) ? ""
                        : sweep ? "  (done: would be skipped)"
                                : "  (done: --force runs it again)";
     std::string lines = fmt::format("[{}/{}] {}{}", i + 1, n, runs[i].run_id, note);
+    for (const auto& line : changes) lines += fmt::format("\n    changed {}", line);
     for (const auto& line : config::resolved_differences(base, runs[i].spec.resolved))
       lines += fmt::format("\n    {}", line);
     say("{}", lines);
@@ -225,6 +252,7 @@ int run_sweep(const std::string& path, const std::vector<std::string>& overrides
   if (sweep && pack.packed()) packing_budget(runs, force, pack);
   if (dry_run_only) return dry_run(doc, runs, path, force);
   if (!sweep) return run_one(runs.front().spec, force);
+  refuse_changed_runs(runs, force);
   if (pack.packed()) return run_packed(runs, force, pack);
   return run_all(runs, force);
 }

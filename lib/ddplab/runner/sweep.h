@@ -1,6 +1,9 @@
 // `ddplab run <spec> [overrides]`: a spec without sweep keys is one run (run_one.h; an existing
 // run directory needs --force). A sweep runs every run in turn:
 //
+//   - a run directory that holds a run of another effective spec (rundir::effective_spec: a swept
+//     or unswept key, an override or an edit of the file changed since) stops the sweep before
+//     anything runs, naming each such run and its changed keys, unless --force replaces them;
 //   - a run whose manifest says done or diverged is skipped, unless --force;
 //   - an unfinished run (running, failed, interrupted) with a checkpoint is resumed from it;
 //   - any other run starts over in a fresh directory;
@@ -11,8 +14,9 @@
 // Exit code: the interrupted run's (128 + signal) when stopped, else kExitFailure when a run
 // failed, else kExitOk (base/exit_codes.h). Diverged runs are not failures.
 //
-// --dry-run lists the runs (id and what each changes) and checks their data files; nothing is
-// run or written; exit code kExitUserError when a data file is missing.
+// --dry-run lists the runs (id and what each changes; "changed" and the changed keys for a
+// directory of another spec) and checks their data files; nothing is run or written; exit code
+// kExitUserError when a data file is missing.
 //
 // --jobs N, --cores C, --gpus G (PackOptions, scheduler.h) pack the sweep instead: several runs
 // at once, each in a child process, within that budget (pack.h). The skip/resume policy, the
@@ -85,6 +89,18 @@ int run_sweep(const std::string& path, const std::vector<std::string>& overrides
 // ID must be a directory name of [A-Za-z0-9._=,+-] without "..", as sweep run ids are.
 int run_with_id(const std::string& path, const std::vector<std::string>& overrides, bool force,
                 const std::string& run_id);
+
+// A run whose directory holds a run of another effective spec, and what changed ("/epochs: 1 -> 3").
+struct ChangedRun {
+  std::string run_id;
+  std::vector<std::string> changes;
+};
+// The runs of `runs` whose directories hold runs of other effective specs (rundir::spec_changes).
+std::vector<ChangedRun> changed_runs(const std::vector<config::SweepRun>& runs);
+// Unless `force`: throws ddplab::Error when changed_runs is not empty, listing each such run with
+// its changed keys and the two ways on (--force, or another output or name). Called before
+// anything of a sweep is run or written (local, packed and SLURM alike).
+void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force);
 
 // Shared by the sweep loops (sweep.cpp, pack.cpp).
 // The status a run's manifest has, unless `force` (which never reads it).
