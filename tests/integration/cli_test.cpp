@@ -193,6 +193,31 @@ TEST(Cli, RunWritesRunDirectoryAndRecords) {
   EXPECT_NE(again.output.find("--force"), std::string::npos);
 }
 
+// Under nohup, CI or SLURM stdout is no terminal: every rank prints a plain progress line every
+// log.progress_s seconds (here every step), rank 0 to the console and each rank to its log; a run
+// of 2 replicas ends with its test accuracy as a run of 1 does.
+TEST(Cli, WithoutATerminalEveryRankPrintsPlainProgressLines) {
+  Workspace ws;
+  auto spec = ws.base_spec("progress");
+  spec["epochs"] = 1;
+  spec["replicas"]["count"] = 2;
+  spec["log"] = {{"progress_s", 1e-6}};
+  auto r = run_ddplab("run " + ws.write_spec(spec));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 epoch; logs in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0: epoch 1/1  step 2/8  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" img/s  ETA "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ddplab: done, test accuracy "), std::string::npos) << r.output;
+  const std::string rank1 = read_file(ws.out() / "progress" / "seed=3" / "rank-1.log");
+  EXPECT_NE(rank1.find("rank 1: epoch 1/1  step 8/8  "), std::string::npos) << rank1;
+
+  spec["log"] = {{"progress_s", 0}};
+  auto quiet = run_ddplab("run " + ws.write_spec(spec) + " --force");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find(" img/s  ETA "), std::string::npos) << quiet.output;
+}
+
 TEST(Cli, SameSpecAndSeedGiveIdenticalMetrics) {
   Workspace ws;
   auto spec = ws.base_spec("det");

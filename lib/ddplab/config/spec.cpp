@@ -488,6 +488,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.debug = to_debug(doc["debug"]);
   s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
   s.log.every_steps = doc["log"]["every_steps"].get<int64_t>();
+  s.log.progress_s = doc["log"]["progress_s"].get<double>();
   s.resolved = doc;
   return s;
 }

@@ -109,6 +109,8 @@ struct LogSpec {
   // steps.jsonl: a record every this many steps of an epoch and at its last step (rundir/run_log.h
   // StepRecord); 0: none.
   int64_t every_steps = 0;
+  // Without a terminal, every rank prints a plain progress line every this many seconds; 0: none.
+  double progress_s = 0;
 };
 
 struct ExperimentSpec {

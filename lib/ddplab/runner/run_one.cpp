@@ -28,9 +28,10 @@ bool runs_in_this_process(const config::ExperimentSpec& spec) {
 
 void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run) {
   const int n = spec.replicas.count;
-  say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epochs; logs in {}", spec.name,
+  say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epoch{}; logs in {}", spec.name,
       rundir::run_id(spec), n, spec.replicas.mode == config::ReplicaMode::kSimulated ? " simulated" : "",
-      n > 1 ? "s" : "", spec.per_replica_batch, spec.global_batch, spec.epochs, run.dir().string());
+      n > 1 ? "s" : "", spec.per_replica_batch, spec.global_batch, spec.epochs, spec.epochs == 1 ? "" : "s",
+      run.dir().string());
 }
 
 int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run,
@@ -59,7 +60,9 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
   const Outcome outcome = outcome_of(result);
   if (outcome.status == RunStatus::kDone) {
     record(run, outcome);
-    say("ddplab: done; logs in {}", run.dir().string());
+    const auto last = rundir::last_epoch_record(run.dir());
+    say("ddplab: done{}; logs in {}", last ? fmt::format(", test accuracy {:g}%", 100 * last->test_acc) : "",
+        run.dir().string());
     return outcome.exit_code;
   }
   if (outcome.status == RunStatus::kDiverged) {

@@ -91,7 +91,7 @@ void fill_epochs(const fs::path& dir, StatusRow& row) {
   row.epoch = records == 0 ? "-" : epochs > 0 ? fmt::format("{}/{}", records, epochs) : fmt::format("{}", records);
   const auto record = last.empty() ? nlohmann::json() : nlohmann::json::parse(last, nullptr, false);
   row.test_acc = record.is_object() && record.contains("test_acc") && record["test_acc"].is_number()
-                     ? fmt::format("{:.4f}", record["test_acc"].get<double>())
+                     ? fmt::format("{:.2f}%", 100 * record["test_acc"].get<double>())
                      : "-";
 }
 

@@ -219,7 +219,9 @@ void Trainer::build_loader() {
   replica_sync_.emplace(spec_.replicas.sync, steps_, params_, comm_);
   step_log_.emplace(spec_.log.every_steps, steps_, spec_.global_batch);
   if (lead_) run_ = rundir::RunLog::open(options_.run_dir);
-  tty_ = options_.progress && lead_ && ::isatty(STDOUT_FILENO);
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  tty_ = options_.progress && lead_ && terminal;
+  plain_progress_ = options_.progress && !terminal && spec_.log.progress_s > 0;
   for (int r = simulated_ ? 0 : rank_; r < (simulated_ ? replicas_ : rank_ + 1); ++r) local_replicas_.push_back(r);
   // Dropout draws from the default generator of the device it runs on (Philox on CUDA).
   dropout_generator_ = at::globalContext().defaultGenerator(device_.is_cuda() ? device_ : c10::Device(c10::kCPU));
@@ -337,7 +339,7 @@ void Trainer::train_steps(int epoch, EpochTotals& totals) {
     if (step + 1 < steps_) stage_next(step + 1);
     inject_fault();
     if (train_step(epoch, step, batch_x, batch_y, totals)) stop_cleanly(epoch, step, totals);
-    print_progress(epoch, step);
+    print_progress(epoch, step, totals);
   }
 }
 
@@ -694,14 +696,27 @@ void Trainer::save_model() {
 
 // ---- Console ------------------------------------------------------------------------------------
 
-// The live progress line (rank 0, a TTY), at most every half second.
-void Trainer::print_progress(int epoch, int64_t step) {
-  if (!tty_ || !(seconds_since(last_progress_) > 0.5)) return;
+// The progress line: on a terminal rank 0's live line, at most every half second; elsewhere every
+// rank's plain line every log.progress_s seconds, with its mean training loss so far in the epoch
+// (read from the device then: one wait per line, none per step).
+void Trainer::print_progress(int epoch, int64_t step, const EpochTotals& totals) {
+  const double every_s = tty_ ? 0.5 : spec_.log.progress_s;
+  if (!(tty_ || plain_progress_) || !(seconds_since(last_progress_) > every_s)) return;
   last_progress_ = Clock::now();
   const double el = seconds_since(epoch_start_);
   const double ips = (step + 1) * spec_.global_batch / el;
-  fmt::print("\r  epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}   ", epoch + 1, spec_.epochs, step + 1, steps_, ips,
-             format_duration(el / (step + 1) * (steps_ - step - 1)));
+  const std::string where = fmt::format("epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}", epoch + 1, spec_.epochs,
+                                        step + 1, steps_, ips, format_duration(el / (step + 1) * (steps_ - step - 1)));
+  if (tty_) {
+    fmt::print("\r  {}   ", where);
+  } else {
+    // Rank 0 of a run resumed inside this epoch starts from the checkpoint's sums over all replicas.
+    const bool restored = lead_ && first_step_ > 0 && epoch == resumed_.epochs_done;
+    const double samples = static_cast<double>((step + 1 - first_step_) * spec_.per_replica_batch) *
+                           static_cast<double>(local_replicas_.size());
+    const double loss = (totals.loss_sum.item<double>() - (restored ? resumed_.loss_sum : 0.0)) / samples;
+    fmt::print("{}{}  loss {:.4f}\n", size_ > 1 ? fmt::format("rank {}: ", rank_) : "", where, loss);
+  }
   std::fflush(stdout);
 }
 

@@ -38,7 +38,7 @@ namespace ddplab::train {
 
 struct ReplicaOptions {
   std::filesystem::path run_dir;  // where rank 0 writes records; must exist (RunLog made)
-  bool progress = true;           // live progress line on rank 0 when stdout is a TTY
+  bool progress = true;           // progress lines: rank 0's live one on a TTY, else log.progress_s's
   bool quiet = false;             // no per-epoch console lines
   const data::DatasetPair* data = nullptr;  // already loaded data (else loaded from spec.dataset)
   // The process group (else made here when world.size > 1). A caller that owns it keeps the

@@ -109,7 +109,7 @@ class Trainer {
   void save_model();
 
   // Console.
-  void print_progress(int epoch, int64_t step);
+  void print_progress(int epoch, int64_t step, const EpochTotals& totals);
   void print_epoch(const rundir::EpochRecord& rec) const;
   void print_audit_warnings(const rundir::EpochRecord& rec) const;
 
@@ -149,7 +149,8 @@ class Trainer {
   std::optional<WeightEma> weight_ema_;  // model.ema_decay > 0
   LrSchedule schedule_;
   std::optional<rundir::RunLog> run_;  // only rank 0 writes the run directory
-  bool tty_ = false;
+  bool tty_ = false;             // rank 0 on a terminal: the live progress line
+  bool plain_progress_ = false;  // no terminal: a plain line every log.progress_s seconds
   std::vector<int> local_replicas_;  // the replicas this process computes (and whose test shards it evaluates)
   at::Generator dropout_generator_;
   std::filesystem::path checkpoint_file_;
