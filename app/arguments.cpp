@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "ddplab/config/defaults.h"
+
 namespace ddplab::app {
 namespace {
 
@@ -65,7 +67,8 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
   c.worker->add_option("--run-id", a.run_id, "The run directory's name under <output>/<name> (default: seed=<seed>)");
   c.status = app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
-  c.status->add_option("dir", a.status_dir, "Experiment (runs/<name>) or run directory")->required();
+  a.status_dir = config::with_defaults(nlohmann::json::object())["output"].get<std::string>();
+  c.status->add_option("dir", a.status_dir, "Experiment (runs/<name>) or run directory; default: the spec's default output, " + a.status_dir);
   return c;
 }
 

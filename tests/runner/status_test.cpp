@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include "ddplab/base/exit_codes.h"
+#include "ddplab/runner/sweep.h"
+#include "integration/integration_util.h"
+
 namespace ddplab::runner {
 namespace {
 
@@ -33,6 +37,31 @@ TEST(RunStatusTable, ColumnsAreAlignedUnderAHeader) {
             "RUN                      STATE    EPOCH  TEST ACC  JOB   SLURM\n"
             "seed=1                   done     2/2    0.8125    1021  COMPLETED\n"
             "replicas.count=2,seed=1  pending  -      -         1022  PENDING (Resources)\n");
+}
+
+// A sweep stopped half-way: status lists every run, the one not started as pending, and says why
+// the failed and the interrupted one ended.
+TEST(RunStatusCommand, AHalfRunSweepListsAllItsRunsAndWhyEachBadOneEnded) {
+  testing::Workspace ws(256, 128);
+  auto spec = ws.base_spec("half");
+  spec["epochs"] = 1;
+  spec["debug"] = {{"rank", 0}, {"step", 1}};
+  spec["sweep"] = {{"debug.fault", {"throw", "stop", "none"}}};
+  const auto path = ws.write_spec(spec);
+  ::testing::internal::CaptureStdout();
+  const int code = run_sweep(path, {}, false, false);
+  ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(is_signal_exit_code(code)) << code;
+
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(status_command((ws.out() / "half").string()), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("debug.fault=none,seed=3   pending"), std::string::npos) << out;
+  EXPECT_NE(out.find("ddplab: 3 runs: 1 failed, 1 interrupted, 1 pending"), std::string::npos) << out;
+  EXPECT_NE(out.find("debug.fault=throw,seed=3: failed (exit code 1): injected fault (debug.fault=throw) at step 1"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("debug.fault=stop,seed=3: interrupted (exit code 1"), std::string::npos) << out;
 }
 
 }  // namespace

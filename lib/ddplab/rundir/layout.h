@@ -19,7 +19,10 @@
 // (ddplab run --launcher slurm, runner/slurm.h). The slurm-* files belong to the launcher: a run
 // that is replaced (started over) keeps them (is_launcher_file), so a queued job's record and
 // inputs survive its own start.
-//   <output>/<name>/sweep/         a packed sweep's own files (runner/pack.h)
+//   <output>/<name>/sweep/         a sweep's own files
+//     runs.json        the sweep's run ids in order, written as it starts  sweep_runs_file
+//                      (ddplab status lists the runs not started yet from it)
+//   and a packed sweep's (runner/pack.h):
 //     <run-id>.json    the run's resolved spec its process reads      sweep_spec_file
 //     <run-id>.log     that process's console output                  sweep_log_file
 #pragma once
@@ -44,6 +47,9 @@ inline std::filesystem::path rank_error_file(const std::filesystem::path& dir, i
   return dir / fmt::format("rank-{}.error", rank);
 }
 inline std::filesystem::path sweep_dir(const std::filesystem::path& experiment_dir) { return experiment_dir / "sweep"; }
+inline std::filesystem::path sweep_runs_file(const std::filesystem::path& experiment_dir) {
+  return sweep_dir(experiment_dir) / "runs.json";
+}
 inline std::filesystem::path sweep_spec_file(const std::filesystem::path& experiment_dir, const std::string& run_id) {
   return sweep_dir(experiment_dir) / fmt::format("{}.json", run_id);
 }

@@ -1,5 +1,8 @@
 #include "ddplab/runner/outcome.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
@@ -46,10 +49,18 @@ Outcome outcome_of(const launch::LaunchResult& result) {
 int exit_code_of(const std::exception_ptr& e) { return outcome_of(e).exit_code; }
 
 void record(const rundir::RunLog& run, const Outcome& outcome) {
+  run.update_manifest({{"exit_code", outcome.exit_code}});
   if (outcome.diverged_epoch || outcome.diverged_step)
     run.update_manifest({{"diverged_epoch", outcome.diverged_epoch.value_or(0)},
                          {"diverged_step", outcome.diverged_step.value_or(0)}});
   run.finish(outcome.status, outcome.message);
+}
+
+void record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec) {
+  record(run, done_outcome());
+  if (spec.checkpoint.keep) return;
+  std::error_code ec;
+  std::filesystem::remove(rundir::checkpoint_file(run.dir()), ec);
 }
 
 }  // namespace ddplab::runner

@@ -43,8 +43,11 @@ Outcome outcome_of(const launch::LaunchResult& result);
 // The exit code of an exception that ended a command (kExitUserError for ddplab::Error, ...).
 int exit_code_of(const std::exception_ptr& e);
 
-// Writes `outcome` to the run's manifest: diverged_epoch/diverged_step when known, then the
-// status and message (RunLog::finish).
+// Writes `outcome` to the run's manifest: its exit_code, diverged_epoch/diverged_step when known,
+// then the status and message (RunLog::finish).
 void record(const rundir::RunLog& run, const Outcome& outcome);
+// Records a done run (record of done_outcome()) and removes its checkpoint.pt unless the spec's
+// checkpoint.keep: a finished run is never resumed, and model.pt holds its final model.
+void record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec);
 
 }  // namespace ddplab::runner

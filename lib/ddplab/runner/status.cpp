@@ -137,23 +137,66 @@ StatusRow run_row(const fs::path& dir, JobAsker& asker) {
   return row;
 }
 
+// Why a run that did not finish well ended: "failed (exit code 1): rank 1 ...", from its manifest;
+// "" for any other run.
+std::string ending_of(const fs::path& dir, const std::string& state) {
+  if (state != rundir::name(RunStatus::kFailed) && state != rundir::name(RunStatus::kInterrupted) &&
+      state != rundir::name(RunStatus::kDiverged))
+    return "";
+  const auto manifest = rundir::read_manifest(dir);
+  std::string message = manifest.value("message", nlohmann::json("")).is_string()
+                            ? manifest.value("message", std::string())
+                            : std::string();
+  if (const auto nl = message.find_last_not_of('\n'); nl != std::string::npos) message.resize(nl + 1);
+  if (const auto nl = message.rfind('\n'); nl != std::string::npos) message = message.substr(nl + 1);
+  const auto code = manifest.find("exit_code");
+  return fmt::format("{}{}: {}", state,
+                     code != manifest.end() && code->is_number_integer() ? fmt::format(" (exit code {})", code->get<int>()) : "",
+                     message.empty() ? "no message recorded" : message);
+}
+
+// The runs of the sweep in experiment directory `dir` that have no directory yet, in the sweep's
+// order (from sweep/runs.json; none without it).
+std::vector<std::string> pending_runs(const fs::path& dir, const std::vector<fs::path>& found) {
+  std::error_code ec;
+  if (!fs::exists(rundir::sweep_runs_file(dir), ec)) return {};
+  const auto plan = rundir::read_json(rundir::sweep_runs_file(dir));
+  std::vector<std::string> pending;
+  if (!plan.is_object() || !plan.contains("runs") || !plan["runs"].is_array()) return pending;
+  for (const auto& id : plan["runs"])
+    if (id.is_string() && std::find(found.begin(), found.end(), dir / id.get<std::string>()) == found.end())
+      pending.push_back(id.get<std::string>());
+  return pending;
+}
+
 }  // namespace
 
 int status_command(const std::string& where) {
   const fs::path dir(where);
-  if (!fs::is_directory(dir)) throw Error(fmt::format("{}: not a directory", where));
+  if (!fs::is_directory(dir))
+    throw Error(fmt::format("{}: not a directory (ddplab status [DIR]: an experiment or run directory; default: "
+                            "the spec's default output)",
+                            where));
   std::vector<fs::path> runs;
   find_runs(dir, runs);
-  if (runs.empty())
+  const auto pending = is_run_dir(dir) ? std::vector<std::string>{} : pending_runs(dir, runs);
+  if (runs.empty() && pending.empty())
     throw Error(fmt::format("{}: no runs found (no {} or {} below it)", where,
                             rundir::manifest_file(dir).filename().string(),
                             rundir::slurm_spec_file(dir).filename().string()));
   JobAsker asker;
   std::vector<StatusRow> rows;
+  std::vector<std::string> endings;
   std::map<std::string, int> counts;
   for (const auto& run : runs) {
     rows.push_back(run_row(run, asker));
     ++counts[rows.back().state];
+    if (auto ending = ending_of(run, rows.back().state); !ending.empty())
+      endings.push_back(fmt::format("{}: {}", rows.back().run, ending));
+  }
+  for (const auto& id : pending) {
+    rows.push_back({id, "pending", "-", "-", "-", "-"});
+    ++counts["pending"];
   }
   fmt::print("{}", status_table(rows));
   std::string summary = fmt::format("ddplab: {} run{}:", rows.size(), rows.size() == 1 ? "" : "s");
@@ -168,6 +211,7 @@ int status_command(const std::string& where) {
     summary += fmt::format("; report job {}: {}", *report, asker.describe(*report, state));
   }
   say("{}", summary);
+  for (const auto& line : endings) say("ddplab:   {}", line);
   return kExitOk;
 }
 

@@ -1,4 +1,4 @@
-// `ddplab status <dir>`: a table of every run below `dir` (an experiment directory
+// `ddplab status [dir]`: a table of every run below `dir` (an experiment directory
 // <output>/<name>, or one run's directory), from its files and, where a SLURM job is recorded
 // (slurm-job.json, runner/slurm.h), from `scontrol show job`:
 //
@@ -8,7 +8,10 @@
 //   ddplab: 2 runs: 1 done, 1 pending; report job 1023: PENDING (Dependency)
 //
 // A run is a directory holding manifest.json or slurm-spec.json (a submitted run that has not
-// started); others are searched below. The report job is the experiment directory's slurm-job.json.
+// started); others are searched below. A sweep's runs that have no directory yet are listed too,
+// as "pending", from the run ids the sweep recorded as it started (rundir::sweep_runs_file). After
+// the summary, one line per failed, interrupted or diverged run: its exit code and the last line
+// of its manifest's message. The report job is the experiment directory's slurm-job.json.
 // STATE is run_state(); EPOCH the epochs recorded of the spec's; TEST ACC the last record's. SLURM
 // says "-" without a job, "unknown" for a job SLURM no longer knows, "?" when scontrol is missing
 // or fails (said once on stderr). Exit code kExitOk; an Error when `dir` holds no run.
