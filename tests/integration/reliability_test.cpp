@@ -161,6 +161,11 @@ TEST(Reliability, AStopInTheLastStepOfAnEpochResumesExactly) {
   EXPECT_EQ(m["status"], "interrupted") << first.output;
   EXPECT_EQ(m["checkpoint"]["epochs_done"], 1);
   EXPECT_EQ(m["checkpoint"]["step_in_epoch"], 64) << "every step of epoch 2";
+  EXPECT_NE(first.output.find(fmt::format("the checkpoint at step 128 (epoch 2, step 64 of it) is in {}; `{} run {}` "
+                                          "resumes it",
+                                          run_dir(ws, "stopped").string(), DDPLAB_BIN, path)),
+            std::string::npos)
+      << "a stop says what it kept and the command that resumes: " << first.output;
   EXPECT_EQ(read_records(run_dir(ws, "stopped")).size(), 1u);
   auto again = run_ddplab("run " + path);
   ASSERT_EQ(again.exit_code, 0) << again.output;

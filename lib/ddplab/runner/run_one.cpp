@@ -1,6 +1,9 @@
 #include "ddplab/runner/run_one.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <system_error>
 
@@ -26,6 +29,32 @@ bool runs_in_this_process(const config::ExperimentSpec& spec) {
   return spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated;
 }
 
+// The command line of this process, each argument quoted for a POSIX shell where it needs it.
+std::string this_command() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string command;
+  for (std::string arg; std::getline(in, arg, '\0');) {
+    const bool plain = !arg.empty() && arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789_-+=.,/:@%") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    command += fmt::format("{}{}", command.empty() ? "" : " ", plain ? arg : quoted + "'");
+  }
+  return command;
+}
+
+// What a stopped run kept and how to go on: "the checkpoint at step 62 (epoch 1, step 62 of
+// it) is in DIR; `COMMAND` resumes it", or that it starts over.
+std::string stopped_note(const rundir::RunLog& run) {
+  const auto manifest = rundir::read_manifest(run.dir());
+  const auto checkpoint = manifest.value("checkpoint", nlohmann::json());
+  if (!checkpoint.is_object())
+    return fmt::format("no checkpoint was written yet; `{}` starts it over", this_command());
+  return fmt::format("the checkpoint at step {} (epoch {}, step {} of it) is in {}; `{}` resumes it",
+                     checkpoint.value("global_step", int64_t{0}), checkpoint.value("epochs_done", 0) + 1,
+                     checkpoint.value("step_in_epoch", int64_t{0}), run.dir().string(), this_command());
+}
+
 void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run) {
   const int n = spec.replicas.count;
   say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epoch{}; logs in {}", spec.name,
@@ -43,14 +72,19 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
     options.resume = resume;
     train::install_stop_handlers();
     auto result = train::train_replica(spec, distributed::World{}, options);
-    record(run, done_outcome());
+    record_done(run, spec);
     say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());
     return kExitOk;
   } catch (const std::exception&) {
     const Outcome outcome = outcome_of(std::current_exception());
     record(run, outcome);
     if (outcome.status == RunStatus::kFailed) throw;
-    complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
+    if (outcome.status == RunStatus::kInterrupted) {
+      if (::isatty(STDOUT_FILENO) == 1) say("");  // off the progress line
+      complain("ddplab: {}; {}", outcome.message, stopped_note(run));
+    } else {
+      complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
+    }
     return outcome.exit_code;
   }
 }
@@ -59,7 +93,7 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
 int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run, const launch::LaunchResult& result) {
   const Outcome outcome = outcome_of(result);
   if (outcome.status == RunStatus::kDone) {
-    record(run, outcome);
+    record_done(run, spec);
     const auto last = rundir::last_epoch_record(run.dir());
     say("ddplab: done{}; logs in {}", last ? fmt::format(", test accuracy {:g}%", 100 * last->test_acc) : "",
         run.dir().string());
@@ -78,7 +112,10 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
                log.string(), launch::tail_file(log, 15));
     std::fflush(stderr);
   } else {
-    complain("ddplab: {}; all ranks stopped", outcome.message);
+    record(run, outcome);
+    if (::isatty(STDOUT_FILENO) == 1) say("");  // off the progress line
+    complain("ddplab: {}; all ranks stopped; {}", outcome.message, stopped_note(run));
+    return outcome.exit_code;
   }
   record(run, outcome);
   return outcome.exit_code;
