@@ -206,7 +206,7 @@ TEST(Spec, MalformedOverrideNamesTheAssignment) {
 TEST(Spec, MissingFileIsNamed) {
   testing::TempDir dir;
   std::string path = dir.str("absent.json");
-  EXPECT_EQ(load_error(path), path + ": cannot read spec file");
+  EXPECT_EQ(load_error(path), path + ": no such spec file");
 }
 
 TEST(Spec, MalformedJsonGivesLineAndColumn) {
@@ -382,8 +382,9 @@ TEST(Spec, NameRejectsPathSeparators) {
 
 TEST(Spec, BatchNeedsExactlyOne) {
   EXPECT_EQ(resolve_error(with(R"(batch={"per_replica":8,"global":16})")),
-            "/batch: give exactly one of per_replica and global");
-  EXPECT_EQ(resolve_error(with("batch={}")), "/batch: give exactly one of per_replica and global");
+            "/batch: give exactly one of per_replica and global, got both (8 and 16); an override of one keeps the "
+            "other, so switch by replacing the section: 'batch={\"global\":16}' or 'batch={\"per_replica\":8}'");
+  EXPECT_EQ(resolve_error(with("batch={}")), "/batch: give exactly one of per_replica and global, got neither");
 }
 
 TEST(Spec, GlobalBatchMustDivide) {

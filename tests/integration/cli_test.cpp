@@ -76,6 +76,33 @@ TEST(Cli, BadOverrideIsAUserError) {
 
 // Found once the data are read, still before anything is written: --force must not have wiped
 // the finished run for a spec that cannot run a single step.
+// validate and --dry-run refuse what the run would refuse before training, with the same message.
+TEST(Cli, ValidateAndADryRunRefuseWhatTheRunWouldRefuse) {
+  Workspace ws(64, 32);
+  auto spec = ws.base_spec("bad");
+  spec["dataset"]["root"] = "nowhere-data";
+  const auto path = ws.write_spec(spec);
+  for (const std::string command : {"validate ", "run --dry-run "}) {
+    auto r = run_ddplab(command + path);
+    EXPECT_EQ(r.exit_code, 2) << command << r.output;
+    EXPECT_NE(r.output.find("data directory nowhere-data, relative to the working directory "), std::string::npos)
+        << command << r.output;
+  }
+  spec["dataset"]["root"] = ws.data().string();
+  ws.write_spec(spec);
+  for (const std::string command : {"validate ", "run --dry-run "}) {
+    auto r = run_ddplab(command + path + " batch.global=128");
+    EXPECT_EQ(r.exit_code, 2) << command << r.output;
+    EXPECT_NE(r.output.find("/batch: the global batch 128 (1 x 128) is larger than the 64 training samples"),
+              std::string::npos)
+        << command << r.output;
+  }
+  auto missing = run_ddplab("validate " + ws.dir().str("absent.json"));
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("absent.json: no such spec file"), std::string::npos) << missing.output;
+  EXPECT_FALSE(fs::exists(ws.out() / "bad")) << "nothing was written";
+}
+
 TEST(Cli, GlobalBatchLargerThanTheTrainingSetKeepsTheFinishedRun) {
   Workspace ws(64, 32);
   auto path = ws.write_spec(ws.base_spec("keep"));

@@ -1,7 +1,9 @@
 #include "ddplab/config/spec.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -388,8 +390,14 @@ void check_accumulate_steps(const json& batch, int64_t count) {
 
 void check_cross_fields(json& doc) {
   const json& batch = doc["batch"];
-  if (batch.contains("per_replica") == batch.contains("global"))
-    throw Error("/batch: give exactly one of per_replica and global");
+  if (batch.contains("per_replica") && batch.contains("global"))
+    throw Error(fmt::format("/batch: give exactly one of per_replica and global, got both ({} and {}); an override "
+                            "of one keeps the other, so switch by replacing the section: 'batch={{\"global\":{}}}' "
+                            "or 'batch={{\"per_replica\":{}}}'",
+                            batch["per_replica"].dump(), batch["global"].dump(), batch["global"].dump(),
+                            batch["per_replica"].dump()));
+  if (!batch.contains("per_replica") && !batch.contains("global"))
+    throw Error("/batch: give exactly one of per_replica and global, got neither");
   json& replicas = doc["replicas"];
   const int64_t count = replicas["count"].get<int64_t>();
   check_fault_rank(doc, count);
@@ -487,6 +495,7 @@ ExperimentSpec to_typed(const json& doc) {
   s.output = doc["output"].get<std::string>();
   s.debug = to_debug(doc["debug"]);
   s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
+  s.checkpoint.keep = doc["checkpoint"]["keep"].get<bool>();
   s.log.every_steps = doc["log"]["every_steps"].get<int64_t>();
   s.log.progress_s = doc["log"]["progress_s"].get<double>();
   s.resolved = doc;
@@ -559,8 +568,9 @@ std::string json_message(const nlohmann::json::exception& e) {
 nlohmann::json load_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a spec file");
+  if (!std::filesystem::exists(path, ec)) throw Error(path + ": no such spec file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read spec file");
+  if (!in) throw Error(fmt::format("{}: cannot read spec file: {}", path, std::strerror(errno)));
   // Bounded: a spec is a few kilobytes; /dev/zero or a wrong file must not take all memory.
   constexpr size_t kMaxSpecBytes = 16 << 20;
   std::string text;

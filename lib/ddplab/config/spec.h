@@ -103,6 +103,7 @@ struct DebugSpec {
 
 struct CheckpointSpec {
   int every_epochs = 1;  // 0: only at the end and on a clean stop
+  bool keep = false;     // keep checkpoint.pt once the run is done (removed by default)
 };
 
 struct LogSpec {

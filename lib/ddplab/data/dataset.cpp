@@ -94,12 +94,22 @@ void check_root(const DatasetOptions& spec) {
   }
   if (!fs::is_directory(spec.root, ec)) {
     std::string hint;
-    if (is_cifar(spec.name)) {
-      hint = fmt::format(" (unpack the official {}-binary.tar.gz there, or set dataset.root)",
-                         spec.name == DatasetName::kCifar10 ? "cifar-10" : "cifar-100");
+    if (spec.name == DatasetName::kMnist || is_cifar(spec.name)) {
+      const char* name = spec.name == DatasetName::kMnist      ? "mnist"
+                         : spec.name == DatasetName::kCifar10 ? "cifar10"
+                                                               : "cifar100";
+      const std::string archive = spec.name == DatasetName::kMnist      ? ""
+                                  : spec.name == DatasetName::kCifar10 ? ", or unpack the official cifar-10-binary.tar.gz there"
+                                                                        : ", or unpack the official cifar-100-binary.tar.gz there";
+      hint = fmt::format(" (scripts/fetch-data.py {} downloads it where the default dataset.root looks{}, or set "
+                         "dataset.root)",
+                         name, archive);
     }
     const bool other = fs::exists(spec.root, ec);
-    throw Error(dataset_label(spec) + ": data directory " + spec.root +
+    const std::string relative =
+        fs::path(spec.root).is_relative() ? fmt::format(", relative to the working directory {}", fs::current_path(ec).string())
+                                          : "";
+    throw Error(dataset_label(spec) + ": data directory " + spec.root + relative +
                 (other ? " is not a directory (dataset.root names the directory that holds the files)"
                        : " does not exist") +
                 hint + "; see docs/data.md");

@@ -12,6 +12,7 @@
 #include "ddplab/report/report.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
+#include "ddplab/runner/sweep.h"
 
 namespace fs = std::filesystem;
 
@@ -22,12 +23,13 @@ int validate(const std::string& path, const std::vector<std::string>& overrides)
   size_t sweep_runs = 0;
   if (config::has_sweep(doc)) sweep_runs = config::expand_sweep(doc, path, config::sweep_key_order(path)).size();
   const auto spec = config::resolve(doc, path);
+  const int code = check_before_running(config::expand_sweep(doc, path, config::sweep_key_order(path)));
   if (sweep_runs > 0)
     complain("ddplab: a sweep of {} run{}, all valid; below, the spec without its sweep keys (`ddplab run --dry-run` "
              "lists the runs)",
              sweep_runs, sweep_runs == 1 ? "" : "s");
   say("{}", spec.resolved.dump(2));
-  return kExitOk;
+  return code;
 }
 
 namespace {

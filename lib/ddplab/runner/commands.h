@@ -1,8 +1,10 @@
 // The small commands of the CLI, and what all commands share (every command reads its spec with
 // config::load_document: overrides applied, sweep keys still in):
 //   validate        `ddplab validate`: a sweep is checked whole (every run it expands to must
-//                   resolve; a note on stderr says how many), then the spec without its sweep keys
-//                   is printed fully resolved;
+//                   resolve, find its data and pass the set-up checks a run makes before training,
+//                   check_before_running in sweep.h; a note on stderr says how many), then the spec
+//                   without its sweep keys is printed fully resolved; kExitUserError when a run
+//                   would be refused;
 //   report          `ddplab report`: report/report.h over run or experiment directories;
 //   command_failed  what main says and returns for an exception that ended a command:
 //                   "ddplab: error: ..." and kExitUserError for a ddplab::Error, "ddplab: failed:
