@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <string_view>
 
@@ -1143,6 +1144,63 @@ TEST(ReportAxes, TheTradeoffFitRecoversAKnownCriticalBatch) {
   EXPECT_FALSE(fit_batch_tradeoff({64, 128}, {100, 120})) << "steps that grow with the batch are not the model";
 }
 
+TEST(ReportAxes, NoFitWhereSamplesToTargetFallAsTheBatchGrows) {
+  const std::vector<double> batch{32, 256, 512};
+  const std::vector<double> steps{20000, 2000, 1500};  // 640,000, 512,000, 768,000 samples
+  EXPECT_FALSE(fit_batch_tradeoff(batch, steps));
+  EXPECT_EQ(tradeoff_refusal(batch, steps),
+            "samples to target fall from 640000 at batch 32 to 512000 at batch 256, where McCandlish's model has them "
+            "grow: the smaller batch was held back by something else (an lr tuned for another batch?)");
+  EXPECT_EQ(tradeoff_refusal({32, 64}, {1000 * (1 + 300 / 32.0), 1000 * (1 + 300 / 64.0)}), "");
+}
+
+// Runs that follow McCandlish's model with B_crit = 300: after s steps of batch B the expected
+// loss is 2.3 exp(-s / (T (1 + 300 / B))), T set so that S_min = 2000 steps to the target 0.45,
+// and each 5-step record adds noise of 1.5 / sqrt(its samples) (per-sample noise averaged). Steps
+// to the target read from the curve recover B_crit within 25%; the first record at or below the
+// target, the rule before 2026-12-04, lands on noise dips at the small batches and does not.
+std::vector<rundir::StepRecord> mccandlish_steps(double batch, std::mt19937& rng) {
+  constexpr double kBcrit = 300, kSmin = 2000, kL0 = 2.3, kTarget = 0.45, kNoise = 1.5;
+  constexpr int kEvery = 5;
+  const double t = kSmin / std::log(kL0 / kTarget), stretch = 1 + kBcrit / batch;
+  std::normal_distribution<double> noise(0, kNoise / std::sqrt(kEvery * batch));
+  std::vector<rundir::StepRecord> out;
+  for (int64_t end = kEvery; end <= 2 * kSmin * stretch; end += kEvery) {
+    double loss = 0;
+    for (int64_t s = end - kEvery + 1; s <= end; ++s) loss += kL0 * std::exp(-s / (t * stretch)) / kEvery;
+    rundir::StepRecord r;
+    r.step = end;
+    r.interval_steps = kEvery;
+    r.samples = end * static_cast<int64_t>(batch);
+    r.train_loss = loss + noise(rng);
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(ReportAxes, StepsToALossReadFromTheCurveRecoverAKnownCriticalBatch) {
+  const std::vector<double> batches{32, 64, 128, 256, 512, 1024};
+  for (unsigned seed = 1; seed <= 3; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<double> from_curve, first_record;
+    for (double b : batches) {
+      RunData run;
+      run.steps = mccandlish_steps(b, rng);
+      const auto* reached = run.steps_to_loss(0.45);
+      ASSERT_NE(reached, nullptr) << "batch " << b;
+      from_curve.push_back(static_cast<double>(reached->step));
+      const auto first = std::find_if(run.steps.begin(), run.steps.end(), [](const auto& r) { return r.train_loss <= 0.45; });
+      first_record.push_back(static_cast<double>(first->step));
+    }
+    const auto fit = fit_batch_tradeoff(batches, from_curve);
+    ASSERT_TRUE(fit) << "seed " << seed << ": " << tradeoff_refusal(batches, from_curve);
+    EXPECT_NEAR(fit->b_crit, 300, 75) << "seed " << seed;
+    const auto before = fit_batch_tradeoff(batches, first_record);
+    EXPECT_TRUE(!before || std::abs(before->b_crit - 300) > 75)
+        << "seed " << seed << ": the first-record rule fits " << before->b_crit << ", so this test would not tell";
+  }
+}
+
 // The summary names each change between neighbouring replica counts once (1 -> 2, 2 -> 4, not
 // 1 -> 4), with the paired verdict, the throughput ratio and who reached the target first.
 TEST(ReportAxes, TheSummaryOpensWithWhatEachSweptSettingDid) {
@@ -1218,7 +1276,7 @@ TEST(ReportAxes, StepRecordsGiveStepsToTargetLossAndTheTradeoffFit) {
   EXPECT_NEAR(g64.target_loss_steps, 5690, 1e-9);  // 1000 (1 + 300 / 64) = 5687.5, on the 10-step grid
   EXPECT_NEAR(g64.target_loss_samples, 5690.0 * 64, 1e-6);
   for (const auto& run : d.runs) {  // every line of steps.jsonl read: 3 s_target / 10 records
-    const auto* reached = run.first_step_below(1.0);
+    const auto* reached = run.steps_to_loss(1.0);
     ASSERT_NE(reached, nullptr) << run.dir;
     EXPECT_EQ(static_cast<int64_t>(run.steps.size()), 3 * reached->step / 10) << run.dir;
   }

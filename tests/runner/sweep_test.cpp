@@ -177,6 +177,23 @@ TEST(RunnerSweep, AnUnfinishedRunWithACheckpointIsResumed) {
   EXPECT_EQ(rundir::read_manifest(dir)["restarts"].size(), 1u) << "resumed, not started over";
 }
 
+// A done run keeps model.pt and drops checkpoint.pt unless checkpoint.keep; the sweep says how much
+// its directory holds.
+TEST(RunnerSweep, ADoneRunDropsItsCheckpointUnlessKept) {
+  TinySweep t;
+  auto spec = t.spec("disk");
+  spec["sweep"] = {{"checkpoint.keep", {false, true}}};
+  const auto path = t.ws.write_spec(spec);
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const fs::path dropped = t.dir("disk", "checkpoint.keep=false,seed=3"), kept = t.dir("disk", "checkpoint.keep=true,seed=3");
+  EXPECT_FALSE(fs::exists(rundir::checkpoint_file(dropped)));
+  EXPECT_TRUE(fs::exists(rundir::model_file(dropped)));
+  EXPECT_TRUE(fs::exists(rundir::checkpoint_file(kept)));
+  EXPECT_NE(out.find(fmt::format("ddplab: {} holds ", (t.ws.out() / "disk").string())), std::string::npos) << out;
+}
+
 // Runs a sweep expecting the stale-run refusal; returns its message.
 std::string refusal_of(const std::string& path, const std::vector<std::string>& overrides) {
   try {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <mutex>
 #include <string>
 
@@ -74,6 +75,43 @@ TEST(Audit, UnchangedParameterWithGradientsBlamesTheOptimizer) {
 }
 
 // debug.audits: "abort" lets the AuditFailure through; "warn" keeps its message and goes on.
+TEST(Audit, ALossBelowHalfLn2WithAccuracyBelowHalfIsNoCrossEntropy) {
+  const double floor = 0.5 * std::log(2.0);
+  EXPECT_NO_THROW(check_loss_is_cross_entropy(std::log(10.0), 0.1, 1)) << "a uniform guess";
+  EXPECT_NO_THROW(check_loss_is_cross_entropy(0.05, 0.99, 1)) << "a trained model";
+  EXPECT_NO_THROW(check_loss_is_cross_entropy(floor + 1e-9, 0.49, 1)) << "at the bound";
+  EXPECT_NO_THROW(check_loss_is_cross_entropy(0.2, 0.5, 1)) << "half right: the bound no longer holds";
+  try {
+    check_loss_is_cross_entropy(0.21, 0.315, 4);
+    FAIL() << "expected an AuditFailure";
+  } catch (const AuditFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("loss audit failed in epoch 4: a training loss of 0.2100 with 31.50% training "
+                                         "accuracy is impossible for softmax cross-entropy"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// At the bound on real outputs: 33 of 64 samples misclassified by a hair (true logit 5, another
+// 5.001: the true class's probability just under 1/2), the rest right with near certainty. The
+// softmax cross-entropy of these logits stays above (1/2) ln 2; the one-sided sigmoid loss of the
+// same logits, -log(sigmoid(true logit)), falls far below it and trips the audit.
+TEST(Audit, CrossEntropyAtTheBoundPassesAndAOneSidedLossOfTheSameLogitsTrips) {
+  auto logits = torch::full({64, 10}, -20.0, torch::kDouble);
+  const auto labels = torch::zeros({64}, torch::kLong);
+  for (int i = 0; i < 64; ++i) {
+    logits[i][0] = i < 33 ? 5.0 : 30.0;
+    if (i < 33) logits[i][1] = 5.001;
+  }
+  const double acc = logits.argmax(1).eq(labels).to(torch::kDouble).mean().item<double>();
+  ASSERT_LT(acc, 0.5);
+  const double ce = torch::cross_entropy_loss(logits, labels).item<double>();
+  EXPECT_NO_THROW(check_loss_is_cross_entropy(ce, acc, 1)) << "cross-entropy " << ce;
+  EXPECT_LT(ce, 0.5 * std::log(2.0) + 0.02) << "the case is near the bound";
+  const double one_sided = -torch::log_sigmoid(logits.select(1, 0)).mean().item<double>();
+  EXPECT_THROW(check_loss_is_cross_entropy(one_sided, acc, 1), AuditFailure) << "one-sided " << one_sided;
+}
+
 TEST(Audit, AbortModeRethrowsAFailedAudit) {
   AuditTrail trail(config::AuditMode::kAbort);
   EXPECT_TRUE(trail.run([] {}));

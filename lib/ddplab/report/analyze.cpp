@@ -123,10 +123,40 @@ const EpochPoint* RunData::first_reaching(double target) const {
   return nullptr;
 }
 
-const rundir::StepRecord* RunData::first_step_below(double target_loss) const {
-  for (const auto& s : steps)
-    if (s.train_loss <= target_loss) return &s;
-  return nullptr;
+namespace {
+// The training loss of record `i` of `steps`, averaged over the records' samples within
+// kLossWindowSamples centred on record i's middle sample (a record counts with its overlap).
+double windowed_loss(const std::vector<rundir::StepRecord>& steps, size_t i) {
+  auto span = [&](size_t j) {  // the samples record j covers, [first, last)
+    const double last = static_cast<double>(steps[j].samples);
+    const double first = j > 0 ? static_cast<double>(steps[j - 1].samples) : 0.0;
+    return std::pair<double, double>{first, last};
+  };
+  const auto [first, last] = span(i);
+  const double lo = (first + last) / 2 - kLossWindowSamples / 2, hi = lo + kLossWindowSamples;
+  double weight = 0, sum = 0;
+  // Records are in sample order: start at the first one that ends after lo.
+  const auto begin = std::partition_point(steps.begin(), steps.end(), [&](const rundir::StepRecord& r) {
+    return static_cast<double>(r.samples) <= lo;
+  });
+  for (auto j = static_cast<size_t>(begin - steps.begin()); j < steps.size() && span(j).first < hi; ++j) {
+    const auto [a, b] = span(j);
+    const double overlap = std::min(b, hi) - std::max(a, lo);
+    if (overlap <= 0 || !std::isfinite(steps[j].train_loss)) continue;
+    weight += overlap;
+    sum += overlap * steps[j].train_loss;
+  }
+  return weight > 0 ? sum / weight : std::numeric_limits<double>::quiet_NaN();
+}
+}  // namespace
+
+const rundir::StepRecord* RunData::steps_to_loss(double target_loss) const {
+  const rundir::StepRecord* reached = nullptr;
+  for (size_t i = steps.size(); i-- > 0;) {
+    if (!(windowed_loss(steps, i) <= target_loss)) break;
+    reached = &steps[i];
+  }
+  return reached;
 }
 
 std::vector<fs::path> find_run_dirs(const std::vector<fs::path>& inputs) {
@@ -477,7 +507,7 @@ void add_run(const RunData& r, const std::optional<double>& target, int final_ep
     add_noise_scale(r, s);
   if (logged) s.comm.push_back(bytes);
   if (g.target_loss) {
-    if (const rundir::StepRecord* p = r.first_step_below(*g.target_loss)) {
+    if (const rundir::StepRecord* p = r.steps_to_loss(*g.target_loss)) {
       ++g.target_loss_reached;
       s.loss_steps.push_back(static_cast<double>(p->step));
       s.loss_samples.push_back(static_cast<double>(p->samples));

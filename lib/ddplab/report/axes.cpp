@@ -72,7 +72,23 @@ std::vector<SettingChange> summary_changes(const ReportData& d) {
   return out;
 }
 
+std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector<double>& steps) {
+  std::map<double, double> samples;  // by batch
+  for (size_t i = 0; i < batch.size() && i < steps.size(); ++i)
+    if (batch[i] > 0 && std::isfinite(steps[i])) samples[batch[i]] = steps[i] * batch[i];
+  for (auto it = samples.begin(); it != samples.end() && std::next(it) != samples.end(); ++it) {
+    const auto next = std::next(it);
+    if (!(next->second > it->second))
+      return fmt::format("samples to target fall from {:.0f} at batch {:.0f} to {:.0f} at batch {:.0f}, where "
+                         "McCandlish's model has them grow: the smaller batch was held back by something else "
+                         "(an lr tuned for another batch?)",
+                         it->second, it->first, next->second, next->first);
+  }
+  return "";
+}
+
 std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& batch, const std::vector<double>& steps) {
+  if (!tradeoff_refusal(batch, steps).empty()) return std::nullopt;
   std::vector<double> x, y;
   for (size_t i = 0; i < batch.size() && i < steps.size(); ++i) {
     if (!(batch[i] > 0) || !std::isfinite(steps[i])) continue;
@@ -282,6 +298,7 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
     }
     if (s.x.size() < 2) continue;
     any = true;
+    if (const std::string why = tradeoff_refusal(batches, steps); !why.empty()) s.label += fmt::format("; no fit: {}", why);
     chart.series.push_back(std::move(s));
     if (const auto fit = fit_batch_tradeoff(batches, steps))
       add_fit(batches, *fit, noise.empty() ? kNaN : mean(noise), colour, label.empty() ? "all" : label, chart);

@@ -67,6 +67,9 @@ struct EpochPoint {
   int64_t global_batch = 0;
 };
 
+// The window of RunData::steps_to_loss, in training samples.
+constexpr double kLossWindowSamples = 8192;
+
 struct RunData {
   std::filesystem::path dir;
   std::string run_id;       // manifest run_id, else the directory name
@@ -95,8 +98,13 @@ struct RunData {
   double mean_images_per_s() const;   // mean over epochs
   // The first epoch whose test_acc >= target, or nullptr.
   const EpochPoint* first_reaching(double target) const;
-  // The first step record whose interval training loss <= target, or nullptr.
-  const rundir::StepRecord* first_step_below(double target_loss) const;
+  // Steps to a training loss, read from the curve and not from one record: the first step record
+  // from which on the training loss, averaged over a window of kLossWindowSamples samples centred
+  // on each record (records weighted by their samples inside it), stays at or below `target_loss`
+  // to the last record. nullptr if it never does. One record of a small batch averages few samples
+  // (5 steps of batch 32: 160), so its loss dips below a target by chance long before the curve
+  // gets there; a window of equal samples for every batch gives each the same noise.
+  const rundir::StepRecord* steps_to_loss(double target_loss) const;
 };
 
 struct MeanStd {
@@ -199,9 +207,16 @@ struct BatchTradeoffFit {
   double steps(double batch) const { return s_min * (1 + b_crit / batch); }
   double samples(double batch) const { return e_min * (1 + batch / b_crit); }
 };
-// nullopt with fewer than 2 distinct batches, or when the fit is not physical (S_min <= 0 or
-// B_crit <= 0: the steps do not fall as the batch grows).
+// nullopt with fewer than 2 distinct batches, when tradeoff_refusal says why the model does not
+// apply, or when the fit is not physical (S_min <= 0 or B_crit <= 0: the steps do not fall as the
+// batch grows).
 std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& batch, const std::vector<double>& steps);
+// Why the model cannot describe these measurements, or "" when it may: in it the samples to the
+// target, E = S B, grow with B (each sample of a larger batch helps less). Where E falls from one
+// batch to the next, the smaller batch was held back by something else (an lr tuned for another
+// batch, most often), and a fitted B_crit would measure that: "samples to target fall from
+// 663,552 at batch 32 to 520,192 at batch 256".
+std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector<double>& steps);
 
 
 // What more replicas buy at this global batch, given the noise scale (McCandlish et al. 2018:

@@ -404,6 +404,7 @@ void PackedSweep::summary() {
       name, minutes_seconds(wall), wall, most_at_once_, most_at_once_ == 1 ? "" : "s",
       busy_percent(held_core_s_, b.cores, wall), held_core_s_, b.cores, wall, cpu_s_,
       busy_percent(cpu_s_, b.cores, wall), gpus);
+  say("{}", disk_use_line(runs_.front().spec));
   if (tally_.stopped())
     complain("ddplab: sweep {} interrupted; run the same command again to resume the interrupted runs and start "
              "the others (done runs are skipped)",

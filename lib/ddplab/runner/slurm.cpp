@@ -432,7 +432,10 @@ int submit_sweep(const std::string& path, const std::vector<std::string>& overri
     need_on_path("sbatch");
     need_on_path("scontrol");
   }
-  if (!request.dry_run) refuse_changed_runs(runs, request.force);
+  if (!request.dry_run) {
+    refuse_changed_runs(runs, request.force);
+    record_sweep_runs(runs);
+  }
   std::vector<Planned> plans;
   for (const auto& run : runs) plans.push_back(plan(run, request));
   size_t to_submit = 0, queued = 0;

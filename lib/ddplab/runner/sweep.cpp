@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "ddplab/runner/pack.h"
 #include "ddplab/runner/run_one.h"
 #include "ddplab/train/options.h"
+#include "ddplab/train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -116,6 +118,45 @@ void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force) 
       changed.size() == 1 ? "s" : "", lines));
 }
 
+void record_sweep_runs(const std::vector<config::SweepRun>& runs) {
+  const fs::path dir = rundir::sweep_dir(fs::path(runs.front().spec.output) / runs.front().spec.name);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the sweep's directory: {}", dir.string(), ec.message()));
+  nlohmann::json ids = nlohmann::json::array();
+  for (const auto& run : runs) ids.push_back(run.run_id);
+  rundir::write_file_atomic(rundir::sweep_runs_file(dir.parent_path()), fmt::format("{}\n", nlohmann::json{{"runs", ids}}.dump(2)));
+}
+
+int check_before_running(const std::vector<config::SweepRun>& runs) {
+  std::map<std::string, std::optional<data::DatasetPair>> loaded;  // by the dataset section; nullopt: failed
+  int code = kExitOk;
+  for (const auto& run : runs) {
+    const std::string prefix = runs.size() > 1 ? run.run_id + ": " : "";
+    const std::string key = run.spec.resolved["dataset"].dump();
+    try {
+      if (!loaded.count(key)) {
+        loaded[key] = std::nullopt;
+        loaded[key] = data::load_dataset(train::dataset_options(run.spec.dataset));
+      }
+      if (loaded[key]) train::check_setup(run.spec, *loaded[key]);
+    } catch (const Error& e) {
+      complain("ddplab: {}{}", prefix, e.what());
+      code = kExitUserError;
+    }
+  }
+  return code;
+}
+
+std::string disk_use_line(const config::ExperimentSpec& spec) {
+  const fs::path dir = fs::path(spec.output) / spec.name;
+  std::uintmax_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  return fmt::format("ddplab: {} holds {:.1f} MB", dir.string(), static_cast<double>(bytes) / 1e6);
+}
+
 // A manifest that cannot be read was already reported as the run's failure.
 std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& dir) {
   std::pair<std::optional<RunStatus>, std::string> out;
@@ -168,20 +209,7 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
       lines += fmt::format("\n    {}", line);
     say("{}", lines);
   }
-  // The data are checked too (cheap: files and sizes), so a missing dataset shows up before a
-  // long sweep is started: exit code kExitUserError, as the real run would give.
-  std::set<std::pair<std::string, std::string>> checked;
-  int code = kExitOk;
-  for (const auto& r : runs) {
-    if (!checked.insert({config::name(r.spec.dataset.name), r.spec.dataset.root}).second) continue;
-    try {
-      data::check_dataset_files(train::dataset_options(r.spec.dataset));
-    } catch (const Error& e) {
-      complain("ddplab: {}", e.what());
-      code = kExitUserError;
-    }
-  }
-  return code;
+  return check_before_running(runs);
 }
 
 // Runs one run of the sweep (resumed or started over, run_start) and counts it.
@@ -237,6 +265,7 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
   for (const auto& [id, why] : tally.failures) say("ddplab:   failed {}: {}", id, why);
   say("ddplab: sweep {} took {} ({:.1f} s), one run at a time (--jobs N packs them)", name, minutes_seconds(spent_s),
       spent_s);
+  say("{}", disk_use_line(runs.front().spec));
   if (!tally.stopped()) write_experiment_report(runs.front().spec);
   return sweep_exit_code(tally);
 }
@@ -253,6 +282,7 @@ int run_sweep(const std::string& path, const std::vector<std::string>& overrides
   if (dry_run_only) return dry_run(doc, runs, path, force);
   if (!sweep) return run_one(runs.front().spec, force);
   refuse_changed_runs(runs, force);
+  record_sweep_runs(runs);
   if (pack.packed()) return run_packed(runs, force, pack);
   return run_all(runs, force);
 }

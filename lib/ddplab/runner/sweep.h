@@ -15,8 +15,9 @@
 // failed, else kExitOk (base/exit_codes.h). Diverged runs are not failures.
 //
 // --dry-run lists the runs (id and what each changes; "changed" and the changed keys for a
-// directory of another spec) and checks their data files; nothing is run or written; exit code
-// kExitUserError when a data file is missing.
+// directory of another spec) and checks each as the run would before training
+// (check_before_running); nothing is run or written; exit code kExitUserError when one would be
+// refused.
 //
 // --jobs N, --cores C, --gpus G (PackOptions, scheduler.h) pack the sweep instead: several runs
 // at once, each in a child process, within that budget (pack.h). The skip/resume policy, the
@@ -102,7 +103,21 @@ std::vector<ChangedRun> changed_runs(const std::vector<config::SweepRun>& runs);
 // anything of a sweep is run or written (local, packed and SLURM alike).
 void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force);
 
+// What a run would refuse before training, checked for every run without running any: its data
+// (read once per distinct dataset section) and its set-up (train::check_setup: a global batch
+// larger than the training set, a model the sync method cannot average, ...). Each problem is
+// said on stderr, prefixed with the run id in a sweep; returns kExitUserError if there was one,
+// else kExitOk. Used by --dry-run and `ddplab validate`.
+int check_before_running(const std::vector<config::SweepRun>& runs);
+
+// Writes the sweep's run ids, in order, to rundir::sweep_runs_file (ddplab status lists the runs
+// not started yet from it). Throws ddplab::Error naming the directory it cannot write.
+void record_sweep_runs(const std::vector<config::SweepRun>& runs);
+
 // Shared by the sweep loops (sweep.cpp, pack.cpp).
+// "ddplab: runs/NAME holds 41.7 MB": the size of the experiment directory's files, said at a
+// sweep's end.
+std::string disk_use_line(const config::ExperimentSpec& spec);
 // The status a run's manifest has, unless `force` (which never reads it).
 std::optional<rundir::RunStatus> status_unless_forced(const config::SweepRun& run, bool force);
 // The manifest's status and message after a run; nothing of a manifest that cannot be read.

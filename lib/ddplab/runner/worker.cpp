@@ -122,7 +122,7 @@ int run_worker(const config::ExperimentSpec& spec) {
     train::install_stop_handlers();
     train::train_replica(s, world, options);
     if (comm) distributed::shutdown(*comm);
-    if (run.own) record(*run.own, done_outcome());
+    if (run.own) record_done(*run.own, s);
   } catch (const std::exception&) {
     return report_failure(world, run);
   }

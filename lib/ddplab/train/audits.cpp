@@ -1,5 +1,7 @@
 #include "ddplab/train/audits.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -15,6 +17,17 @@ void check_replica_consistency(distributed::Comm& comm, const NamedTensors& name
       "replica consistency audit failed after epoch {}: {} '{}' differs between replicas (checksums from {:f} to "
       "{:f}); the replicas do not share weights (was rank 0's model broadcast at start?)",
       epoch, what, mismatch->name, mismatch->lo, mismatch->hi));
+}
+
+void check_loss_is_cross_entropy(double train_loss, double train_acc, int epoch) {
+  const double floor = 0.5 * std::log(2.0);
+  if (train_acc < 0.5 && train_loss < floor)
+    throw AuditFailure(fmt::format(
+        "loss audit failed in epoch {}: a training loss of {:.4f} with {:.2f}% training accuracy is impossible for "
+        "softmax cross-entropy (each misclassified sample costs at least ln 2, over half were misclassified, so the "
+        "mean is at least {:.4f}): the loss is not the cross-entropy of the model's softmax outputs (a sigmoid "
+        "with a one-sided loss?)",
+        epoch, train_loss, 100 * train_acc, floor));
 }
 
 void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,

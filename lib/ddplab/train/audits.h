@@ -9,6 +9,11 @@
 //   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
 //       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an
 //       averaging loop that updated only the first variable).
+//   (d) loss: the epoch's mean training loss and accuracy are possible for softmax cross-entropy.
+//       A misclassified sample's true class has probability at most 1/2, so it costs at least
+//       ln 2; with accuracy below 50% over half the samples do, and the mean is at least
+//       (1/2) ln 2 = 0.347. Below that with accuracy below 50%, the loss is not the softmax
+//       cross-entropy (a sigmoid with a one-sided loss, say).
 // `epoch` is the 1-based epoch the message names. AuditTrail applies debug.audits: under "abort"
 // (the default) a failure stops the run; under "warn" its message is kept for the epoch's record
 // and training goes on.
@@ -42,6 +47,9 @@ void check_replica_consistency(distributed::Comm& comm, const NamedTensors& name
 // parameter i at the epoch's start, `received[i]` whether it got a gradient since.
 void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
                                  const std::vector<bool>& received, int epoch);
+
+// (d): `train_loss` the epoch's mean training loss, `train_acc` its accuracy in [0, 1].
+void check_loss_is_cross_entropy(double train_loss, double train_acc, int epoch);
 
 // Runs the audits under a mode: kAbort rethrows an AuditFailure, kWarn keeps its message (the
 // messages name the audit, the epoch and what was found) and lets training go on.

@@ -283,6 +283,7 @@ void Trainer::run_epoch(int epoch) {
   if (first_step_ < steps_)
     audits_.run([&] { check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1); });
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
+  audits_.run([&] { check_loss_is_cross_entropy(rec.train_loss, rec.train_acc, epoch + 1); });
   rec.audit_warnings = audits_.take();  // debug.audits warn: rank 0 records its own findings
   if (lead_) {
     run_->append_steps(step_log_->take());
