@@ -241,11 +241,16 @@ std::vector<std::string> firsts(const ReportData& d) {
   return out;
 }
 
-const char* const kSummaryNote =
-    "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
-    "difference is the comparison below (paired by seed where possible, Holm-corrected). Time to target: wall-clock "
-    "seconds to the first epoch at the target test accuracy; steps to target loss: the first step record "
-    "(log.every_steps) at or below report.target_loss.";
+// Below the summary table: what its columns mean.
+std::string summary_note() {
+  return fmt::format(
+      "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
+      "difference is the comparison below (paired by seed where possible, Holm-corrected). Time to target: "
+      "wall-clock seconds to the first epoch at the target test accuracy; steps to target loss: the first step record "
+      "(log.every_steps) from which the training loss, averaged over {:.0f} samples around each record, stays at or "
+      "below report.target_loss.",
+      kLossWindowSamples);
+}
 
 std::string html_table(const Table& t, const std::string& cls) {
   std::string o = fmt::format("<table class=\"{}\">\n<thead><tr>", cls);
@@ -477,7 +482,7 @@ std::string html_summary(const ReportData& d) {
   std::string o = "<h2 id=\"summary\">Summary: what each swept setting did</h2>\n";
   const Table t = summary_table(d);
   if (t.size() > 1)
-    o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(kSummaryNote));
+    o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(summary_note()));
   else
     o += "<p>No two groups differ in exactly one swept setting.</p>\n";
   for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
@@ -544,7 +549,7 @@ std::string render_markdown(const ReportData& d) {
   }
   o += "## Summary: what each swept setting did\n\n";
   if (const Table t = summary_table(d); t.size() > 1)
-    o += fmt::format("{}\n{}\n\n", md_table(t), kSummaryNote);
+    o += fmt::format("{}\n{}\n\n", md_table(t), summary_note());
   else
     o += "No two groups differ in exactly one swept setting.\n\n";
   for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
