@@ -685,6 +685,31 @@ TEST(Report, ScalingEfficiencyAgainstOneReplicaOfSamePerReplicaBatch) {
   EXPECT_NE(render_groups_csv(d).find(",0.9,10000,"), std::string::npos) << render_groups_csv(d);
 }
 
+// Throughput that varies with the machine's load, not the setting: each group's images/s shows its
+// range over seeds, and an efficiency above 1 (2 replicas at 2.5x one: 275 / (2 x 110) = 1.25) is
+// flagged, not believed.
+TEST(Report, ThroughputShowsItsRangeAndAnEfficiencyAboveOneIsFlagged) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.run_id = fmt::format("r=1,seed={}", seed);
+    r.images_per_s = seed == 1 ? 100 : 120;
+    write_run(tmp.path() / "runs", r);
+    r.replicas = 2;
+    r.run_id = fmt::format("r=2,seed={}", seed);
+    r.images_per_s = 275;
+    write_run(tmp.path() / "runs", r);
+  }
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("| 110.0 (100.0–120.0) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1.25 (vs replicas.count=1; above 1: the runs saw different machine loads, not a speed-up)"),
+            std::string::npos)
+      << md;
+}
+
 TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
   TempDir tmp;
   FakeRun r;

@@ -548,6 +548,10 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   g.final_train_loss = mean_std(s.train_loss);
   g.final_test_loss = mean_std(s.test_loss);
   g.images_per_s = mean(s.thr);
+  if (!s.thr.empty()) {
+    g.images_per_s_min = *std::min_element(s.thr.begin(), s.thr.end());
+    g.images_per_s_max = *std::max_element(s.thr.begin(), s.thr.end());
+  }
   g.target_epochs = mean(s.t_epochs);
   g.target_wall_s = mean(s.t_wall);
   g.target_loss_steps = mean(s.loss_steps);

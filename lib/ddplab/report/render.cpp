@@ -55,7 +55,16 @@ std::string target_cell(const GroupStats& g) {
 std::string efficiency_cell(const ReportData& d, const GroupStats& g) {
   if (!g.scaling_efficiency) return kDash;
   if (&d.groups[*g.baseline] == &g) return fmt::format("{} (baseline)", fixed(*g.scaling_efficiency, 2));
-  return fmt::format("{} (vs {})", fixed(*g.scaling_efficiency, 2), d.groups[*g.baseline].label);
+  // More than N times the images/s of one replica is no speed-up that data parallelism can give:
+  // the runs met different loads on the machine.
+  const char* flag = *g.scaling_efficiency > 1 ? "; above 1: the runs saw different machine loads, not a speed-up" : "";
+  return fmt::format("{} (vs {}{})", fixed(*g.scaling_efficiency, 2), d.groups[*g.baseline].label, flag);
+}
+
+// Mean images/s of the group's runs, with their range when there are several.
+std::string throughput_cell(const GroupStats& g) {
+  if (g.n < 2) return fixed(g.images_per_s, 1);
+  return fmt::format("{} ({}–{})", fixed(g.images_per_s, 1), fixed(g.images_per_s_min, 1), fixed(g.images_per_s_max, 1));
 }
 std::string n_cell(const GroupStats& g) {
   if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", g.n, g.in_progress);
@@ -136,11 +145,11 @@ Table groups_table(const ReportData& d) {
   Table t = {{"group", "n", "final test acc", "test-set SE", "best test acc*", "final train loss", "final test loss",
               fmt::format("time to {}", d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
                                                                                    : pct(*d.groups[0].target_acc)),
-              "images/s", "scaling efficiency"}};
+              "images/s (range over runs)", "scaling efficiency"}};
   for (const auto& g : d.groups)
     t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), test_se_cell(g), pct_pm(g.best_test_acc, g.n),
                  pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g),
-                 fixed(g.images_per_s, 1), efficiency_cell(d, g)});
+                 throughput_cell(g), efficiency_cell(d, g)});
   return t;
 }
 

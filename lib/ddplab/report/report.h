@@ -129,6 +129,7 @@ struct GroupStats {
   int target_loss_reached = 0;
   double target_loss_steps = 0, target_loss_samples = 0;
   double images_per_s = 0;    // mean over finished runs of their mean throughput
+  double images_per_s_min = 0, images_per_s_max = 0;  // the lowest and highest of those runs
   int replicas = 1;
   int64_t per_replica_batch = 0;
   std::optional<double> scaling_efficiency;  // thr(N) / (N * thr(1)) against `baseline`
