@@ -170,7 +170,9 @@ std::string run_id(const config::ExperimentSpec& spec) {
   return spec.run_id.empty() ? fmt::format("seed={}", spec.seed) : spec.run_id;
 }
 
-fs::path run_dir(const config::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name / run_id(spec); }
+fs::path experiment_dir(const config::ExperimentSpec& spec) { return fs::path(spec.output) / spec.name; }
+
+fs::path run_dir(const config::ExperimentSpec& spec) { return experiment_dir(spec) / run_id(spec); }
 
 namespace {
 

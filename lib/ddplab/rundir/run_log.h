@@ -102,6 +102,8 @@ struct StepRecord {
 
 // spec.run_id when set (a sweep's run), else "seed=<seed>".
 std::string run_id(const config::ExperimentSpec& spec);
+// <output>/<name>: the experiment's directory, holding its runs, its sweep/ files and its report.
+std::filesystem::path experiment_dir(const config::ExperimentSpec& spec);
 // <output>/<name>/<run_id(spec)>.
 std::filesystem::path run_dir(const config::ExperimentSpec& spec);
 

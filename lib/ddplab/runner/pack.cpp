@@ -187,7 +187,7 @@ class PackedSweep {
  public:
   PackedSweep(const std::vector<config::SweepRun>& runs, bool force, Budget budget)
       : runs_(runs), force_(force), pool_(std::move(budget)), display_(::isatty(STDOUT_FILENO) == 1),
-        experiment_dir_(fs::path(runs.front().spec.output) / runs.front().spec.name),
+        experiment_dir_(rundir::experiment_dir(runs.front().spec)),
         self_(launch::self_executable()) {}
 
   int run();

@@ -107,19 +107,18 @@ void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force) 
   if (force) return;
   const auto changed = changed_runs(runs);
   if (changed.empty()) return;
-  const fs::path experiment_dir = fs::path(runs.front().spec.output) / runs.front().spec.name;
   std::string lines;
   for (const auto& c : changed) lines += fmt::format("\n  {}: {}", c.run_id, fmt::join(c.changes, "; "));
   throw Error(fmt::format(
       "{}: {} of {} run director{} hold{} runs of a different spec, which this sweep would not reuse; nothing was "
       "run or changed:{}\nPass --force to replace them, or give another output or name (output=DIR, name=NAME) to "
       "keep them",
-      experiment_dir.string(), changed.size(), runs.size(), runs.size() == 1 ? "y" : "ies",
+      rundir::experiment_dir(runs.front().spec).string(), changed.size(), runs.size(), runs.size() == 1 ? "y" : "ies",
       changed.size() == 1 ? "s" : "", lines));
 }
 
 void record_sweep_runs(const std::vector<config::SweepRun>& runs) {
-  const fs::path dir = rundir::sweep_dir(fs::path(runs.front().spec.output) / runs.front().spec.name);
+  const fs::path dir = rundir::sweep_dir(rundir::experiment_dir(runs.front().spec));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the sweep's directory: {}", dir.string(), ec.message()));
@@ -149,7 +148,7 @@ int check_before_running(const std::vector<config::SweepRun>& runs) {
 }
 
 std::string disk_use_line(const config::ExperimentSpec& spec) {
-  const fs::path dir = fs::path(spec.output) / spec.name;
+  const fs::path dir = rundir::experiment_dir(spec);
   std::uintmax_t bytes = 0;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
@@ -169,7 +168,7 @@ std::pair<std::optional<RunStatus>, std::string> manifest_after(const fs::path& 
 }
 
 void write_experiment_report(const config::ExperimentSpec& spec) {
-  const fs::path experiment_dir = fs::path(spec.output) / spec.name;
+  const fs::path experiment_dir = rundir::experiment_dir(spec);
   try {
     report::ReportOptions options;
     options.inputs = {experiment_dir};
