@@ -20,14 +20,13 @@ namespace ddplab::runner {
 
 int validate(const std::string& path, const std::vector<std::string>& overrides) {
   const auto doc = config::load_document(path, overrides);
-  size_t sweep_runs = 0;
-  if (config::has_sweep(doc)) sweep_runs = config::expand_sweep(doc, path, config::sweep_key_order(path)).size();
+  const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
   const auto spec = config::resolve(doc, path);
-  const int code = check_before_running(config::expand_sweep(doc, path, config::sweep_key_order(path)));
-  if (sweep_runs > 0)
-    complain("ddplab: a sweep of {} run{}, all valid; below, the spec without its sweep keys (`ddplab run --dry-run` "
-             "lists the runs)",
-             sweep_runs, sweep_runs == 1 ? "" : "s");
+  const int code = check_before_running(runs);
+  if (config::has_sweep(doc))
+    complain("ddplab: a sweep of {} run{}, {}; below, the spec without its sweep keys (`ddplab run --dry-run` lists "
+             "the runs)",
+             runs.size(), runs.size() == 1 ? "" : "s", code == kExitOk ? "all valid" : "not all valid (above)");
   say("{}", spec.resolved.dump(2));
   return code;
 }
