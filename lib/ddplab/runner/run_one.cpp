@@ -55,6 +55,12 @@ std::string stopped_note(const rundir::RunLog& run) {
                      checkpoint.value("step_in_epoch", int64_t{0}), run.dir().string(), this_command());
 }
 
+// "ddplab: WHAT; " and the stopped_note, on a line of its own (off the live progress line).
+void complain_stopped(const std::string& what, const rundir::RunLog& run) {
+  if (::isatty(STDOUT_FILENO) == 1) say("");
+  complain("ddplab: {}; {}", what, stopped_note(run));
+}
+
 void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run) {
   const int n = spec.replicas.count;
   say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epoch{}; logs in {}", spec.name,
@@ -80,8 +86,7 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
     record(run, outcome);
     if (outcome.status == RunStatus::kFailed) throw;
     if (outcome.status == RunStatus::kInterrupted) {
-      if (::isatty(STDOUT_FILENO) == 1) say("");  // off the progress line
-      complain("ddplab: {}; {}", outcome.message, stopped_note(run));
+      complain_stopped(outcome.message, run);
     } else {
       complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
     }
@@ -104,6 +109,7 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
     complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
     return outcome.exit_code;
   }
+  record(run, outcome);
   if (result.failed_rank >= 0) {
     const auto log = rundir::rank_log_file(run.dir(), result.failed_rank);
     std::error_code ec;
@@ -112,12 +118,8 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
                log.string(), launch::tail_file(log, 15));
     std::fflush(stderr);
   } else {
-    record(run, outcome);
-    if (::isatty(STDOUT_FILENO) == 1) say("");  // off the progress line
-    complain("ddplab: {}; all ranks stopped; {}", outcome.message, stopped_note(run));
-    return outcome.exit_code;
+    complain_stopped(fmt::format("{}; all ranks stopped", outcome.message), run);
   }
-  record(run, outcome);
   return outcome.exit_code;
 }
 

@@ -144,9 +144,8 @@ std::string ending_of(const fs::path& dir, const std::string& state) {
       state != rundir::name(RunStatus::kDiverged))
     return "";
   const auto manifest = rundir::read_manifest(dir);
-  std::string message = manifest.value("message", nlohmann::json("")).is_string()
-                            ? manifest.value("message", std::string())
-                            : std::string();
+  const auto text = manifest.find("message");
+  std::string message = text != manifest.end() && text->is_string() ? text->get<std::string>() : "";
   if (const auto nl = message.find_last_not_of('\n'); nl != std::string::npos) message.resize(nl + 1);
   if (const auto nl = message.rfind('\n'); nl != std::string::npos) message = message.substr(nl + 1);
   const auto code = manifest.find("exit_code");
