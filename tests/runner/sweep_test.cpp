@@ -90,6 +90,18 @@ TEST(RunnerSweepPolicy, FailureReasonAndEta) {
   EXPECT_EQ(eta(10, 1, 3), "0:20");
 }
 
+// run_sweep with its standard output captured.
+struct SweepOutput {
+  int code = 0;
+  std::string out;
+};
+SweepOutput sweep_captured(const std::string& path, const std::vector<std::string>& overrides = {}, bool force = false,
+                           bool dry_run = false) {
+  ::testing::internal::CaptureStdout();
+  const int code = run_sweep(path, overrides, force, dry_run);
+  return {code, ::testing::internal::GetCapturedStdout()};
+}
+
 // Tiny runs: 256 training images, 128 test, mlp, 4 steps per epoch.
 struct TinySweep {
   testing::Workspace ws{256, 128};
@@ -113,17 +125,13 @@ TEST(RunnerSweep, ADoneRunIsSkippedAndForceRunsItAgain) {
   ASSERT_EQ(status_of(dir), RunStatus::kDone);
   const std::string manifest = testing::read_file(rundir::manifest_file(dir));
 
-  ::testing::internal::CaptureStdout();
-  const int again = run_sweep(path, {}, false, false);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [again, out] = sweep_captured(path);
   EXPECT_EQ(again, kExitOk);
   EXPECT_NE(out.find("[1/1] skipping seed=3: done"), std::string::npos) << out;
   EXPECT_NE(out.find("0 done, 1 skipped, 0 failed"), std::string::npos) << out;
   EXPECT_EQ(testing::read_file(rundir::manifest_file(dir)), manifest) << "a skipped run is untouched";
 
-  ::testing::internal::CaptureStdout();
-  const int forced = run_sweep(path, {}, true, false);
-  const std::string forced_out = ::testing::internal::GetCapturedStdout();
+  const auto [forced, forced_out] = sweep_captured(path, {}, /*force=*/true);
   EXPECT_EQ(forced, kExitOk);
   EXPECT_EQ(forced_out.find("skipping"), std::string::npos) << forced_out;
   EXPECT_NE(forced_out.find("1 done, 0 skipped"), std::string::npos) << forced_out;
@@ -136,9 +144,7 @@ TEST(RunnerSweep, AFailedRunDoesNotStopTheSweep) {
   spec["debug"] = {{"rank", 0}, {"step", 1}};
   spec["sweep"] = {{"debug.fault", {"throw", "none"}}};
   const auto path = t.ws.write_spec(spec);
-  ::testing::internal::CaptureStdout();
-  const int code = run_sweep(path, {}, false, false);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [code, out] = sweep_captured(path);
   EXPECT_EQ(code, kExitFailure);
   EXPECT_NE(out.find("1 done, 0 skipped, 1 failed"), std::string::npos) << out;
   EXPECT_NE(out.find("failed debug.fault=throw,seed=3: injected fault"), std::string::npos) << out;
@@ -184,9 +190,8 @@ TEST(RunnerSweep, ADoneRunDropsItsCheckpointUnlessKept) {
   auto spec = t.spec("disk");
   spec["sweep"] = {{"checkpoint.keep", {false, true}}};
   const auto path = t.ws.write_spec(spec);
-  ::testing::internal::CaptureStdout();
-  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [code, out] = sweep_captured(path);
+  ASSERT_EQ(code, kExitOk);
   const fs::path dropped = t.dir("disk", "checkpoint.keep=false,seed=3"), kept = t.dir("disk", "checkpoint.keep=true,seed=3");
   EXPECT_FALSE(fs::exists(rundir::checkpoint_file(dropped)));
   EXPECT_TRUE(fs::exists(rundir::model_file(dropped)));
@@ -233,9 +238,8 @@ TEST(RunnerSweep, AChangedSpecIsRefusedNamingEachRunsChangedKeysAndTouchesNothin
   EXPECT_NE(message.find("/optimizer/lr: "), std::string::npos) << message;
   // The same spec again: both runs are reused, untouched.
   t.ws.write_spec(spec);
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_sweep(path, {}, false, false), kExitOk);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [code, out] = sweep_captured(path);
+  EXPECT_EQ(code, kExitOk);
   EXPECT_NE(out.find("0 done, 2 skipped, 0 failed"), std::string::npos) << out;
   EXPECT_EQ(testing::read_file(rundir::manifest_file(dir)), manifest) << "nothing already written is touched";
   EXPECT_EQ(testing::read_file(rundir::epochs_file(dir)), records);
@@ -267,9 +271,8 @@ TEST(RunnerSweep, ADryRunShowsChangedRunsAndForceReplacesThem) {
   spec["repeats"] = 1;
   const auto path = t.ws.write_spec(spec);
   ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
-  ::testing::internal::CaptureStdout();
-  EXPECT_EQ(run_sweep(path, {"epochs=2"}, false, true), kExitOk);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [code, out] = sweep_captured(path, {"epochs=2"}, false, /*dry_run=*/true);
+  EXPECT_EQ(code, kExitOk);
   EXPECT_NE(out.find("[1/1] seed=3  (changed: holds a run of another spec; --force replaces it)"), std::string::npos)
       << out;
   EXPECT_NE(out.find("changed /epochs: 1 -> 2"), std::string::npos) << out;
@@ -283,9 +286,7 @@ TEST(RunnerSweep, ADryRunWritesNothing) {
   auto spec = t.spec("dry");
   spec["sweep"] = {{"model.hidden", {16, 32}}};
   const auto path = t.ws.write_spec(spec);
-  ::testing::internal::CaptureStdout();
-  const int code = run_sweep(path, {}, false, true);
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [code, out] = sweep_captured(path, {}, false, /*dry_run=*/true);
   EXPECT_EQ(code, kExitOk);
   EXPECT_NE(out.find("ddplab: dry: 2 runs (dry run: nothing is run or written)"), std::string::npos) << out;
   EXPECT_NE(out.find("[2/2] model.hidden=32,seed=3"), std::string::npos) << out;
