@@ -3,7 +3,7 @@
 //
 //   <output>/<name>/<run-id>/     run_dir(spec) in run_log.h
 //     spec.json        the fully resolved spec                       spec_file
-//     manifest.json    versions, host, world, start/end, status      manifest_file
+//     manifest.json    versions, host, world, start/end, status, exit_code  manifest_file
 //     epochs.jsonl     one JSON record per epoch                     epochs_file
 //     epochs.csv       the same records as CSV                       epochs_csv_file
 //     steps.jsonl      one JSON record per log.every_steps interval  steps_file
