@@ -46,7 +46,7 @@ struct FakeRun {
   std::vector<json> steps;          // lines of steps.jsonl; empty: no file
 };
 
-// Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way log/run_log.h lays them out.
+// Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way rundir/run_log.h lays them out.
 fs::path write_run(const fs::path& root, const FakeRun& r) {
   std::string id = r.run_id;
   if (id.empty())

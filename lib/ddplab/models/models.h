@@ -8,9 +8,9 @@
 //   resnet20   He et al. 2016's CIFAR ResNet-20, option A shortcuts (cifar_models.h): 269,722
 //              parameters; BatchNorm layers (batch_norm.h) follow model.sync_bn.
 //
-// Parameters are registered in forward order; the gradient buckets (dist/grad_sync.h) take
+// Parameters are registered in forward order; the gradient buckets (distributed/grad_sync.h) take
 // them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
-// hands it a ReplicaSum after construction (so models/ and dist/ stay independent).
+// hands it a ReplicaSum after construction (so models/ and distributed/ stay independent).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 // The run directory and its files:
 //
 //   <output>/<name>/<run-id>/   run-id "seed=<seed>"; a sweep's runs name the swept values too,
-//                               "replicas.count=2,schedule.scale_rule=linear,seed=3" (spec/sweep.h)
+//                               "replicas.count=2,schedule.scale_rule=linear,seed=3" (config/sweep.h)
 //     spec.json, manifest.json, epochs.jsonl, ...: the file names are in layout.h
 //
 // Every record is appended with one write(2) on an O_APPEND descriptor followed by fsync, so
@@ -38,7 +38,7 @@ struct EpochRecord {
   double images_per_s = 0;  // global training images / epoch_s
   double comm_wait_s = 0;   // rank 0's time blocked on gradient all-reduce this epoch
   double grad_norm = 0;     // mean over steps of |averaged gradient|_2
-  // Gradient noise scale (McCandlish et al. 2018; dist/noise_scale.h), from the all-reduced steps
+  // Gradient noise scale (McCandlish et al. 2018; train/noise_scale.h), from the all-reduced steps
   // of runs with 2 or more replicas (processes or simulated); null (JSON) / empty (CSV) otherwise.
   // Values at the epoch's last step of the bias-corrected EMAs (decay 0.99 per step) of the
   // unbiased per-step estimates of tr(Sigma) and |G|^2, and their ratio B_simple (null while the

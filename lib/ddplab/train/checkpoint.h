@@ -31,7 +31,7 @@ struct CheckpointState {
   // Dropout generator state per replica (CPU, or the CUDA device's; the ranks', or the simulated
   // replicas').
   std::vector<at::Tensor> rng_states;
-  // Gradient noise scale EMAs (dist/noise_scale.h, raw state); 0 steps when none.
+  // Gradient noise scale EMAs (train/noise_scale.h, raw state); 0 steps when none.
   double gns_trace = 0, gns_grad_sq = 0;
   int64_t gns_steps = 0;
   // EASGD's center variable (rank 0's, identical on every rank), one tensor per parameter; empty

@@ -3,7 +3,7 @@
 //
 // Per step the trainer splits the global batch into the N contiguous shards that N processes
 // would get (data/loader.h) and, for replica k = 0..N-1, calls begin_replica(k), runs forward
-// and backward on shard k, finalizes the gradient buckets (dist/grad_sync.h, without a Comm)
+// and backward on shard k, finalizes the gradient buckets (distributed/grad_sync.h, without a Comm)
 // and calls end_replica(k) (with batch.accumulate_steps K > 1, the K micro-batches of shard k
 // accumulate into the buckets between the two calls, as process k's no_sync() loop does, so
 // end_replica(k) reads shard k's whole gradient); end_step() then leaves in every .grad what the
@@ -26,7 +26,7 @@
 //     buffers, and rank 0's updated buffers are the ones kept (every module buffer is treated so;
 //     a model without buffers skips this).
 // The per-shard squared gradient norms give the gradient noise scale's |G_small|^2 in one
-// process (local_norm_squared_mean(); dist/noise_scale.h).
+// process (local_norm_squared_mean(); train/noise_scale.h).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 // The trainer loop of one replica: the heart of a run. Per step: set lr from the fractional
 // epoch, prepare the gradient buckets, forward, loss, backward (buckets all-reduce as they
-// fill), wait for the reductions, feed the gradient noise scale (dist/noise_scale.h), optimizer
+// fill), wait for the reductions, feed the gradient noise scale (train/noise_scale.h), optimizer
 // step, then local SGD averaging or the EASGD elastic step when one is due (replica_sync.h).
 // Per epoch: sample-weighted train metrics and exact test metrics summed over all replicas, the
 // audits below, one record (rank 0). With replicas.mode "simulated" one process computes all
