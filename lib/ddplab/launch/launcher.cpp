@@ -1,12 +1,8 @@
 #include "ddplab/launch/launcher.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -17,7 +13,9 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/stop_signals.h"
 #include "ddplab/distributed/comm.h"
+#include "ddplab/launch/process.h"
 #include "ddplab/launch/worker_env.h"
 #include "ddplab/rundir/layout.h"
 
@@ -27,15 +25,6 @@ namespace ddplab::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::atomic<int> g_signal{0};
-void on_signal(int sig) { g_signal = sig; }
-
-std::string describe(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  return "stopped";
-}
 
 WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
   WorkerEnv env;
@@ -53,33 +42,22 @@ WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
   return env;
 }
 
-pid_t spawn(const LaunchOptions& o, int rank, int port) {
-  std::vector<std::string> env_strings = worker_environment(environ, worker_env_of(o, rank, port));
-  std::vector<std::string> args = {self_executable(), "worker", o.spec_path};
-  args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
-  std::string log = rundir::rank_log_file(o.run_dir, rank).string();
-
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no worker outlives a launcher that was killed
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDERR_FILENO);
-      if (rank != 0) ::dup2(fd, STDOUT_FILENO);
-      ::close(fd);
-    }
-    signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the launcher, which stops the ranks in order
-    ::execve(argv[0], argv.data(), envp.data());
-    _exit(127);
+// Rank `rank` of `<exe> worker <spec>`: stderr (and, but for rank 0, stdout) into its log; it
+// ignores Ctrl-C (the launcher stops the ranks in order) and dies with a killed launcher.
+pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
+  SpawnOptions s;
+  s.argv = {self_executable(), "worker", o.spec_path};
+  s.argv.insert(s.argv.end(), o.extra_args.begin(), o.extra_args.end());
+  s.env = worker_environment(environ, worker_env_of(o, rank, port));
+  s.err = Output::kFile;
+  s.err_file = rundir::rank_log_file(o.run_dir, rank);
+  if (rank != 0) {
+    s.out = Output::kFile;
+    s.out_file = s.err_file;
   }
-  return pid;
+  s.ignore_sigint = true;
+  s.parent_death_signal = SIGKILL;
+  return spawn(s).pid;
 }
 
 // (time in ns since the epoch, message) of <run_dir>/rank-<r>.error, or (0, "") if absent.
@@ -103,13 +81,6 @@ void write_error_file(const std::filesystem::path& run_dir, int rank, const std:
   out << fmt::format("{} {}\n", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), one_line);
 }
 
-std::string self_executable() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 std::string tail_file(const std::filesystem::path& file, int lines) {
   std::ifstream in(file);
   std::deque<std::string> last;
@@ -123,19 +94,6 @@ std::string tail_file(const std::filesystem::path& file, int lines) {
   return out;
 }
 
-SignalScope::SignalScope(void (*handler)(int)) {
-  struct sigaction sa {};
-  sa.sa_handler = handler;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int_);
-  sigaction(SIGTERM, &sa, &old_term_);
-}
-
-SignalScope::~SignalScope() {
-  sigaction(SIGINT, &old_int_, nullptr);
-  sigaction(SIGTERM, &old_term_, nullptr);
-}
-
 namespace {
 
 // The workers of one attempt, from their start until the last has exited.
@@ -143,18 +101,12 @@ class Supervisor {
  public:
   Supervisor(const LaunchOptions& o, int port) : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0),
                                                  signal_was_ours_(o.nproc, false), running_(o.nproc) {
-    for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn(o, r, port));
+    for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn_rank(o, r, port));
   }
 
   LaunchResult run() {
     while (running_ > 0) {
-      int status = 0;
-      pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid > 0) {
-        for (int r = 0; r < o_.nproc; ++r)
-          if (pids_[r] == pid && alive_[r]) on_exit(r, status);
-        continue;
-      }
+      if (reap()) continue;
       on_launcher_signal();
       const double grace = interrupted_ ? o_.interrupt_grace_s : o_.grace_s;
       if (stopping_ && !killed_ && std::chrono::duration<double>(Clock::now() - stop_started_).count() > grace) {
@@ -168,6 +120,19 @@ class Supervisor {
   }
 
  private:
+  // Handles the exit of every rank that has exited; whether there was one.
+  bool reap() {
+    bool any = false;
+    for (int r = 0; r < o_.nproc; ++r) {
+      if (!alive_[r]) continue;
+      if (const auto status = try_wait(pids_[r])) {
+        on_exit(r, *status);
+        any = true;
+      }
+    }
+    return any;
+  }
+
   void stop_all(int sig) {
     for (int r = 0; r < o_.nproc; ++r)
       if (alive_[r]) ::kill(pids_[r], sig);
@@ -184,39 +149,42 @@ class Supervisor {
     statuses_[r] = status;
     signal_was_ours_[r] = WIFSIGNALED(status) && ((stopping_ && WTERMSIG(status) == SIGTERM) ||
                                                   (killed_ && WTERMSIG(status) == SIGKILL));
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == kExitOk;
+    const int code = exit_code_of(status);
+    const bool ok = code == kExitOk;
     // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the others
     // stop after the same step: wait for them, as for a signal sent to the launcher.
-    const bool clean_stop = WIFEXITED(status) && (WEXITSTATUS(status) == exit_code_for_signal(SIGINT) ||
-                                                  WEXITSTATUS(status) == exit_code_for_signal(SIGTERM));
+    const bool clean_stop =
+        WIFEXITED(status) && (code == exit_code_for_signal(SIGINT) || code == exit_code_for_signal(SIGTERM));
     if (clean_stop && !stopping_) {
-      result_.exit_code = WEXITSTATUS(status);
-      result_.reason = fmt::format("rank {} stopped cleanly ({})", r, describe(status));
+      result_.exit_code = code;
+      result_.reason = fmt::format("rank {} stopped cleanly ({})", r, describe_status(status));
       interrupted_ = true;
       start_stopping();
       return;
     }
     if (ok || stopping_) return;
-    const bool diverged = WIFEXITED(status) && WEXITSTATUS(status) == kExitDiverged;
+    const bool diverged = WIFEXITED(status) && code == kExitDiverged;
     result_.exit_code = diverged ? kExitDiverged : kExitFailure;
     result_.failed_rank = diverged ? -1 : r;
-    result_.reason = diverged ? read_error_file(o_.run_dir, r).second : describe(status);
+    result_.reason = diverged ? read_error_file(o_.run_dir, r).second : describe_status(status);
     start_stopping();
     stop_all(SIGTERM);
   }
 
   // Workers finish the current step together, then stop; a second signal kills them.
   void on_launcher_signal() {
-    if (g_signal != 0 && !interrupted_) {
+    const int received = StopSignals::count();
+    if (received == signals_seen_) return;
+    signals_seen_ = received;
+    if (!interrupted_) {
       interrupted_ = true;
       if (!stopping_) {
-        result_.exit_code = exit_code_for_signal(g_signal);
-        result_.reason = fmt::format("interrupted by {}", strsignal(g_signal));
+        result_.exit_code = exit_code_for_signal(StopSignals::last());
+        result_.reason = fmt::format("interrupted by {}", strsignal(StopSignals::last()));
         start_stopping();
       }
-      g_signal = 0;
       stop_all(SIGTERM);
-    } else if (g_signal != 0 && !killed_) {
+    } else if (!killed_) {
       stop_all(SIGKILL);
       killed_ = true;
     }
@@ -227,7 +195,7 @@ class Supervisor {
     for (int r = 0; r < o_.nproc; ++r)
       ends.push_back({statuses_[r], signal_was_ours_[r], read_error_file(o_.run_dir, r).first});
     result_.failed_rank = root_cause_rank(ends, result_.failed_rank);
-    result_.reason = describe(statuses_[result_.failed_rank]);
+    result_.reason = describe_status(statuses_[result_.failed_rank]);
     const std::string message = read_error_file(o_.run_dir, result_.failed_rank).second;
     if (!message.empty()) result_.reason += fmt::format(": {}", message);
   }
@@ -240,6 +208,7 @@ class Supervisor {
   int running_;
   LaunchResult result_;
   bool stopping_ = false, killed_ = false, interrupted_ = false;
+  int signals_seen_ = 0;  // StopSignals::count() when last handled
   Clock::time_point stop_started_ = Clock::now();
 };
 
@@ -264,8 +233,7 @@ LaunchResult launch_workers(const LaunchOptions& o) {
   int port = 0;
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   auto store = distributed::host_store("127.0.0.1", timeout, &port);
-  g_signal = 0;
-  SignalScope signals(on_signal);
+  StopSignals signals(StopSignals::Second::kRecord);
   return Supervisor(o, port).run();
 }
 

@@ -13,8 +13,6 @@
 // together and stop (a second signal kills them). A worker exiting with kExitDiverged means the run
 // diverged (every rank sees the same NaN); that is not a failure of a rank. No worker outlives it.
 #pragma once
-#include <signal.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -44,19 +42,6 @@ struct LaunchResult {
 
 LaunchResult launch_workers(const LaunchOptions& options);
 
-// Installs `handler` for SIGINT and SIGTERM for the object's lifetime; the old handlers come
-// back after (the launcher's and a packed sweep's, runner/pack.h).
-class SignalScope {
- public:
-  explicit SignalScope(void (*handler)(int));
-  ~SignalScope();
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
-
 // How one rank of a failed attempt ended, as the launcher saw it.
 struct RankEnd {
   int status = 0;                   // waitpid status
@@ -75,9 +60,6 @@ int root_cause_rank(const std::vector<RankEnd>& ends, int first_seen);
 // launcher can tell the root cause from the peers that failed in reaction to it (as torchrun's
 // error files do).
 void write_error_file(const std::filesystem::path& run_dir, int rank, const std::string& message);
-
-// Path of the running executable (/proc/self/exe).
-std::string self_executable();
 
 // The last `lines` lines of a text file ("" if unreadable).
 std::string tail_file(const std::filesystem::path& file, int lines);

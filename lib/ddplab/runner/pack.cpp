@@ -1,14 +1,11 @@
 #include "ddplab/runner/pack.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -22,8 +19,9 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/stop_signals.h"
 #include "ddplab/config/settings.h"
-#include "ddplab/launch/launcher.h"
+#include "ddplab/launch/process.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
@@ -39,47 +37,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using rundir::RunStatus;
 
-std::atomic<int> g_signal{0};   // the last SIGINT/SIGTERM this process got
-std::atomic<int> g_signals{0};  // how many
-void on_signal(int sig) {
-  g_signal = sig;
-  g_signals.fetch_add(1);
-}
-
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // `ddplab run ...` as a child in its own process group (Ctrl-C reaches only the sweep, which
 // passes it on), console output appended to `log`, CUDA_VISIBLE_DEVICES set to `gpus` if any.
+// A killed sweep still stops its runs cleanly (SIGTERM on the parent's death).
 pid_t spawn_run(const std::vector<std::string>& args, const fs::path& log, const std::vector<std::string>& gpus) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (gpus.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
-  if (!gpus.empty()) env.push_back(fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(gpus, ",")));
-  std::vector<std::string> argv_strings = args;
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const std::string log_path = log.string();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed sweep still stops its runs cleanly
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::close(fd);
-    }
-    const int in = ::open("/dev/null", O_RDONLY);
-    if (in >= 0) ::dup2(in, STDIN_FILENO);
-    ::execve(argv[0], argv.data(), envp.data());
-    _exit(127);
+  launch::SpawnOptions s;
+  s.argv = args;
+  if (!gpus.empty()) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e)
+      if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
+    env.push_back(fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(gpus, ",")));
+    s.env = std::move(env);
   }
-  ::setpgid(pid, pid);  // also here, so a signal sent right after the fork finds the group
-  return pid;
+  s.out = s.err = launch::Output::kAppend;
+  s.out_file = s.err_file = log;
+  s.stdin_null = true;
+  s.own_process_group = true;
+  s.parent_death_signal = SIGTERM;
+  return launch::spawn(s).pid;
 }
 
 ino_t inode_of(const fs::path& file) {
@@ -275,16 +253,15 @@ void PackedSweep::start(size_t i, const Allocation& a) {
 
 void PackedSweep::reap() {
   for (size_t k = 0; k < children_.size();) {
-    int status = 0;
     struct rusage ru {};
-    const pid_t pid = ::wait4(children_[k].pid, &status, WNOHANG, &ru);
-    if (pid != children_[k].pid) {
+    const auto status = launch::try_wait(children_[k].pid, &ru);
+    if (!status) {
       ++k;
       continue;
     }
     Child c = children_[k];
     children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(k));
-    finish(c, status, ru);
+    finish(c, *status, ru);
   }
 }
 
@@ -297,15 +274,10 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
   cpu_s_ += tv(ru.ru_utime) + tv(ru.ru_stime);
   if (read_progress(c)) epoch_event(c);  // its last epoch and its exit can fall between two polls
   fraction_[c.index] = 1.0;
-  int code = kExitFailure;
-  std::string why;
-  if (WIFEXITED(status)) {
-    code = WEXITSTATUS(status);
-  } else if (passed_on_ > 0) {
-    code = exit_code_for_signal(WTERMSIG(status));  // the second signal, passed on
-  } else {
-    why = fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  }
+  // Killed by a signal: the second signal, passed on, is a stop; any other a failure.
+  const bool killed = !WIFEXITED(status);
+  const int code = killed && passed_on_ == 0 ? kExitFailure : launch::exit_code_of(status);
+  const std::string why = killed && passed_on_ == 0 ? launch::describe_status(status) : "";
   const auto& run = runs_[c.index];
   const auto [manifest_status, message] = manifest_after(c.dir);
   const Tally t = tally_of(code, manifest_status);
@@ -348,13 +320,13 @@ void PackedSweep::epoch_event(const Child& c) {
 }
 
 void PackedSweep::pass_on_signals() {
-  const int sig = g_signal;
+  const int sig = StopSignals::last();
   if (passed_on_ == 0 && !children_.empty())
     complain("ddplab: sweep {}: {}: stopping the {} running run{} (each checkpoints); run the same command again "
              "to resume",
              runs_.front().spec.name, strsignal(sig), children_.size(), children_.size() == 1 ? "" : "s");
   for (const auto& c : children_) ::kill(c.pid, sig);
-  passed_on_ = g_signals;
+  passed_on_ = StopSignals::count();
   if (tally_.stop_code == 0) tally_.stop_code = exit_code_for_signal(sig);
 }
 
@@ -414,12 +386,10 @@ void PackedSweep::summary() {
 }
 
 int PackedSweep::run() {
-  g_signal = 0;
-  g_signals = 0;
-  launch::SignalScope signals(on_signal);
+  StopSignals signals(StopSignals::Second::kRecord);
   plan();
   for (;;) {
-    if (g_signals > passed_on_) pass_on_signals();
+    if (StopSignals::count() > passed_on_) pass_on_signals();
     while (!stopping()) {
       auto next = start_next(order_, pending_, needs_, pool_);
       if (!next) break;

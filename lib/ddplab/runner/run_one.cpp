@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/stop_signals.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/distributed/world.h"
 #include "ddplab/launch/launcher.h"
@@ -76,7 +77,7 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
     options.run_dir = run.dir();
     options.data = &data;
     options.resume = resume;
-    train::install_stop_handlers();
+    const StopSignals stop(StopSignals::Second::kDefaultAction);
     auto result = train::train_replica(spec, distributed::World{}, options);
     record_done(run, spec);
     say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());

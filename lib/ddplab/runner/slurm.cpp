@@ -1,13 +1,5 @@
 #include "ddplab/runner/slurm.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -23,12 +15,11 @@
 #include "ddplab/config/spec_error.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
+#include "ddplab/launch/process.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/train/options.h"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -150,84 +141,7 @@ std::optional<std::string> parsable_job_id(const std::string& out) {
   return m[1].str();
 }
 
-std::optional<fs::path> find_on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path == nullptr ? "" : path;
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const fs::path dir = end > start ? fs::path(dirs.substr(start, end - start)) : fs::path(".");
-    std::error_code ec;
-    if (fs::is_regular_file(dir / program, ec) && ::access((dir / program).c_str(), X_OK) == 0) return dir;
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
 namespace {
-
-struct ProgramResult {
-  int exit_code = 0;
-  std::string out, err;
-};
-
-// Reads `fds` (stdout, stderr of a child) to their ends into `out`, `err`.
-void drain(std::array<int, 2> fds, std::string& out, std::string& err) {
-  std::array<pollfd, 2> p{{{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}}};
-  std::array<char, 4096> buf{};
-  int open = 2;
-  while (open > 0) {
-    if (::poll(p.data(), p.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (p[i].fd < 0 || p[i].revents == 0) continue;
-      const ssize_t n = ::read(p[i].fd, buf.data(), buf.size());
-      if (n > 0) {
-        (i == 0 ? out : err).append(buf.data(), static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(p[i].fd);
-        p[i].fd = -1;
-        --open;
-      }
-    }
-  }
-}
-
-// Runs `argv` (argv[0] found on PATH) with no input and waits; its exit code (128 + signal when
-// killed) and what it wrote. An Error when it cannot be started.
-ProgramResult run_program(const std::vector<std::string>& argv) {
-  std::array<int, 2> out{-1, -1}, err{-1, -1};
-  if (::pipe(out.data()) != 0 || ::pipe(err.data()) != 0)
-    throw Error(fmt::format("cannot run {}: pipe: {}", argv[0], std::strerror(errno)));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  for (int fd : {out[0], out[1], err[0], err[1]}) posix_spawn_file_actions_addclose(&actions, fd);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  ::close(err[1]);
-  if (spawned != 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    throw Error(fmt::format("cannot run {}: {}", argv[0], std::strerror(spawned)));
-  }
-  ProgramResult r;
-  drain({out[0], err[0]}, r.out, r.err);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : exit_code_for_signal(WTERMSIG(status));
-  return r;
-}
 
 std::string trimmed(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
@@ -236,7 +150,7 @@ std::string trimmed(const std::string& s) {
 
 // "no sbatch on PATH" as the Error a user can act on.
 void need_on_path(const std::string& program) {
-  if (find_on_path(program)) return;
+  if (launch::find_on_path(program)) return;
   const char* path = std::getenv("PATH");
   throw Error(fmt::format("--launcher slurm: no `{}` on PATH ({}); run on a host with SLURM's client commands "
                           "(a login node), or add their directory to PATH",
@@ -247,7 +161,7 @@ void need_on_path(const std::string& program) {
 
 JobInfo query_job(const std::string& id) {
   need_on_path("scontrol");
-  const auto r = run_program({"scontrol", "-o", "show", "job", id});
+  const auto r = launch::run_program({"scontrol", "-o", "show", "job", id});
   if (r.exit_code != 0) {
     if (r.err.find("Invalid job id") != std::string::npos) return {};
     throw Error(fmt::format("`scontrol show job {}` exited with {}: {}", id, r.exit_code, trimmed(r.err + r.out)));
@@ -310,7 +224,7 @@ fs::path ddplab_binary() { return fs::read_symlink("/proc/self/exe"); }
 
 // Runs `argv` (an sbatch command) and returns the job id; an Error naming `what` otherwise.
 std::string sbatch(const std::vector<std::string>& argv, const std::string& what, size_t submitted_before) {
-  const auto r = run_program(argv);
+  const auto r = launch::run_program(argv);
   const auto id = r.exit_code == 0 ? parsable_job_id(r.out) : std::nullopt;
   if (id) return *id;
   throw Error(fmt::format("{}: sbatch {} (exit code {}): {}; expected a job id from `{}`{}", what,

@@ -93,9 +93,6 @@ JobInfo query_job(const std::string& id);
 // Error naming the file when it is not what ddplab writes.
 std::optional<std::string> recorded_job_id(const std::filesystem::path& file);
 
-// The directory of `program` on PATH, if it is there (an executable file).
-std::optional<std::filesystem::path> find_on_path(const std::string& program);
-
 // `ddplab run` of the spec file at `path` with `overrides` under SLURM; returns the exit code.
 int submit_sweep(const std::string& path, const std::vector<std::string>& overrides, const SlurmRequest& request);
 

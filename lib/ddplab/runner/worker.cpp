@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/base/stop_signals.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/distributed/comm.h"
@@ -119,7 +120,7 @@ int run_worker(const config::ExperimentSpec& spec) {
     options.comm = comm;
     options.data = run.data ? &*run.data : nullptr;
     options.resume = run.resume;
-    train::install_stop_handlers();
+    const StopSignals stop(StopSignals::Second::kDefaultAction);
     train::train_replica(s, world, options);
     if (comm) distributed::shutdown(*comm);
     if (run.own) record_done(*run.own, s);

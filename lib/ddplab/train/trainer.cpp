@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/base/stop_signals.h"
 #include "ddplab/train/autocast.h"
 #include "ddplab/train/loss.h"
 #include "ddplab/train/optimizer.h"
@@ -22,13 +23,6 @@
 
 namespace ddplab::train {
 namespace {
-
-std::atomic<int> g_stop_signal{0};
-
-void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-  std::signal(sig, SIG_DFL);
-}
 
 std::string format_duration(double s) {
   const int t = static_cast<int>(s + 0.5);
@@ -91,14 +85,6 @@ void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& da
 bool loss_has_blown_up(double mean_train_loss, int64_t num_classes) {
   return !std::isfinite(mean_train_loss) || mean_train_loss > 100.0 * std::log(static_cast<double>(num_classes));
 }
-
-void install_stop_handlers() {
-  g_stop_signal = 0;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-}
-
-int stop_signal() { return g_stop_signal; }
 
 ReplicaResult train_replica(const config::ExperimentSpec& spec, const distributed::World& world,
                             const ReplicaOptions& options) {
@@ -369,7 +355,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   const bool reduce = replica_sync_->reduces_gradients(global_step_);
   sync_->set_require_sync(reduce);
   fault_stop_ = fault_stop_ || (spec_.debug.has(config::Fault::kStop) && fault_now());
-  const bool stop_wanted = stop_signal() != 0 || fault_stop_;
+  const bool stop_wanted = StopSignals::last() != 0 || fault_stop_;
   sync_->request_stop(stop_wanted);
   broadcast_buffers();
   compute_gradients(batch_x, batch_y, reduce, totals);
@@ -521,7 +507,7 @@ void Trainer::diverge_agreed(int epoch) {
 void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   while (readback_->pending() > 0) read_step(epoch, totals);
   totals.comm_wait_s += sync_->take_comm_wait_s();
-  const int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;
+  const int sig = StopSignals::last() != 0 ? StopSignals::last() : SIGTERM;
   const double wall_s = seconds_since(train_start_);
   auto partial_sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)}).cpu();
   if (comm_) distributed::allreduce_sum(*comm_, partial_sums);

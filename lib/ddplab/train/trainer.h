@@ -73,18 +73,14 @@ class Diverged : public std::runtime_error {
 // finite loss (dead ReLUs) and would otherwise be reported as a finished run at 10%.
 bool loss_has_blown_up(double mean_train_loss, int64_t num_classes);
 
-// SIGINT/SIGTERM: every rank finishes the same step (agreed through GradSync's control slot),
-// then training stops: status "interrupted", exit code 128 + signal.
+// SIGINT/SIGTERM while a StopSignals lives (base/stop_signals.h; `ddplab run` and a worker hold one
+// with Second::kDefaultAction): every rank finishes the same step (agreed through GradSync's
+// control slot), then training stops: status "interrupted", exit code 128 + signal.
 class Interrupted : public std::runtime_error {
  public:
   Interrupted(const std::string& message, int signal) : std::runtime_error(message), signal(signal) {}
   int signal;
 };
-
-// Installs SIGINT/SIGTERM handlers that ask the trainer to stop after the current step; a second
-// signal gets the default action (stops at once).
-void install_stop_handlers();
-int stop_signal();  // 0 while no stop was asked for
 
 // Builds the transform, model and optimizer of `spec` once on `data` (cheap) so that errors only
 // they can find (an augment crop larger than the images, a weight_decay_groups entry that matches
