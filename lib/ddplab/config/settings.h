@@ -31,43 +31,43 @@ enum class AuditMode { kAbort, kWarn };                  // debug.audits: what a
 template <class E>
 struct SettingNames;
 template <> struct SettingNames<DatasetName> {
-  static constexpr std::array<const char*, 5> names{"fashion-mnist", "mnist", "idx", "cifar10", "cifar100"};
+  static constexpr std::array names{"fashion-mnist", "mnist", "idx", "cifar10", "cifar100"};
 };
 template <> struct SettingNames<Augment> {
-  static constexpr std::array<const char*, 3> names{"none", "standard", "tf_tutorial"};
+  static constexpr std::array names{"none", "standard", "tf_tutorial"};
 };
 template <> struct SettingNames<DataOrder> {
-  static constexpr std::array<const char*, 2> names{"independent", "torch_sampler"};
+  static constexpr std::array names{"independent", "torch_sampler"};
 };
 template <> struct SettingNames<ModelName> {
-  static constexpr std::array<const char*, 4> names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};
+  static constexpr std::array names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};
 };
 template <> struct SettingNames<OptimizerName> {
-  static constexpr std::array<const char*, 3> names{"sgd", "adam", "adamw"};
+  static constexpr std::array names{"sgd", "adam", "adamw"};
 };
 template <> struct SettingNames<ScaleRule> {
-  static constexpr std::array<const char*, 3> names{"none", "linear", "sqrt"};
+  static constexpr std::array names{"none", "linear", "sqrt"};
 };
 template <> struct SettingNames<Decay> {
-  static constexpr std::array<const char*, 5> names{"constant", "step", "multistep", "exponential", "cosine"};
+  static constexpr std::array names{"constant", "step", "multistep", "exponential", "cosine"};
 };
-template <> struct SettingNames<Device> { static constexpr std::array<const char*, 2> names{"cpu", "cuda"}; };
-template <> struct SettingNames<Backend> { static constexpr std::array<const char*, 2> names{"gloo", "nccl"}; };
-template <> struct SettingNames<Reduce> { static constexpr std::array<const char*, 2> names{"mean", "sum"}; };
-template <> struct SettingNames<WireDtype> { static constexpr std::array<const char*, 2> names{"fp32", "bf16"}; };
+template <> struct SettingNames<Device> { static constexpr std::array names{"cpu", "cuda"}; };
+template <> struct SettingNames<Backend> { static constexpr std::array names{"gloo", "nccl"}; };
+template <> struct SettingNames<Reduce> { static constexpr std::array names{"mean", "sum"}; };
+template <> struct SettingNames<WireDtype> { static constexpr std::array names{"fp32", "bf16"}; };
 template <> struct SettingNames<ReplicaMode> {
-  static constexpr std::array<const char*, 2> names{"processes", "simulated"};
+  static constexpr std::array names{"processes", "simulated"};
 };
 template <> struct SettingNames<SyncMethod> {
-  static constexpr std::array<const char*, 3> names{"allreduce", "local_sgd", "easgd"};
+  static constexpr std::array names{"allreduce", "local_sgd", "easgd"};
 };
-template <> struct SettingNames<Precision> { static constexpr std::array<const char*, 2> names{"fp32", "bf16"}; };
+template <> struct SettingNames<Precision> { static constexpr std::array names{"fp32", "bf16"}; };
 template <> struct SettingNames<Fault> {
-  static constexpr std::array<const char*, 8> names{"none",  "skip_broadcast", "update_first_only",
+  static constexpr std::array names{"none",  "skip_broadcast", "update_first_only",
                                                     "crash", "throw",          "stop",
                                                     "one_sided_sigmoid_loss", "eval_first_half"};
 };
-template <> struct SettingNames<AuditMode> { static constexpr std::array<const char*, 2> names{"abort", "warn"}; };
+template <> struct SettingNames<AuditMode> { static constexpr std::array names{"abort", "warn"}; };
 
 template <class E>
 const char* name(E value) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -23,6 +24,7 @@
 #include "ddplab/base/version.h"
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/spec_error.h"
+#include "ddplab/config/spec_fields.h"
 #include "ddplab/config/slurm.h"
 
 namespace ddplab::config {
@@ -306,14 +308,12 @@ void check_fault_rank(const json& doc, int64_t count) {
                               fault, fault_rank));
 }
 
-DebugSpec to_debug(const json& g) {
-  DebugSpec debug;
-  for (const std::string& fault : fault_names(g["fault"]))
-    if (const Fault f = parse_setting<Fault>(fault, "/debug/fault"); f != Fault::kNone) debug.faults.push_back(f);
-  debug.audits = parse_setting<AuditMode>(g["audits"].get<std::string>(), "/debug/audits");
-  debug.rank = g["rank"].get<int>();
-  debug.step = g["step"].get<int64_t>();
-  return debug;
+// debug.fault: the faults it names, "none" left out.
+std::vector<Fault> faults_of(const json& fault) {
+  std::vector<Fault> faults;
+  for (const std::string& name : fault_names(fault))
+    if (const Fault f = parse_setting<Fault>(name, "/debug/fault"); f != Fault::kNone) faults.push_back(f);
+  return faults;
 }
 
 // Resolves backend "auto" from the device, after checking the build has what each one needs.
@@ -430,74 +430,31 @@ SyncSpec to_sync(const json& sync) {
   return s;
 }
 
-ReplicasSpec to_replicas(const json& r) {
-  ReplicasSpec s;
-  s.count = r["count"].get<int>();
-  s.device = parse_setting<Device>(r["device"].get<std::string>(), "/replicas/device");
-  s.backend = parse_setting<Backend>(r["backend"].get<std::string>(), "/replicas/backend");
-  s.reduce = parse_setting<Reduce>(r["reduce"].get<std::string>(), "/replicas/reduce");
-  s.bucket_mb = r["bucket_mb"].get<double>();
-  s.grad_dtype = parse_setting<WireDtype>(r["grad_dtype"].get<std::string>(), "/replicas/grad_dtype");
-  s.threads = r["threads"].get<int>();
-  s.timeout_s = r["timeout_s"].get<double>();
-  s.max_restarts = r["max_restarts"].get<int>();
-  s.mode = parse_setting<ReplicaMode>(r["mode"].get<std::string>(), "/replicas/mode");
-  s.sync = to_sync(r["sync"]);
-  return s;
+// The field at `pointer` of a resolved document (every default filled in), enums parsed.
+template <class T>
+void read_field(const json& doc, const char* pointer, T& field) {
+  const json& value = doc.at(json::json_pointer(pointer));
+  if constexpr (std::is_enum_v<T>) {
+    field = parse_setting<T>(value.get<std::string>(), pointer);
+  } else {
+    field = value.get<T>();
+  }
 }
 
 ExperimentSpec to_typed(const json& doc) {
   ExperimentSpec s;
-  s.name = doc["name"].get<std::string>();
-  const json& d = doc["dataset"];
-  s.dataset.name = parse_setting<DatasetName>(d["name"].get<std::string>(), "/dataset/name");
-  s.dataset.root = d["root"].get<std::string>();
-  s.dataset.train_limit = d["train_limit"].get<int64_t>();
-  s.dataset.test_limit = d["test_limit"].get<int64_t>();
-  s.dataset.augment = parse_setting<Augment>(d["augment"].get<std::string>(), "/dataset/augment");
-  s.dataset.order = parse_setting<DataOrder>(d["order"].get<std::string>(), "/dataset/order");
-  const json& m = doc["model"];
-  s.model.name = parse_setting<ModelName>(m["name"].get<std::string>(), "/model/name");
-  s.model.dropout = m["dropout"].get<double>();
-  s.model.hidden = m["hidden"].get<int64_t>();
-  s.model.sync_bn = m["sync_bn"].get<bool>();
-  s.model.ema_decay = m["ema_decay"].get<double>();
+  for_each_field(s, [&](const char* pointer, auto& field) { read_field(doc, pointer, field); });
   const json& o = doc["optimizer"];
-  s.optimizer.name = parse_setting<OptimizerName>(o["name"].get<std::string>(), "/optimizer/name");
-  s.optimizer.lr = o["lr"].get<double>();
-  s.optimizer.momentum = o["momentum"].get<double>();
-  s.optimizer.nesterov = o["nesterov"].get<bool>();
-  s.optimizer.weight_decay = o["weight_decay"].get<double>();
   for (const auto& g : o["weight_decay_groups"])
     s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
   s.optimizer.beta1 = o["betas"][0].get<double>();
   s.optimizer.beta2 = o["betas"][1].get<double>();
-  s.optimizer.eps = o["eps"].get<double>();
-  const json& c = doc["schedule"];
-  s.schedule.scale_rule = parse_setting<ScaleRule>(c["scale_rule"].get<std::string>(), "/schedule/scale_rule");
-  s.schedule.base_batch = c["base_batch"].get<int64_t>();
-  s.schedule.warmup_epochs = c["warmup_epochs"].get<double>();
-  s.schedule.warmup_start_factor = c["warmup_start_factor"].get<double>();
-  s.schedule.decay = parse_setting<Decay>(c["decay"].get<std::string>(), "/schedule/decay");
-  s.schedule.step_epochs = c["step_epochs"].get<double>();
-  s.schedule.milestones = c["milestones"].get<std::vector<double>>();
-  s.schedule.gamma = c["gamma"].get<double>();
-  s.schedule.min_factor = c["min_factor"].get<double>();
-  s.replicas = to_replicas(doc["replicas"]);
+  s.replicas.sync = to_sync(doc["replicas"]["sync"]);
   const json& b = doc["batch"];
   s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
                                                   : b["global"].get<int64_t>() / s.replicas.count;
   s.global_batch = s.per_replica_batch * s.replicas.count;
-  s.accumulate_steps = b["accumulate_steps"].get<int64_t>();
-  s.epochs = doc["epochs"].get<int>();
-  s.precision = parse_setting<Precision>(doc["precision"].get<std::string>(), "/precision");
-  s.seed = doc["seed"].get<int64_t>();
-  s.output = doc["output"].get<std::string>();
-  s.debug = to_debug(doc["debug"]);
-  s.checkpoint.every_epochs = doc["checkpoint"]["every_epochs"].get<int>();
-  s.checkpoint.keep = doc["checkpoint"]["keep"].get<bool>();
-  s.log.every_steps = doc["log"]["every_steps"].get<int64_t>();
-  s.log.progress_s = doc["log"]["progress_s"].get<double>();
+  s.debug.faults = faults_of(doc["debug"]["fault"]);
   s.resolved = doc;
   return s;
 }

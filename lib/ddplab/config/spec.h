@@ -111,7 +111,7 @@ struct LogSpec {
   // StepRecord); 0: none.
   int64_t every_steps = 0;
   // Without a terminal, every rank prints a plain progress line every this many seconds; 0: none.
-  double progress_s = 0;
+  double progress_s = 10;
 };
 
 struct ExperimentSpec {
