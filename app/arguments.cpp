@@ -11,7 +11,8 @@ namespace {
 void add_slurm_options(CLI::App* run, Arguments& a) {
   const std::map<std::string, Arguments::Launcher> launchers{{"local", Arguments::Launcher::kLocal},
                                                              {"slurm", Arguments::Launcher::kSlurm}};
-  run->add_option("--launcher", a.launcher, "local (default): run here; slurm: submit each unfinished run as a batch job")
+  run->add_option("--launcher", a.launcher,
+                  "local (default): run here; slurm: submit each unfinished run as a batch job")
       ->transform(CLI::CheckedTransformer(launchers, CLI::ignore_case));
   run->add_option("--partition", a.slurm.partition, "SLURM partition (overrides the spec's slurm.partition)");
   run->add_option("--time", a.slurm.time, "SLURM time limit per run, e.g. 90, 2:00:00, 1-12 (overrides slurm.time)");
@@ -27,7 +28,8 @@ void add_pack_options(CLI::App* run, Arguments& a) {
   run->add_option("--cores", a.pack.cores,
                   "Pack a sweep into C cores (a CPU run takes replicas.count x threads; default: all cores)")
       ->check(CLI::Range(1, 4096));
-  run->add_option("--gpus", a.pack.gpus, "Pack a sweep onto G GPUs (a CUDA run takes replicas.count; default: the visible GPUs)")
+  run->add_option("--gpus", a.pack.gpus,
+                  "Pack a sweep onto G GPUs (a CUDA run takes replicas.count; default: the visible GPUs)")
       ->check(CLI::Range(0, 4096));
   run->add_option("--run-id", a.run_id, "Run directory name of a spec without sweep keys (default seed=<seed>)");
 }
@@ -66,9 +68,12 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
   c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
   c.worker->add_option("--run-id", a.run_id, "The run directory's name under <output>/<name> (default: seed=<seed>)");
-  c.status = app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
+  c.status =
+      app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
   a.status_dir = config::with_defaults(nlohmann::json::object())["output"].get<std::string>();
-  c.status->add_option("dir", a.status_dir, "Experiment (runs/<name>) or run directory; default: the spec's default output, " + a.status_dir);
+  c.status->add_option(
+      "dir", a.status_dir,
+      "Experiment (runs/<name>) or run directory; default: the spec's default output, " + a.status_dir);
   return c;
 }
 

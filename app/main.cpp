@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "arguments.h"
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/stdlib_binding.h"
@@ -18,7 +19,6 @@
 #include "ddplab/runner/status.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/runner/worker.h"
-#include "arguments.h"
 
 using namespace ddplab;
 using ddplab::app::Arguments;

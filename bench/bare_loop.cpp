@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   sync();
   const auto end = std::chrono::steady_clock::now();
   const double s = std::chrono::duration<double>(end - start).count();
-  fmt::print("bare_loop model={} batch={} threads={} device={} train_s={:.3f} images_per_s={:.1f}\n", model_name,
-             batch, threads, device_name, std::chrono::duration<double>(end - first).count(), steps * batch / s);
+  fmt::print("bare_loop model={} batch={} threads={} device={} train_s={:.3f} images_per_s={:.1f}\n", model_name, batch,
+             threads, device_name, std::chrono::duration<double>(end - first).count(), steps * batch / s);
   return 0;
 }

@@ -25,9 +25,12 @@ int main(int argc, char** argv) {
   const std::string augment = argc > 5 ? argv[5] : "none";
   at::set_num_threads(threads);
   auto data = ddplab::data::load_dataset(spec);
-  ddplab::data::TrainLoader loader(data, ddplab::data::make_transform(
-                                       ddplab::config::parse_setting<ddplab::config::Augment>(augment, "argument 5 (augment)"), data), batch, /*rank=*/0,
-                                   /*world=*/1, /*seed=*/1);
+  ddplab::data::TrainLoader loader(
+      data,
+      ddplab::data::make_transform(
+          ddplab::config::parse_setting<ddplab::config::Augment>(augment, "argument 5 (augment)"), data),
+      batch, /*rank=*/0,
+      /*world=*/1, /*seed=*/1);
   int64_t images = 0;
   double checksum = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -46,9 +46,7 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
-CommandResult run_ddplab(const std::string& args) {
-  return run_command(std::string(DDPLAB_BIN) + " " + args);
-}
+CommandResult run_ddplab(const std::string& args) { return run_command(std::string(DDPLAB_BIN) + " " + args); }
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,12 +1,13 @@
 // Helpers shared by the tests: temporary directories, running the ddplab binary, files.
 #pragma once
-#include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 
@@ -44,7 +45,7 @@ class FileSizeLimit {
   FileSizeLimit& operator=(const FileSizeLimit&) = delete;
 
  private:
-  struct rlimit old_ {};
+  struct rlimit old_{};
   void (*previous_handler_)(int) = nullptr;
 };
 
@@ -83,7 +84,6 @@ void write_tiny_mnist(const std::filesystem::path& dir, int train, int test, boo
 // data_batch_5.bin (the `train` images split as evenly as possible, the first files taking the
 // remainder) and test_batch.bin; for CIFAR-100 train.bin and test.bin. Images are 3x32x32 noise with
 // a bright band in rows 2c..2c+3 (c = label mod 14) of channel (label mod 3), so labels are learnable.
-void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, bool cifar100 = false,
-                      unsigned seed = 11);
+void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, bool cifar100 = false, unsigned seed = 11);
 
 }  // namespace ddplab::testing

@@ -2,6 +2,6 @@
 // the CLI and the tests): the LibTorch headers that almost every translation unit pulls in,
 // parsed once instead of once per file, plus nlohmann/json and fmt.
 #pragma once
-#include <torch/torch.h>
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>

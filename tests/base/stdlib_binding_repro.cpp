@@ -1,6 +1,7 @@
 // scripts/stdlib-binding-repro.sh links this program four ways against a LibTorch that exports
 // std::filesystem and shows where remove_all binds and whether it crashes. Not a unit test.
 #include <dlfcn.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -2,9 +2,8 @@
 // libstdc++.so.6, not the copies some LibTorch builds export (base/stdlib_binding.h).
 #include "ddplab/base/stdlib_binding.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "test_util.h"
 

@@ -1,11 +1,12 @@
 // The one SIGINT/SIGTERM handler, with real signals raised in this process.
 #include "ddplab/base/stop_signals.h"
 
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+
+#include <gtest/gtest.h>
 
 namespace ddplab {
 namespace {
@@ -19,13 +20,16 @@ TEST(StopSignals, RecordsTheLastSignalAndHowManyAndRestoresTheOldHandler) {
     EXPECT_EQ(StopSignals::last(), SIGINT);
     EXPECT_EQ(StopSignals::count(), 2);
   }
-  struct sigaction now {};
+  struct sigaction now{};
   sigaction(SIGTERM, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
 TEST(StopSignals, ANewScopeStartsCountingAgain) {
-  { const StopSignals first(StopSignals::Second::kRecord); std::raise(SIGTERM); }
+  {
+    const StopSignals first(StopSignals::Second::kRecord);
+    std::raise(SIGTERM);
+  }
   const StopSignals second(StopSignals::Second::kRecord);
   EXPECT_EQ(StopSignals::last(), 0);
   EXPECT_EQ(StopSignals::count(), 0);

@@ -1,11 +1,10 @@
 // The spec's "slurm" section and the same options from the command line (config/slurm.h).
 #include "ddplab/config/slurm.h"
 
-#include <gtest/gtest.h>
-
 #include <functional>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/spec.h"
@@ -25,8 +24,11 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(SlurmOptions, TheSectionIsReadAndAnAbsentOneSetsNothing) {
-  const auto o = slurm_options(json{{"slurm", {{"partition", "gpu"}, {"time", "1-12:30:00"}, {"account", "p42"},
-                                              {"options", {"--qos=high", "--exclusive"}}}}});
+  const auto o = slurm_options(json{{"slurm",
+                                     {{"partition", "gpu"},
+                                      {"time", "1-12:30:00"},
+                                      {"account", "p42"},
+                                      {"options", {"--qos=high", "--exclusive"}}}}});
   EXPECT_EQ(o.partition, "gpu");
   EXPECT_EQ(o.time, "1-12:30:00");
   EXPECT_EQ(o.account, "p42");
@@ -65,9 +67,27 @@ TEST(SlurmOptions, ABadValueInASpecIsAnErrorOfResolveAtItsPointer) {
 }
 
 TEST(SlurmOptions, OptionsDdplabSetsOrThatHaveAFieldAreRefusedInEverySpelling) {
-  for (const char* opt : {"--ntasks=2", "-n2", "-n", "--cpus-per-task=4", "-c4", "--gpus-per-task=2", "--job-name=x",
-                          "-Jx", "--output=o", "-o", "--error=e", "--dependency=afterok:1", "-d", "--parsable",
-                          "--wrap=hostname", "--partition=gpu", "-pgpu", "--time=10", "-t10", "--account=a", "-Aa",
+  for (const char* opt : {"--ntasks=2",
+                          "-n2",
+                          "-n",
+                          "--cpus-per-task=4",
+                          "-c4",
+                          "--gpus-per-task=2",
+                          "--job-name=x",
+                          "-Jx",
+                          "--output=o",
+                          "-o",
+                          "--error=e",
+                          "--dependency=afterok:1",
+                          "-d",
+                          "--parsable",
+                          "--wrap=hostname",
+                          "--partition=gpu",
+                          "-pgpu",
+                          "--time=10",
+                          "-t10",
+                          "--account=a",
+                          "-Aa",
                           "--open-mode=truncate"}) {
     SlurmOptions o;
     o.options = {opt};
@@ -82,12 +102,12 @@ TEST(SlurmOptions, OptionsDdplabSetsOrThatHaveAFieldAreRefusedInEverySpelling) {
 TEST(SlurmOptions, AnOptionIsOneArgumentStartingWithADash) {
   SlurmOptions o;
   o.options = {"high"};
-  EXPECT_NE(error_of([&] { check_slurm_options(o, SlurmNames::kSpec); })
-                .find("/slurm/options/0: expected an sbatch option starting with '-'"),
+  EXPECT_NE(error_of([&] {
+              check_slurm_options(o, SlurmNames::kSpec);
+            }).find("/slurm/options/0: expected an sbatch option starting with '-'"),
             std::string::npos);
   o.options = {"--qos high"};
-  EXPECT_NE(error_of([&] { check_slurm_options(o, SlurmNames::kSpec); })
-                .find("(\"--qos=high\", not \"--qos high\")"),
+  EXPECT_NE(error_of([&] { check_slurm_options(o, SlurmNames::kSpec); }).find("(\"--qos=high\", not \"--qos high\")"),
             std::string::npos);
 }
 

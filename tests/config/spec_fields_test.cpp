@@ -3,11 +3,11 @@
 // A default changed in only one of schema.json and spec.h fails here.
 #include "ddplab/config/spec_fields.h"
 
-#include <gtest/gtest.h>
-
 #include <set>
 #include <sstream>
 #include <type_traits>
+
+#include <gtest/gtest.h>
 
 namespace ddplab::config {
 namespace {
@@ -77,7 +77,8 @@ TEST(SpecFields, EveryListedFieldHasTheSchemasDefaultAndEnum) {
         << pointer << ": spec.h and schema.json disagree on the default";
     if constexpr (std::is_enum_v<T>) {
       json expected = (*node)["enum"];
-      if (std::string(pointer) == "/replicas/backend") expected.erase(std::find(expected.begin(), expected.end(), "auto"));
+      if (std::string(pointer) == "/replicas/backend")
+        expected.erase(std::find(expected.begin(), expected.end(), "auto"));
       EXPECT_EQ(names_of<T>(), expected) << pointer << ": settings.h and schema.json spell the enum differently";
     }
   });
@@ -89,9 +90,15 @@ TEST(SpecFields, EverySchemaPropertyIsAFieldOrNamedAsReadByHand) {
   const ExperimentSpec defaults;
   for_each_field(defaults, [&](const char* pointer, const auto&) { listed.insert(pointer); });
   // spec_fields.h says why each of these is not one field; report.* and slurm.* have their own structs.
-  const std::set<std::string> by_hand = {"/batch/per_replica", "/batch/global", "/optimizer/betas",
-                                         "/optimizer/weight_decay_groups", "/replicas/sync", "/debug/fault",
-                                         "/sweep", "/sweep_zip", "/repeats"};
+  const std::set<std::string> by_hand = {"/batch/per_replica",
+                                         "/batch/global",
+                                         "/optimizer/betas",
+                                         "/optimizer/weight_decay_groups",
+                                         "/replicas/sync",
+                                         "/debug/fault",
+                                         "/sweep",
+                                         "/sweep_zip",
+                                         "/repeats"};
   std::set<std::string> all;
   leaves(schema(), "", all);
   for (const auto& pointer : all) {

@@ -1,15 +1,15 @@
 #include "ddplab/config/spec.h"
 
-#include <gtest/gtest.h>
-
 #include <functional>
 #include <thread>
 
-#include "ddplab/data/dataset.h"
+#include <gtest/gtest.h>
+
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/spec_error.h"
+#include "ddplab/data/dataset.h"
 #include "test_util.h"
 
 namespace ddplab::config {
@@ -107,7 +107,9 @@ TEST(Spec, CifarFieldsAndDefaults) {
   apply_override(doc, "dataset.augment=tf_tutorial");
   apply_override(doc, "model.name=resnet20");
   apply_override(doc, "model.sync_bn=true");
-  apply_override(doc, R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
+  apply_override(
+      doc,
+      R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
   s = resolve(doc);
   EXPECT_STREQ(config::name(s.dataset.augment), "tf_tutorial");
   EXPECT_STREQ(config::name(s.model.name), "resnet20");
@@ -127,7 +129,8 @@ TEST(Spec, WeightDecayGroupErrorsNameTheEntry) {
             "/optimizer/weight_decay_groups/0/weight_decay: is required");
   EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0,"weight_decy":1}])")),
             "/optimizer/weight_decay_groups/0/weight_decy: unknown key; did you mean \"weight_decay\"?");
-  std::string msg = resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0},{"match":"fc[12","weight_decay":0}])"));
+  std::string msg = resolve_error(
+      with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":0},{"match":"fc[12","weight_decay":0}])"));
   EXPECT_EQ(msg.rfind("/optimizer/weight_decay_groups/1/match: must be a valid regular expression (", 0), 0u) << msg;
   EXPECT_NE(msg.find("got \"fc[12\""), std::string::npos) << msg;
 }
@@ -219,7 +222,8 @@ TEST(Spec, MalformedJsonGivesLineAndColumn) {
 
 TEST(Spec, DirectoryOrNulByteIsNamedNotMalformedJson) {
   testing::TempDir dir;
-  EXPECT_NE(load_error(dir.str("")).find("is a directory, not a spec file"), std::string::npos) << load_error(dir.str(""));
+  EXPECT_NE(load_error(dir.str("")).find("is a directory, not a spec file"), std::string::npos)
+      << load_error(dir.str(""));
   // nlohmann stops at a NUL as at the end of the text: the rest would be silently dropped.
   std::string path = dir.str("nul.json");
   testing::write_file(path, std::string("{\"name\": \"a\"}\0{\"epochs\": 9}", 28));
@@ -231,8 +235,9 @@ TEST(Spec, AKeyGivenTwiceInOneObjectIsAnError) {
   testing::TempDir dir;
   std::string path = dir.str("twice.json");
   testing::write_file(path, R"({"name": "x", "optimizer": {"lr": 0.1, "momentum": 0.9, "lr": 0.2}})");
-  EXPECT_EQ(load_error(path), path + ": key \"lr\" appears twice in the object at /optimizer; JSON keeps only the "
-                                     "last, so the first would be silently ignored");
+  EXPECT_EQ(load_error(path), path +
+                                  ": key \"lr\" appears twice in the object at /optimizer; JSON keeps only the "
+                                  "last, so the first would be silently ignored");
   testing::write_file(path, R"({"name": "x", "optimizer": {"weight_decay_groups": [{"match": "a", "match": "b"}]}})");
   EXPECT_NE(load_error(path).find("key \"match\" appears twice in the object under /optimizer/weight_decay_groups"),
             std::string::npos)
@@ -329,12 +334,14 @@ TEST(Spec, BadFaultsAndAuditModesAreNamed) {
   EXPECT_EQ(resolve_error(with("debug.fault=eval_half")),
             "/debug/fault: must be one of \"none\", \"skip_broadcast\", \"update_first_only\", \"crash\", \"throw\", "
             "\"stop\", \"one_sided_sigmoid_loss\", \"eval_first_half\", or an array of them, got \"eval_half\"");
-  EXPECT_EQ(resolve_error(with(R"(debug.fault=["update_first_only","eval_half"])")).rfind("/debug/fault/1: must be one of", 0),
+  EXPECT_EQ(resolve_error(with(R"(debug.fault=["update_first_only","eval_half"])"))
+                .rfind("/debug/fault/1: must be one of", 0),
             0u)
       << resolve_error(with(R"(debug.fault=["update_first_only","eval_half"])"));
   EXPECT_NE(resolve_error(with(R"(debug.fault=["stop","stop"])")), "") << "each fault once";
   EXPECT_NE(resolve_error(with("debug.fault=[]")), "") << "none is \"none\"";
-  EXPECT_EQ(resolve_error(with("debug.audits=ignore")), "/debug/audits: must be one of \"abort\", \"warn\", got \"ignore\"");
+  EXPECT_EQ(resolve_error(with("debug.audits=ignore")),
+            "/debug/audits: must be one of \"abort\", \"warn\", got \"ignore\"");
   // The rank check sees a stop inside the array too.
   EXPECT_EQ(resolve_error(with(R"(debug.fault=["update_first_only","stop"])")),
             "/debug/rank: must be < replicas.count (1) for fault \"stop\" (its default is 1), got 1");
@@ -364,12 +371,11 @@ TEST(Spec, ReportComparisonSettingsAreChecked) {
 }
 
 TEST(Spec, EnumMessage) {
-  EXPECT_EQ(resolve_error(with("replicas.reduce=avg")), "/replicas/reduce: must be one of \"mean\", \"sum\", got \"avg\"");
+  EXPECT_EQ(resolve_error(with("replicas.reduce=avg")),
+            "/replicas/reduce: must be one of \"mean\", \"sum\", got \"avg\"");
 }
 
-TEST(Spec, NameIsRequired) {
-  EXPECT_EQ(resolve_error(json::object()), "/name: is required");
-}
+TEST(Spec, NameIsRequired) { EXPECT_EQ(resolve_error(json::object()), "/name: is required"); }
 
 TEST(Spec, NameRejectsPathSeparators) {
   for (const char* bad : {"a/b", "..", "../x", ".hidden"}) {
@@ -528,7 +534,8 @@ TEST(Spec, BadSyncValuesNameThePointer) {
   EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4}})")), "/replicas/sync/easgd/alpha: is required");
   EXPECT_EQ(resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":1.5}})")),
             "/replicas/sync/easgd/alpha: must be <= 1, got 1.5");
-  std::string both = resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":0.1},"local_sgd":{"period":2}})"));
+  std::string both =
+      resolve_error(with(R"(replicas.sync={"easgd":{"period":4,"alpha":0.1},"local_sgd":{"period":2}})"));
   EXPECT_EQ(both.rfind("/replicas/sync: must be one of ", 0), 0u) << both;
   EXPECT_EQ(resolve_error(with("replicas.mode=threads")),
             "/replicas/mode: must be one of \"processes\", \"simulated\", got \"threads\"");
@@ -654,7 +661,8 @@ TEST(Spec, IntegersTooLargeForTheirFieldAreRejected) {
             "/checkpoint/every_epochs: must be <= 100000, got 2147483648");
   EXPECT_EQ(resolve_error(with("seed=18446744073709551615")),
             "/seed: must be <= 9007199254740991, got 18446744073709551615");
-  EXPECT_EQ(resolve_error(with("model.hidden=9223372036854775808")), "/model/hidden: must be <= 65536, got 9223372036854775808");
+  EXPECT_EQ(resolve_error(with("model.hidden=9223372036854775808")),
+            "/model/hidden: must be <= 65536, got 9223372036854775808");
   for (const char* key : {"dataset.train_limit", "dataset.test_limit", "schedule.base_batch", "debug.step"}) {
     std::string message = resolve_error(with(std::string(key) + "=9223372036854775808"));
     EXPECT_NE(message.find(": must be <= 9007199254740991, got 9223372036854775808"), std::string::npos) << message;

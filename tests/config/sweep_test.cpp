@@ -1,8 +1,8 @@
 #include "ddplab/config/sweep.h"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/rundir/run_log.h"
@@ -29,9 +29,8 @@ std::string expand_error(const json& doc) {
 }
 
 TEST(SweepSpec, CartesianProductLastKeyFastest) {
-  json doc = {{"name", "x"},
-              {"seed", 3},
-              {"sweep", {{"replicas.count", {1, 2}}, {"schedule.scale_rule", {"none", "linear"}}}}};
+  json doc = {
+      {"name", "x"}, {"seed", 3}, {"sweep", {{"replicas.count", {1, 2}}, {"schedule.scale_rule", {"none", "linear"}}}}};
   auto runs = expand_sweep(doc, "spec", {"replicas.count", "schedule.scale_rule"});
   EXPECT_EQ(ids(runs), (std::vector<std::string>{"replicas.count=1,schedule.scale_rule=none,seed=3",
                                                  "replicas.count=1,schedule.scale_rule=linear,seed=3",
@@ -50,7 +49,8 @@ TEST(SweepSpec, CartesianProductLastKeyFastest) {
 TEST(SweepSpec, AxesFollowTheFileOrder) {
   testing::TempDir dir;
   std::string path = dir.str("sweep.json");
-  testing::write_file(path, R"({"name": "x", "sweep": {"schedule.scale_rule": ["none", "sqrt"], "model.hidden": [8, 16, 32]},
+  testing::write_file(path,
+                      R"({"name": "x", "sweep": {"schedule.scale_rule": ["none", "sqrt"], "model.hidden": [8, 16, 32]},
                                "sweep_zip": {"replicas.count": [1, 2], "batch.global": [64, 128]}})");
   EXPECT_EQ(sweep_key_order(path),
             (std::vector<std::string>{"schedule.scale_rule", "model.hidden", "replicas.count", "batch.global"}));
@@ -85,8 +85,7 @@ TEST(SweepSpec, RepeatsAddSeedsAsTheLastAxis) {
                                                  "optimizer.lr=0.2,seed=6", "optimizer.lr=0.2,seed=7"}));
   EXPECT_EQ(runs[2].spec.seed, 7);
   EXPECT_EQ(runs[2].assignments.back(), 7);
-  EXPECT_EQ(ids(expand_sweep({{"name", "x"}, {"repeats", 2}}, "spec")),
-            (std::vector<std::string>{"seed=1", "seed=2"}));
+  EXPECT_EQ(ids(expand_sweep({{"name", "x"}, {"repeats", 2}}, "spec")), (std::vector<std::string>{"seed=1", "seed=2"}));
 }
 
 TEST(SweepSpec, SweptSeedIsTheBaseOfRepeats) {
@@ -109,8 +108,9 @@ TEST(SweepSpec, BadSweptValueNamesTheSweepEntry) {
 
 TEST(SweepSpec, ErrorNotAboutASweptKeyNamesTheRun) {
   json doc = {{"name", "x"}, {"batch", {{"global", 66}}}, {"sweep", {{"replicas.count", {1, 4}}}}};
-  EXPECT_EQ(expand_error(doc), "/sweep: run replicas.count=4,seed=1: /batch/global: must be divisible by "
-                               "replicas.count (4), got 66");
+  EXPECT_EQ(expand_error(doc),
+            "/sweep: run replicas.count=4,seed=1: /batch/global: must be divisible by "
+            "replicas.count (4), got 66");
   // A mistake in the spec itself is reported as without a sweep.
   doc = {{"name", "x"}, {"epochs", 0}, {"sweep", {{"replicas.count", {1, 4}}}}};
   EXPECT_EQ(expand_error(doc), "/epochs: must be >= 1, got 0");
@@ -125,10 +125,12 @@ TEST(SweepSpec, MalformedSweepsAreRejected) {
             "/sweep: must be an object mapping dotted keys to arrays of values, got [1,2]");
   EXPECT_NE(expand_error({{"name", "x"}, {"sweep", {{"name", {"a", "b"}}}}}).find("/sweep/name: cannot be swept"),
             std::string::npos);
-  EXPECT_NE(expand_error({{"name", "x"}, {"sweep", {{"output", json::array({"a"})}}}}).find("/sweep/output: cannot be swept"),
-            std::string::npos);
+  EXPECT_NE(
+      expand_error({{"name", "x"}, {"sweep", {{"output", json::array({"a"})}}}}).find("/sweep/output: cannot be swept"),
+      std::string::npos);
   EXPECT_EQ(expand_error({{"name", "x"}, {"repeats", 0}}), "/repeats: must be an integer >= 1, got 0");
-  EXPECT_EQ(expand_error({{"name", "x"}, {"sweep", {{"seed", json::array({1})}}}, {"sweep_zip", {{"seed", json::array({2})}}}}),
+  EXPECT_EQ(expand_error(
+                {{"name", "x"}, {"sweep", {{"seed", json::array({1})}}}, {"sweep_zip", {{"seed", json::array({2})}}}}),
             "/sweep_zip/seed: is also in sweep; a key can be on one axis only");
 }
 
@@ -163,7 +165,9 @@ TEST(SweepSpec, RepeatsPastTheLargestSeedDoNotOverflow) {
 
 TEST(SweepSpec, UnsafeValuesAreSanitizedInRunIds) {
   json doc = {{"name", "x"},
-              {"sweep", {{"dataset.root", {"/tmp/a b/../x", "ok-1.5+e=2,3"}}, {"schedule.milestones", json::array({json::array({30, 60})})}}}};
+              {"sweep",
+               {{"dataset.root", {"/tmp/a b/../x", "ok-1.5+e=2,3"}},
+                {"schedule.milestones", json::array({json::array({30, 60})})}}}};
   auto runs = expand_sweep(doc, "spec", {"dataset.root"});
   EXPECT_EQ(runs[0].run_id, "dataset.root=_tmp_a_b_.__x,schedule.milestones=_30,60_,seed=1");
   EXPECT_EQ(runs[1].run_id, "dataset.root=ok-1.5+e=2,3,schedule.milestones=_30,60_,seed=1");
@@ -177,8 +181,11 @@ TEST(SweepSpec, UnsafeValuesAreSanitizedInRunIds) {
 TEST(SweepSpec, ObjectValuesShowTheirWordsInRunIds) {
   json doc = {{"name", "x"},
               {"replicas", {{"count", 2}}},
-              {"sweep", {{"replicas.sync", {"allreduce", {{"local_sgd", {{"period", 16}, {"start_epoch", 1}}}},
-                                            {{"easgd", {{"alpha", 0.2}, {"period", 4}}}}}}}}};
+              {"sweep",
+               {{"replicas.sync",
+                 {"allreduce",
+                  {{"local_sgd", {{"period", 16}, {"start_epoch", 1}}}},
+                  {{"easgd", {{"alpha", 0.2}, {"period", 4}}}}}}}}};
   EXPECT_EQ(ids(expand_sweep(doc, "spec")),
             (std::vector<std::string>{"replicas.sync=allreduce,seed=1",
                                       "replicas.sync=local_sgd_period_16_start_epoch_1,seed=1",
@@ -200,14 +207,16 @@ TEST(SweepSpec, DuplicateRunIdsAreAnError) {
   EXPECT_NE(e.find("get the same run id \"dataset.root=a_b,seed=1\""), std::string::npos) << e;
   // The same value twice is named as such, not blamed on the sanitizing of run ids.
   e = expand_error({{"name", "x"}, {"sweep", {{"replicas.count", {2, 4, 2}}}}});
-  EXPECT_EQ(e, "/sweep/replicas.count/2: repeats value 0, 2; give each value once (`repeats` runs a point with "
-               "several seeds)");
+  EXPECT_EQ(e,
+            "/sweep/replicas.count/2: repeats value 0, 2; give each value once (`repeats` runs a point with "
+            "several seeds)");
 }
 
 // A value twice in a zip axis is fine when its partners differ (seed_gpus_86_vs_84: 1, 2, 2 GPUs
 // at three step counts).
 TEST(SweepSpec, AZipAxisMayRepeatAValue) {
-  auto runs = expand_sweep({{"name", "x"}, {"sweep_zip", {{"replicas.count", {1, 2, 2}}, {"epochs", {4, 2, 4}}}}}, "spec");
+  auto runs =
+      expand_sweep({{"name", "x"}, {"sweep_zip", {{"replicas.count", {1, 2, 2}}, {"epochs", {4, 2, 4}}}}}, "spec");
   EXPECT_EQ(runs.size(), 3u);
 }
 
@@ -261,7 +270,9 @@ TEST(SweepSpec, RunDirectoryUsesTheRunId) {
 }
 
 TEST(SweepSpec, ResolvedSpecHasNoSweepKeys) {
-  json doc = {{"name", "x"}, {"repeats", 2}, {"sweep", {{"replicas.count", {1, 2}}}},
+  json doc = {{"name", "x"},
+              {"repeats", 2},
+              {"sweep", {{"replicas.count", {1, 2}}}},
               {"sweep_zip", {{"model.hidden", json::array({8})}}}};
   for (const auto& r : expand_sweep(doc, "spec"))
     for (const char* k : {"sweep", "sweep_zip", "repeats"}) EXPECT_FALSE(r.spec.resolved.contains(k)) << k;
@@ -273,11 +284,21 @@ TEST(SweepSpec, ResolvedSpecHasNoSweepKeys) {
 
 TEST(SweepSpec, ResolvedDifferencesListWhatARunChanges) {
   json base = resolve({{"name", "x"}, {"replicas", {{"threads", 1}}}}).resolved;
-  json run = resolve({{"name", "x"}, {"replicas", {{"threads", 1}, {"count", 2}}}, {"batch", {{"global", 128}}}}).resolved;
+  json run =
+      resolve({{"name", "x"}, {"replicas", {{"threads", 1}, {"count", 2}}}, {"batch", {{"global", 128}}}}).resolved;
   auto lines = resolved_differences(base, run);
   EXPECT_EQ(lines, (std::vector<std::string>{"/batch/global: added 128", "/batch/per_replica: removed",
                                              "/replicas/count: 1 -> 2"}));
   EXPECT_TRUE(resolved_differences(base, base).empty());
+}
+
+TEST(RunIdFlag, TakesTheIdsASweepMakesAndRefusesPathsAndOddCharacters) {
+  check_run_id_flag("optimizer.lr=0.1,replicas.count=2,seed=3");
+  for (const std::string& bad :
+       std::vector<std::string>{"", "..", "a/b", "../up", "with space", std::string(kMaxRunIdChars + 1, 'a')}) {
+    const std::string message = testing::error_of([&] { check_run_id_flag(bad); });
+    EXPECT_NE(message.find("--run-id"), std::string::npos) << bad << ": " << message;
+  }
 }
 
 }  // namespace

@@ -1,15 +1,14 @@
 #include "ddplab/data/cifar.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include "ddplab/base/error.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
-#include "ddplab/base/error.h"
 #include "test_util.h"
 
 namespace ddplab::data {
@@ -55,7 +54,7 @@ TEST(Cifar, WriterProducesTheOfficialRecordLayout) {
   std::string raw = read_file(dir.str("a.bin"));
   ASSERT_EQ(raw.size(), 2u * 3073);
   EXPECT_EQ(raw[0], 3);
-  EXPECT_EQ(static_cast<uint8_t>(raw[1]), pixels[0]);      // red plane starts right after the label
+  EXPECT_EQ(static_cast<uint8_t>(raw[1]), pixels[0]);            // red plane starts right after the label
   EXPECT_EQ(static_cast<uint8_t>(raw[1 + 1024]), pixels[1024]);  // then green
   EXPECT_EQ(raw[3073], 9);
   write_cifar(dir.str("b.bin"), CifarKind::kCifar100, {42, 99}, pixels, {8, 19});
@@ -110,7 +109,8 @@ TEST(Cifar, TruncatedFileNamesFileAndSizes) {
   EXPECT_NE(error_of([&] { check_cifar_file(path, CifarKind::kCifar10); }).find("found 0 bytes"), std::string::npos);
   // A CIFAR-10 file read as CIFAR-100 has the wrong record size too.
   write_cifar(path, CifarKind::kCifar10, {1, 2}, patterned_pixels(2));
-  EXPECT_NE(error_of([&] { check_cifar_file(path, CifarKind::kCifar100); }).find("multiple of 3074"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_cifar_file(path, CifarKind::kCifar100); }).find("multiple of 3074"),
+            std::string::npos);
 }
 
 TEST(Cifar, LabelOutOfRangeNamesFileAndRecord) {

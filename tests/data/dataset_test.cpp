@@ -1,12 +1,13 @@
-#include <gtest/gtest.h>
-#include <torch/torch.h>
+#include "ddplab/data/dataset.h"
 
 #include <filesystem>
 
-#include "ddplab/data/dataset.h"
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ddplab/base/error.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/data/idx.h"
-#include "ddplab/base/error.h"
 #include "test_util.h"
 
 namespace ddplab::data {
@@ -77,7 +78,7 @@ TEST_P(DatasetLimits, KeepTheFirstSamples) {
   EXPECT_TRUE(torch::equal(d.test.labels, full.test.labels.slice(0, 0, 7)));
   auto x = d.train.images.to(torch::kDouble) / 255.0;
   EXPECT_NEAR(d.mean, x.mean().item<double>(), 1e-12);  // over the limited set only
-  spec.train_limit = 1000;  // a limit above N keeps all
+  spec.train_limit = 1000;                              // a limit above N keeps all
   EXPECT_EQ(load_dataset(spec).train.size(), 40);
 }
 

@@ -1,11 +1,12 @@
-#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <filesystem>
 #include <string>
 
-#include "ddplab/data/idx.h"
+#include <gtest/gtest.h>
+
 #include "ddplab/base/error.h"
+#include "ddplab/data/idx.h"
 #include "test_util.h"
 
 namespace ddplab::data {

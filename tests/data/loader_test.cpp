@@ -1,10 +1,10 @@
-#include <gtest/gtest.h>
-#include <torch/torch.h>
+#include "ddplab/data/loader.h"
 
 #include <set>
 #include <vector>
 
-#include "ddplab/data/loader.h"
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 namespace ddplab::data {
 namespace {

@@ -1,13 +1,13 @@
 #include "ddplab/data/transform.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <set>
 
-#include "ddplab/data/loader.h"
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include "ddplab/base/error.h"
+#include "ddplab/data/loader.h"
 
 namespace ddplab::data {
 namespace {
@@ -279,8 +279,9 @@ TEST(Transform, CropLargerThanTheImagesNamesTheSpecKey) {
     make("tf_tutorial", d);
     FAIL() << "a 24x24 crop of 20x20 images was accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "/dataset/augment: \"tf_tutorial\" crops 24x24, larger than the 20x20 images of dataset "
-                           "'patterned'");
+    EXPECT_STREQ(e.what(),
+                 "/dataset/augment: \"tf_tutorial\" crops 24x24, larger than the 20x20 images of dataset "
+                 "'patterned'");
   }
 }
 

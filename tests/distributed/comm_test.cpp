@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddplab/runtime/device.h"
-#include "ddplab/distributed/world.h"
 #include "ddplab/base/version.h"
+#include "ddplab/distributed/world.h"
+#include "ddplab/runtime/device.h"
 #include "distributed/ranks.h"
 
 namespace ddplab::distributed {

@@ -1,9 +1,9 @@
 #include "ddplab/distributed/consistency.h"
 
+#include <mutex>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
-#include <mutex>
 
 #include "distributed/ranks.h"
 
@@ -30,9 +30,8 @@ TEST(Consistency, TheFirstDifferingParameterIsNamedOnEveryRank) {
   std::vector<std::optional<ReplicaMismatch>> got(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
     const float v = comm->rank == 0 ? 1.0f : 2.0f;
-    Named named{{"conv.weight", torch::ones({4})},
-                {"conv.bias", torch::full({2}, v)},
-                {"fc.weight", torch::full({3}, v)}};
+    Named named{
+        {"conv.weight", torch::ones({4})}, {"conv.bias", torch::full({2}, v)}, {"fc.weight", torch::full({3}, v)}};
     auto mismatch = first_replica_mismatch(*comm, named);
     std::lock_guard<std::mutex> lock(mutex);
     got[comm->rank] = std::move(mismatch);

@@ -1,9 +1,9 @@
 #include "ddplab/distributed/grad_sync.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
-#include <cmath>
 
 #include "distributed/ranks.h"
 
@@ -181,7 +181,6 @@ TEST(GradSync, WorksWithModuleParametersAcrossSteps) {
   }
 }
 
-
 // Two Gloo ranks (threads); rank r's gradients are known constants c_r so every reduced value is
 // computable by hand. Two buckets, so the local norm is summed over buckets before it rides in
 // the last one.
@@ -355,7 +354,8 @@ TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
     EXPECT_NEAR(s.mean_sq[r], mean_sq, mean_sq * 1e-6) << "rank " << r;
     EXPECT_FALSE(s.stop[r]);
   }
-  EXPECT_EQ(s.payload, (2 * 300000 + 2 + 2) * 4) << "gradients plus the control and noise slots and a used slot per parameter";
+  EXPECT_EQ(s.payload, (2 * 300000 + 2 + 2) * 4)
+      << "gradients plus the control and noise slots and a used slot per parameter";
 }
 
 TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {

@@ -1,10 +1,10 @@
 #include "ddplab/distributed/param_average.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <mutex>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "distributed/ranks.h"
 

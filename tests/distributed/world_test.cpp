@@ -60,7 +60,7 @@ TEST(World, TorchrunEnvironmentWithAgentStore) {
 }
 
 TEST(World, TorchrunWithoutAgentStoreHasNoPrefix) {
-  Env env{{"RANK", "0"},          {"WORLD_SIZE", "2"},        {"MASTER_ADDR", "10.0.0.1"},
+  Env env{{"RANK", "0"},           {"WORLD_SIZE", "2"},          {"MASTER_ADDR", "10.0.0.1"},
           {"MASTER_PORT", "1234"}, {"TORCHELASTIC_RUN_ID", "x"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
   World w = discover_world(env);
   EXPECT_EQ(w.launcher, "torchrun");
@@ -72,8 +72,13 @@ TEST(World, TorchrunWithoutAgentStoreHasNoPrefix) {
 }
 
 TEST(World, DdplabLauncherEnvironment) {
-  Env env{{"RANK", "1"},          {"WORLD_SIZE", "2"},  {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-          {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "40001"}, {"DDPLAB_LAUNCHER", "1"}};
+  Env env{{"RANK", "1"},
+          {"WORLD_SIZE", "2"},
+          {"LOCAL_RANK", "1"},
+          {"LOCAL_WORLD_SIZE", "2"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", "40001"},
+          {"DDPLAB_LAUNCHER", "1"}};
   World w = discover_world(env);
   EXPECT_EQ(w.launcher, "ddplab");
   EXPECT_TRUE(w.agent_store);
@@ -106,8 +111,8 @@ TEST(World, SlurmEnvironment) {
 }
 
 TEST(World, SlurmMasterAddrAndPortOverrideTheDerivedOnes) {
-  Env env{{"SLURM_PROCID", "0"},           {"SLURM_NTASKS", "2"},   {"SLURM_JOB_NODELIST", "n[1-2]"},
-          {"SLURM_JOB_ID", "7"},           {"MASTER_ADDR", "head"}, {"MASTER_PORT", "5555"}};
+  Env env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},   {"SLURM_JOB_NODELIST", "n[1-2]"},
+          {"SLURM_JOB_ID", "7"}, {"MASTER_ADDR", "head"}, {"MASTER_PORT", "5555"}};
   World w = discover_world(env);
   EXPECT_EQ(w.master_addr, "head");
   EXPECT_EQ(w.master_port, 5555);

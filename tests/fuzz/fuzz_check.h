@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define DDPLAB_FUZZ_CHECK(cond)                                                               \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
+#define DDPLAB_FUZZ_CHECK(cond)                                                            \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
       std::fprintf(stderr, "fuzz check failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                           \
-    }                                                                                         \
+      std::abort();                                                                        \
+    }                                                                                      \
   } while (0)

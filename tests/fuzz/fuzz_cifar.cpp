@@ -13,8 +13,8 @@
 
 #include <torch/torch.h>
 
-#include "ddplab/data/cifar.h"
 #include "ddplab/base/error.h"
+#include "ddplab/data/cifar.h"
 #include "fuzz_check.h"
 
 namespace {

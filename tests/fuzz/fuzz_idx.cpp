@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ddplab/data/idx.h"
 #include "ddplab/base/error.h"
+#include "ddplab/data/idx.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -19,8 +19,7 @@ namespace {
 // One gzip member holding data[0, size).
 std::vector<uint8_t> gzip_member(const uint8_t* data, size_t size) {
   z_stream s{};
-  DDPLAB_FUZZ_CHECK(deflateInit2(&s, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) ==
-                    Z_OK);
+  DDPLAB_FUZZ_CHECK(deflateInit2(&s, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
   std::vector<uint8_t> out(deflateBound(&s, size));
   s.next_in = const_cast<Bytef*>(data);
   s.avail_in = static_cast<uInt>(size);

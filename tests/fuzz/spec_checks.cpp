@@ -68,7 +68,8 @@ void check_typed(const config::ExperimentSpec& s) {
     DDPLAB_FUZZ_CHECK(sync.is_object() && sync.size() == 1 && sync.contains(config::name(s.replicas.sync.method)));
     const json& method = sync[config::name(s.replicas.sync.method)];
     DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.period, method["period"]) && s.replicas.sync.period >= 1);
-    if (method.contains("start_epoch")) DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.start_epoch, method["start_epoch"]));
+    if (method.contains("start_epoch"))
+      DDPLAB_FUZZ_CHECK(same_integer(s.replicas.sync.start_epoch, method["start_epoch"]));
     if (method.contains("alpha")) DDPLAB_FUZZ_CHECK(same_number(s.replicas.sync.alpha, method["alpha"]));
   }
   for (const char* key : {"sweep", "sweep_zip", "repeats"}) DDPLAB_FUZZ_CHECK(!r.contains(key));

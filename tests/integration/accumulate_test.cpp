@@ -4,11 +4,11 @@
 // noise scale. A loss not divided by K would step K times too far; a reduction at every
 // micro-batch would leave the same reduced gradient (a sum of means) but a wrong local norm,
 // which the noise scale shows.
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <string>
 #include <utility>
+
+#include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
 

@@ -1,17 +1,16 @@
 // CIFAR end to end with real ranks over c10d Gloo on 127.0.0.1 and tiny CIFAR-format files:
 // augmentation keyed per sample keeps N x B/N equal to 1 x B; BatchNorm with sync_bn keeps it
 // too, per-replica BatchNorm does not; missing or broken CIFAR files are user errors.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddplab/config/spec.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
-#include "ddplab/config/spec.h"
 #include "ddplab/train/options.h"
 #include "integration/integration_util.h"
 
@@ -76,8 +75,9 @@ double saved_model_test_loss(const Workspace& ws, nlohmann::json spec, const std
   torch::load(model, (ws.out() / name / "seed=3" / "model.pt").string());
   model->eval();
   torch::NoGradGuard no_grad;
-  auto batch = data::make_batch(data.test, torch::arange(data.test.size()), *data::make_transform(s.dataset.augment, data),
-                                /*train=*/false);
+  auto batch =
+      data::make_batch(data.test, torch::arange(data.test.size()), *data::make_transform(s.dataset.augment, data),
+                       /*train=*/false);
   return torch::cross_entropy_loss(model->forward(batch.x), batch.y).item<double>();
 }
 
@@ -135,14 +135,16 @@ TEST(CifarDdp, SyncBatchNormReplicasEqualOneReplicaAndPerReplicaBatchNormDoesNot
   // Rank 0's running statistics are broadcast before evaluation: both ranks evaluated the model
   // that rank 0 saved, so its test loss over the whole test set is the recorded one.
   spec["replicas"]["count"] = 2;
-  EXPECT_LE(relative(saved_model_test_loss(ws, spec, "plain_two", kCifar32), plain_two.records.back()["test_loss"]), 1e-6);
+  EXPECT_LE(relative(saved_model_test_loss(ws, spec, "plain_two", kCifar32), plain_two.records.back()["test_loss"]),
+            1e-6);
   // One replica: sync_bn is the same arithmetic as plain BatchNorm, to rounding.
   EXPECT_LE(relative(one.records.back()["train_loss"], plain_one.records.back()["train_loss"]), 1e-4);
 }
 
 void expect_user_error(const CommandResult& r, const std::vector<std::string>& culprits) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  for (const auto& c : culprits) EXPECT_NE(r.output.find(c), std::string::npos) << "expected '" << c << "' in: " << r.output;
+  for (const auto& c : culprits)
+    EXPECT_NE(r.output.find(c), std::string::npos) << "expected '" << c << "' in: " << r.output;
 }
 
 TEST(CifarCli, MissingCifarDataIsAUserErrorBeforeAnyRunDirectory) {

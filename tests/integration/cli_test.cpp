@@ -1,8 +1,8 @@
 // The command line end to end: bad input gets exit code 2, a message naming the culprit and
 // no run directory; identical runs give identical metrics.
-#include <gtest/gtest.h>
-
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
 
@@ -166,7 +166,8 @@ TEST(Cli, ReportOfAMissingDirectoryOrABadTargetIsAUserErrorThatCreatesNothing) {
       << t.output;
   auto e = run_ddplab("report " + ws.dir().str("") + " --equivalence-pts -1");
   EXPECT_EQ(e.exit_code, 2) << e.output;
-  EXPECT_NE(e.output.find("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got -1"), std::string::npos)
+  EXPECT_NE(e.output.find("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got -1"),
+            std::string::npos)
       << e.output;
   auto l = run_ddplab("report " + ws.dir().str("") + " --target-loss -0.5");
   EXPECT_EQ(l.exit_code, 2) << l.output;

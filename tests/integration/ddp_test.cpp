@@ -1,12 +1,11 @@
 // N replicas as real processes over c10d Gloo on 127.0.0.1, launched by ddplab itself (and by
 // torchrun when the venv has it): equivalence with one big batch, reduce sum vs mean, the
 // audits that catch the seed's bugs, and failure handling.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "ddplab/data/idx.h"
 #include "integration/integration_util.h"
@@ -123,8 +122,8 @@ TEST(Ddp, Bf16GradientAllReduceHalvesTheBytesAndStaysCloseToFp32) {
   auto bf16 = run_spec(ws, spec, "bf16");
   ASSERT_EQ(bf16.command.exit_code, 0) << bf16.command.output << "\n(the replica consistency audit ran every epoch)";
   ASSERT_EQ(bf16.records.size(), 2u);
-  // Half the gradient bytes; the control slots stay fp32 on both wires: 8 steps x 6 slots (stop, noise, 4 used) x 4 bytes
-  // (2 ranks: a ring all-reduce sends 2 (N - 1) / N = 1 x the payload).
+  // Half the gradient bytes; the control slots stay fp32 on both wires: 8 steps x 6 slots (stop, noise, 4 used) x 4
+  // bytes (2 ranks: a ring all-reduce sends 2 (N - 1) / N = 1 x the payload).
   EXPECT_EQ(2 * bf16.records[1]["comm_bytes"].get<int64_t>() - fp32.records[1]["comm_bytes"].get<int64_t>(), 8 * 6 * 4);
   const double diff = max_relative_difference(fp32.params, bf16.params);
   EXPECT_GT(diff, 0.0) << "the gradients were rounded to bfloat16 on the wire";
@@ -189,8 +188,8 @@ TEST(Ddp, WarnModeTrainsPastAFailedUpdateAuditAndRecordsIt) {
   ASSERT_EQ(r.command.exit_code, 0) << r.command.output;
   ASSERT_EQ(r.records.size(), 2u) << "both epochs ran";
   for (int epoch = 1; epoch <= 2; ++epoch) {
-    const std::string found =
-        fmt::format("update audit failed in epoch {}: parameter 'fc1.bias' did not change although it received gradients", epoch);
+    const std::string found = fmt::format(
+        "update audit failed in epoch {}: parameter 'fc1.bias' did not change although it received gradients", epoch);
     const auto& warnings = r.records[epoch - 1]["audit_warnings"];
     ASSERT_EQ(warnings.size(), 1u) << r.records[epoch - 1].dump();
     EXPECT_EQ(warnings[0].get<std::string>().find(found), 0u) << warnings[0];
@@ -210,8 +209,8 @@ TEST(Ddp, WarnModeTrainsOnReplicasThatDoNotShareWeights) {
   ASSERT_EQ(r.records.size(), 2u);
   const auto& warnings = r.records[0]["audit_warnings"];
   ASSERT_EQ(warnings.size(), 1u) << r.records[0].dump();
-  EXPECT_EQ(warnings[0].get<std::string>().find("replica consistency audit failed after epoch 1: parameter 'fc1.weight'"),
-            0u)
+  EXPECT_EQ(
+      warnings[0].get<std::string>().find("replica consistency audit failed after epoch 1: parameter 'fc1.weight'"), 0u)
       << warnings[0];
   EXPECT_NE(r.command.output.find("audit warning (debug.audits is warn, training goes on): replica consistency audit "
                                   "failed after epoch 1"),
@@ -342,8 +341,8 @@ TEST(Ddp, TorchrunGivesTheSameMetricsAsDdplabsLauncher) {
   ASSERT_EQ(own.command.exit_code, 0) << own.command.output;
   spec["name"] = "torchrun";
   auto path = ws.write_spec(spec, "torchrun.json");
-  auto r = run_command("OMP_NUM_THREADS=1 " + torchrun + " --standalone --nproc-per-node=2 --no-python " +
-                       DDPLAB_BIN + " worker " + path);
+  auto r = run_command("OMP_NUM_THREADS=1 " + torchrun + " --standalone --nproc-per-node=2 --no-python " + DDPLAB_BIN +
+                       " worker " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   fs::path dir = ws.out() / "torchrun" / "seed=3";
   auto records = read_records(dir);

@@ -1,15 +1,14 @@
 #include "integration/integration_util.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
-#include "ddplab/models/models.h"
 #include "ddplab/config/spec.h"
+#include "ddplab/models/models.h"
 #include "ddplab/train/options.h"
 
 namespace ddplab::testing {
@@ -74,7 +73,8 @@ double relative_difference(double a, double b) { return std::fabs(a - b) / std::
 
 void expect_close_metrics(const nlohmann::json& a, const nlohmann::json& b, double tol, const std::string& where) {
   for (const char* k : {"train_loss", "test_loss", "test_acc"})
-    EXPECT_LE(relative_difference(a.at(k), b.at(k)), tol) << k << " in " << where << ": " << a.at(k) << " vs " << b.at(k);
+    EXPECT_LE(relative_difference(a.at(k), b.at(k)), tol)
+        << k << " in " << where << ": " << a.at(k) << " vs " << b.at(k);
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

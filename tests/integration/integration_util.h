@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "ddplab/models/models.h"
-
 #include "test_util.h"
 
 namespace ddplab::testing {

@@ -1,9 +1,9 @@
 // Checkpoints, resume, restarts, clean stops and divergence, with real processes: a run that is
 // killed, restarted or stopped and then continued gives the same records as one that never stopped.
-#include <gtest/gtest.h>
-
 #include <regex>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
 
@@ -94,8 +94,8 @@ TEST(Reliability, AKilledRunResumesFromItsCheckpointWithIdenticalRecords) {
   const auto full_steps = read_steps(run_dir(ws, "full"));
   std::vector<int64_t> at;
   for (const auto& r : full_steps) at.push_back(r["step"].get<int64_t>());
-  EXPECT_EQ(at, (std::vector<int64_t>{10, 20, 30, 40, 50, 60, 64, 74, 84, 94, 104, 114, 124, 128, 138, 148, 158,
-                                      168, 178, 188, 192}));
+  EXPECT_EQ(at, (std::vector<int64_t>{10,  20,  30,  40,  50,  60,  64,  74,  84,  94, 104,
+                                      114, 124, 128, 138, 148, 158, 168, 178, 188, 192}));
   EXPECT_EQ(full_steps.back()["samples"], 192 * 64);
   expect_each_step_once(full_steps, read_records(run_dir(ws, "full")), 192);
   expect_same_steps(full_steps, read_steps(run_dir(ws, "killed")));
@@ -127,8 +127,7 @@ void stop_and_resume(int replicas) {
   spec["name"] = "stopped";
   auto path = ws.write_spec(spec, "stopped.json");
   auto records = (run_dir(ws, "stopped") / "epochs.jsonl").string();
-  std::string script = std::string(DDPLAB_BIN) + " run " + path +
-                       " & P=$!\nn=0\nwhile [ \"$(cat '" + records +
+  std::string script = std::string(DDPLAB_BIN) + " run " + path + " & P=$!\nn=0\nwhile [ \"$(cat '" + records +
                        "' 2>/dev/null | wc -l)\" -lt 1 ] && [ $n -lt 600 ]; do sleep 0.02; n=$((n+1)); done\n"
                        "sleep 0.05\nkill -TERM $P\nwait $P\necho exit=$?\n";
   write_file(ws.dir().path() / "stop.sh", script);

@@ -1,8 +1,8 @@
 // replicas.mode "simulated": one process computes what N processes compute. Compared with real
 // processes over Gloo on tiny generated data, dropout on (each replica's own RNG stream matters).
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
 
@@ -47,20 +47,14 @@ void expect_simulated_matches_processes(int replicas, const std::string& grad_dt
   EXPECT_LE(max_relative_difference(procs.params, sim.params), 1e-5);
 }
 
-TEST(Simulated, TwoSimulatedReplicasMatchTwoProcessesWithDropout) {
-  expect_simulated_matches_processes(2);
-}
+TEST(Simulated, TwoSimulatedReplicasMatchTwoProcessesWithDropout) { expect_simulated_matches_processes(2); }
 
 // The bf16 wire rounds every shard's contribution and their sum: simulated replicas must round
 // as two processes do (bit for bit for two; before, they summed the fp32 gradients and drifted
 // from the processes by about 1e-3 in 16 steps while reporting the bf16 traffic).
-TEST(Simulated, TwoSimulatedReplicasMatchTwoProcessesOnTheBf16Wire) {
-  expect_simulated_matches_processes(2, "bf16");
-}
+TEST(Simulated, TwoSimulatedReplicasMatchTwoProcessesOnTheBf16Wire) { expect_simulated_matches_processes(2, "bf16"); }
 
-TEST(Simulated, FourSimulatedReplicasMatchFourProcessesWithDropout) {
-  expect_simulated_matches_processes(4);
-}
+TEST(Simulated, FourSimulatedReplicasMatchFourProcessesWithDropout) { expect_simulated_matches_processes(4); }
 
 TEST(Simulated, DropoutStreamsMakeReplicasDifferFromOneBigBatch) {
   // The control for the tests above: with dropout, 2 replicas are not 1 replica of the global

@@ -7,7 +7,6 @@
 // at the end; a watchdog stops it if the test process dies first. Where it cannot start (no
 // packages, not root), the tests skip with the reason, or fail with it when DDPLAB_REQUIRE_SLURM=1.
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "integration/integration_util.h"
 
@@ -72,8 +72,8 @@ class Slurm : public ::testing::Test {
     // munged wants every directory above its socket searchable by all (mkdtemp makes 0700).
     fs::permissions(dir_->path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
     cluster_ = dir_->path() / "cluster";
-    auto r = run_command(fmt::format("DDPLAB_SLURM_OWNER_PID={} timeout -k 5 300 {} start {}", ::getpid(), kScript,
-                                     cluster_.string()));
+    auto r = run_command(
+        fmt::format("DDPLAB_SLURM_OWNER_PID={} timeout -k 5 300 {} start {}", ::getpid(), kScript, cluster_.string()));
     if (r.exit_code != 0)
       unavailable_ = fmt::format("no SLURM cluster: `{} start` exited with {}:\n{}", kScript, r.exit_code, r.output);
   }
@@ -89,13 +89,15 @@ class Slurm : public ::testing::Test {
   void SetUp() override {
     if (unavailable_.empty()) return;
     const char* require = std::getenv("DDPLAB_REQUIRE_SLURM");
-    if (require != nullptr && std::string(require) == "1") GTEST_FAIL() << "DDPLAB_REQUIRE_SLURM=1, but " << unavailable_;
+    if (require != nullptr && std::string(require) == "1")
+      GTEST_FAIL() << "DDPLAB_REQUIRE_SLURM=1, but " << unavailable_;
     GTEST_SKIP() << unavailable_ << "\n(set DDPLAB_REQUIRE_SLURM=1 to make this a failure)";
   }
 
   // Runs `command` as a client of the cluster, killed after `seconds`.
   static CommandResult slurm(const std::string& command, int seconds = 60) {
-    return run_command(fmt::format("{}timeout -k 5 {} sh -c '{}'", clean_env(cluster_ / "slurm.conf"), seconds, command));
+    return run_command(
+        fmt::format("{}timeout -k 5 {} sh -c '{}'", clean_env(cluster_ / "slurm.conf"), seconds, command));
   }
 
   // Submits `script` with sbatch (extra options `options`) and returns the job id.
@@ -155,7 +157,6 @@ class Slurm : public ::testing::Test {
     return spec;
   }
 
-
   // A 4-run sweep of tiny runs (1 epoch): replicas.count 1 and 2, seeds 3 and 4.
   static std::string sweep_spec(const Workspace& ws, const std::string& name) {
     auto spec = tiny_spec(ws, name);
@@ -166,8 +167,7 @@ class Slurm : public ::testing::Test {
   }
 
   static std::vector<std::string> sweep_run_ids() {
-    return {"replicas.count=1,seed=3", "replicas.count=1,seed=4", "replicas.count=2,seed=3",
-            "replicas.count=2,seed=4"};
+    return {"replicas.count=1,seed=3", "replicas.count=1,seed=4", "replicas.count=2,seed=3", "replicas.count=2,seed=4"};
   }
 
   // The job id recorded in `dir`'s slurm-job.json (-1 without one).
@@ -266,7 +266,6 @@ TEST_F(Slurm, WorkersRendezvousAtTheNodelistsFirstHostOnThePortOfTheirJobId) {
   auto out = read_file(ws.dir().path() / "job.out");
   EXPECT_NE(out.find(fmt::format("rendezvous store at localhost:{}", port)), std::string::npos) << out;
 }
-
 
 TEST_F(Slurm, ASweepSubmittedWithTheSlurmLauncherCompletesWithItsReportJob) {
   Workspace ws(512, 200);
@@ -374,7 +373,8 @@ TEST_F(Slurm, ADryRunPrintsTheSbatchCommandsAndSubmitsNothing) {
   const auto spec = sweep_spec(ws, "dry");
   auto r = slurm(fmt::format("{} run {} --launcher slurm --dry-run --partition=local --time=5", DDPLAB_BIN, spec));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(count_of(r.output, "\n    sbatch --parsable --job-name=dry/"), 5u) << "4 runs and the report:\n" << r.output;
+  EXPECT_EQ(count_of(r.output, "\n    sbatch --parsable --job-name=dry/"), 5u) << "4 runs and the report:\n"
+                                                                               << r.output;
   EXPECT_EQ(count_of(r.output, " --partition=local --time=5 "), 5u) << r.output;
   EXPECT_NE(r.output.find("--ntasks=2 --cpus-per-task=1 "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" '--dependency=afterany:<the jobs above>' "), std::string::npos) << r.output;

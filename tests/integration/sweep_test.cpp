@@ -27,10 +27,9 @@ nlohmann::json small_spec(const Workspace& ws, const std::string& name) {
   return spec;
 }
 
-const std::vector<std::string> kTwoByTwo = {"model.hidden=16,optimizer.lr=0.05,seed=3",
-                                            "model.hidden=16,optimizer.lr=0.1,seed=3",
-                                            "model.hidden=32,optimizer.lr=0.05,seed=3",
-                                            "model.hidden=32,optimizer.lr=0.1,seed=3"};
+const std::vector<std::string> kTwoByTwo = {
+    "model.hidden=16,optimizer.lr=0.05,seed=3", "model.hidden=16,optimizer.lr=0.1,seed=3",
+    "model.hidden=32,optimizer.lr=0.05,seed=3", "model.hidden=32,optimizer.lr=0.1,seed=3"};
 
 nlohmann::json two_by_two(const Workspace& ws) {
   auto spec = small_spec(ws, "sw");
@@ -122,9 +121,10 @@ TEST(SweepCli, InterruptedSweepFinishesOnTheNextRun) {
   // SIGINT once the second run has logged an epoch; timeout is only a safety net. exec makes
   // the shell's pid ($$) that of ddplab, in the foreground, so SIGINT is not ignored.
   const std::string second = (root / ids[1] / "epochs.jsonl").string();
-  auto r = run_command("timeout -s INT 120 sh -c '( while [ ! -s \"" + second +
-                       "\" ] && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ 2>/dev/null ) & exec " DDPLAB_BIN
-                       " run " + path + "'");
+  auto r = run_command(
+      "timeout -s INT 120 sh -c '( while [ ! -s \"" + second +
+      "\" ] && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ 2>/dev/null ) & exec " DDPLAB_BIN " run " +
+      path + "'");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(status_of(root / ids[0]), "done") << r.output;
   ASSERT_NE(status_of(root / ids[1]), "done") << "the interrupt came too late: " << r.output;
@@ -150,7 +150,6 @@ TEST(SweepCli, PlainSpecStillRunsOnceAsBefore) {
   EXPECT_NE(dry.output.find("seed=3  (done: --force runs it again)"), std::string::npos) << dry.output;
 }
 
-
 // ---- Packed sweeps (--jobs, --cores: runner/pack.h) --------------------------------------------
 
 // An epoch record without its wall-clock fields (the rest must match bit for bit).
@@ -175,8 +174,9 @@ TEST(SweepCli, APackedSweepGivesEveryRunTheRecordsOfTheSequentialOne) {
       << packed.output;
   EXPECT_NE(packed.output.find("4 done, 0 skipped, 0 failed"), std::string::npos) << packed.output;
   EXPECT_NE(packed.output.find("at most 2 runs at once"), std::string::npos) << packed.output;
-  const std::vector<std::string> ids = {"optimizer.lr=0.05,replicas.count=1,seed=3", "optimizer.lr=0.05,replicas.count=2,seed=3",
-                                        "optimizer.lr=0.1,replicas.count=1,seed=3", "optimizer.lr=0.1,replicas.count=2,seed=3"};
+  const std::vector<std::string> ids = {
+      "optimizer.lr=0.05,replicas.count=1,seed=3", "optimizer.lr=0.05,replicas.count=2,seed=3",
+      "optimizer.lr=0.1,replicas.count=1,seed=3", "optimizer.lr=0.1,replicas.count=2,seed=3"};
   for (const auto& id : ids) {
     const fs::path a = fs::path(seq_out) / "pk" / id, b = fs::path(pk_out) / "pk" / id;
     EXPECT_NE(packed.output.find("] started " + id), std::string::npos) << packed.output;
@@ -249,9 +249,10 @@ TEST(SweepCli, AnInterruptedPackedSweepStopsEveryRunAndTheSameCommandResumesThem
   const std::vector<std::string> ids = {"epochs=300,seed=3", "epochs=301,seed=3"};
   // SIGINT to the sweep once both runs have logged an epoch (see InterruptedSweepFinishesOnTheNextRun).
   const std::string a = (root / ids[0] / "epochs.jsonl").string(), b = (root / ids[1] / "epochs.jsonl").string();
-  auto r = run_command("timeout -s INT 120 sh -c '( while { [ ! -s \"" + a + "\" ] || [ ! -s \"" + b +
-                       "\" ]; } && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ 2>/dev/null ) & exec " DDPLAB_BIN
-                       " run " + path + " --jobs 2'");
+  auto r = run_command(
+      "timeout -s INT 120 sh -c '( while { [ ! -s \"" + a + "\" ] || [ ! -s \"" + b +
+      "\" ]; } && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ 2>/dev/null ) & exec " DDPLAB_BIN " run " +
+      path + " --jobs 2'");
   EXPECT_EQ(r.exit_code, 130) << r.output;
   for (const auto& id : ids) ASSERT_EQ(status_of(root / id), "interrupted") << id << "\n" << r.output;
   EXPECT_NE(r.output.find("stopping the 2 running runs"), std::string::npos) << r.output;

@@ -1,8 +1,8 @@
 // replicas.sync: post-local SGD and EASGD with real processes over Gloo on tiny generated data
 // (512 samples / global batch 64 = 8 steps per epoch).
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"

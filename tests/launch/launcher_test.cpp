@@ -2,11 +2,12 @@
 // processes (a raised signal, an exit code), as waitpid hands them to the launcher.
 #include "ddplab/launch/launcher.h"
 
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+
+#include <gtest/gtest.h>
 
 namespace ddplab::launch {
 namespace {
@@ -33,9 +34,8 @@ TEST(Launcher, ASelfKilledRankIsBlamedWhenAPeersBrokenPipeWasReapedFirst) {
 }
 
 TEST(Launcher, ASignalTheLauncherSentIsNeverTheCause) {
-  std::vector<RankEnd> ends = {{status_of_child(SIGTERM), true, 0},
-                               {status_of_child(SIGKILL), true, 0},
-                               {status_of_child(0, 1), false, 500}};
+  std::vector<RankEnd> ends = {
+      {status_of_child(SIGTERM), true, 0}, {status_of_child(SIGKILL), true, 0}, {status_of_child(0, 1), false, 500}};
   EXPECT_EQ(root_cause_rank(ends, /*first_seen=*/0), 2);
 }
 

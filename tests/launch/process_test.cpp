@@ -2,7 +2,6 @@
 // waitpid hands them back.
 #include "ddplab/launch/process.h"
 
-#include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <chrono>
 #include <csignal>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "test_util.h"
 

@@ -2,9 +2,9 @@
 // and world discovery sees the world the launcher meant.
 #include "ddplab/launch/worker_env.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/distributed/world.h"
 #include "test_util.h"

@@ -1,11 +1,11 @@
 #include "ddplab/models/batch_norm.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 namespace ddplab::models {
 namespace {

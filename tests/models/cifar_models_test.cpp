@@ -1,10 +1,10 @@
 #include "ddplab/models/cifar_models.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cmath>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 namespace ddplab::models {
 namespace {

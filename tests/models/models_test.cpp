@@ -48,7 +48,8 @@ TEST(Models, MnistCnnRejectsSizesNotDivisibleByFour) {
     FAIL() << "mnist_cnn took 30x28 images";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mnist_cnn needs images whose height and width are divisible by 4"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("got 30x28"), std::string::npos) << e.what();
   }
 }

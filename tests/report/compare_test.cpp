@@ -1,11 +1,11 @@
 #include "ddplab/report/compare.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
 #include <random>
 #include <utility>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/report/stats.h"
 
@@ -177,14 +177,16 @@ TEST(CompareTost, IntervalStraddlingDeltaCannotTell) {
   EXPECT_TRUE(fits(n));
   EXPECT_FALSE(fits(n - 1));
   EXPECT_EQ(describe(c), fmt::format("can't tell B from A: difference +0.16 points (95% CI -0.87 to +1.19, paired "
-                                     "over 5 seeds, p = 0.69); about {} seeds would tell", n));
+                                     "over 5 seeds, p = 0.69); about {} seeds would tell",
+                                     n));
 }
 
 TEST(CompareZeroSpread, IdenticalMetricsAreEquivalentNotSignificant) {
   // Same value in every run, over different seeds (Welch, unequal n so the means round differently
   // if they are formed) and over the same seeds (paired, all differences 0).
   const double v = 85.13;
-  const Comparison w = compare_by_seed({{1, v}, {2, v}, {3, v}}, {{4, v}, {5, v}, {6, v}, {7, v}, {8, v}, {9, v}, {10, v}});
+  const Comparison w =
+      compare_by_seed({{1, v}, {2, v}, {3, v}}, {{4, v}, {5, v}, {6, v}, {7, v}, {8, v}, {9, v}, {10, v}});
   EXPECT_EQ(w.method, CompareMethod::welch);
   EXPECT_EQ(w.diff, 0);
   EXPECT_EQ(w.ci_low, 0);
@@ -208,8 +210,9 @@ TEST(CompareZeroSpread, AConstantNonzeroDifferenceIsJudgedByTheExactTestOfItsSig
   EXPECT_EQ(p3.verdict, Verdict::cant_tell);
   ASSERT_TRUE(p3.seeds_needed.has_value());
   EXPECT_EQ(*p3.seeds_needed, 6);
-  EXPECT_EQ(describe(p3), "can't tell B from A: difference +0.50 points (no spread between seeds, so no interval; "
-                          "paired over 3 seeds, exact sign test, p = 0.25); about 6 seeds would tell");
+  EXPECT_EQ(describe(p3),
+            "can't tell B from A: difference +0.50 points (no spread between seeds, so no interval; "
+            "paired over 3 seeds, exact sign test, p = 0.25); about 6 seeds would tell");
   const SeedValues a6{{1, 80}, {2, 84}, {3, 88}, {4, 81}, {5, 85}, {6, 87}};
   const Comparison p6 = compare_by_seed(a6, shifted(a6, {0.5, 0.5, 0.5, 0.5, 0.5, 0.5}));
   EXPECT_DOUBLE_EQ(p6.p, 2.0 / 64);
@@ -230,8 +233,9 @@ TEST(CompareZeroSpread, AConstantNonzeroDifferenceIsJudgedByTheExactTestOfItsSig
   const Comparison w8 = compare_by_seed({{1, 86}, {2, 86}, {3, 86}, {4, 86}}, {{5, 85}, {6, 85}, {7, 85}, {8, 85}});
   EXPECT_DOUBLE_EQ(w8.p, 2.0 / 70);
   EXPECT_EQ(w8.verdict, Verdict::b_worse);
-  EXPECT_EQ(describe(w8), "B worse than A by 1.00 points (no spread between seeds, so no interval; Welch over 4 vs "
-                          "4 seeds, exact permutation test, p = 0.029)");
+  EXPECT_EQ(describe(w8),
+            "B worse than A by 1.00 points (no spread between seeds, so no interval; Welch over 4 vs "
+            "4 seeds, exact permutation test, p = 0.029)");
 }
 
 TEST(ComparePairing, RemovesSeedToSeedSpread) {
@@ -272,7 +276,9 @@ TEST(CompareHolm, CorrectionTurnsAMarginalDifferenceIntoCantTell) {
   EXPECT_EQ(cs[1].verdict, Verdict::cant_tell);
   EXPECT_EQ(describe(cs[1]).rfind("can't tell B from A: difference +0.74 points (95% CI +0.12 to +1.36, paired over "
                                   "5 seeds, p = 0.029, Holm-adjusted p = 0.088 for 4 comparisons); not significant "
-                                  "once corrected for 4 comparisons; about ", 0), 0u)
+                                  "once corrected for 4 comparisons; about ",
+                                  0),
+            0u)
       << describe(cs[1]);
   EXPECT_NE(describe(cs[0]).find("Holm-adjusted p = 0.017 for 4 comparisons"), std::string::npos) << describe(cs[0]);
   EXPECT_EQ(cs[3].verdict, Verdict::equivalent);  // equivalence does not use the adjusted p

@@ -1,7 +1,5 @@
 #include "ddplab/report/report.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +9,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/report/stats.h"
@@ -37,13 +36,13 @@ struct FakeRun {
   std::string status = "done";
   std::vector<double> test_acc = {0.5, 0.7, 0.8};
   double images_per_s = 100;
-  std::string run_id;  // default: the sweep-style id
-  std::vector<double> noise_scale;  // grad_noise_scale per epoch (NaN: null); empty: field absent
-  double comm_bytes = -1;           // comm_bytes of every epoch; < 0: field absent
-  int threads = 0;                  // replicas.threads in spec.json; 0: absent
-  std::vector<double> grad_sq;      // gns_grad_sq_ema per epoch; empty: field absent
-  json spec_patch = json::object(); // merged into spec.json (merge_patch)
-  std::vector<json> steps;          // lines of steps.jsonl; empty: no file
+  std::string run_id;                // default: the sweep-style id
+  std::vector<double> noise_scale;   // grad_noise_scale per epoch (NaN: null); empty: field absent
+  double comm_bytes = -1;            // comm_bytes of every epoch; < 0: field absent
+  int threads = 0;                   // replicas.threads in spec.json; 0: absent
+  std::vector<double> grad_sq;       // gns_grad_sq_ema per epoch; empty: field absent
+  json spec_patch = json::object();  // merged into spec.json (merge_patch)
+  std::vector<json> steps;           // lines of steps.jsonl; empty: no file
 };
 
 // Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way rundir/run_log.h lays them out.
@@ -65,9 +64,9 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
   if (r.threads > 0) spec["replicas"]["threads"] = r.threads;
   spec.merge_patch(r.spec_patch);
   write_file(dir / "spec.json", spec.dump(2));
-  write_file(dir / "manifest.json",
-             json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}
-                 .dump(2));
+  write_file(
+      dir / "manifest.json",
+      json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}.dump(2));
   std::string lines;
   for (size_t i = 0; i < r.test_acc.size(); ++i) {
     const int epoch = static_cast<int>(i) + 1;
@@ -257,7 +256,8 @@ TEST(Report, WelchOverDifferentSeedsMarksRealDifference) {
   EXPECT_NE(md.find("| difference (B - A) | 95% CI | n | method | adjusted p | verdict |"), std::string::npos) << md;
   EXPECT_NE(md.find("| +2.17 pts |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 3 / 3 | Welch |"), std::string::npos) << md;
-  EXPECT_NE(md.find("schedule.scale_rule=none better than schedule.scale_rule=linear by 2.17 points"), std::string::npos)
+  EXPECT_NE(md.find("schedule.scale_rule=none better than schedule.scale_rule=linear by 2.17 points"),
+            std::string::npos)
       << md;
   EXPECT_NE(md.find("corrected for 1 comparison (Holm)"), std::string::npos) << md;
   const std::string csv = render_comparisons_csv(d);
@@ -359,8 +359,9 @@ TEST(Report, APlannedContrastComparesGroupsThatDifferInTwoSettings) {
   for (const auto& w : d.warnings)
     warned = warned || w.find("report.contrasts[1].a: {\"replicas.count\":2} selects 2 groups") != std::string::npos;
   EXPECT_TRUE(warned) << "the ambiguous second contrast is named, not guessed";
-  EXPECT_NE(render_markdown(d).find("two GPUs, scaled (planned): replicas.count, schedule.scale_rule: 1, none vs 2, linear"),
-            std::string::npos);
+  EXPECT_NE(
+      render_markdown(d).find("two GPUs, scaled (planned): replicas.count, schedule.scale_rule: 1, none vs 2, linear"),
+      std::string::npos);
 }
 
 TEST(Report, HolmDemotesABorderlineDifferenceAmongManyComparisons) {
@@ -386,7 +387,8 @@ TEST(Report, HolmDemotesABorderlineDifferenceAmongManyComparisons) {
   const GroupComparison* borderline = nullptr;
   for (const auto& c : d.comparisons) {
     EXPECT_EQ(c.stats.m, 10u);
-    if (d.groups[c.a].label == "batch.per_replica=16" && d.groups[c.b].label == "batch.per_replica=256") borderline = &c;
+    if (d.groups[c.a].label == "batch.per_replica=16" && d.groups[c.b].label == "batch.per_replica=256")
+      borderline = &c;
   }
   ASSERT_NE(borderline, nullptr);
   EXPECT_LT(borderline->stats.p, 0.05);
@@ -441,15 +443,20 @@ TEST(Report, TestSetSamplingErrorFromTheSpecsDataset) {
   write_run(tmp.path() / "runs", r);
   const ReportData d = analyze(options_for(tmp));
   ASSERT_EQ(d.groups.size(), 3u);
-  const GroupStats& full = group_labelled(d, "dataset.name=fashion-mnist, dataset.test_limit=0, schedule.scale_rule=none");
+  const GroupStats& full =
+      group_labelled(d, "dataset.name=fashion-mnist, dataset.test_limit=0, schedule.scale_rule=none");
   EXPECT_EQ(full.test_samples, 10000);
   EXPECT_NEAR(full.test_sampling_error_pts, 0.4, 1e-9);  // 100 sqrt(0.8 * 0.2 / 10000)
-  const GroupStats& part = group_labelled(d, "dataset.name=fashion-mnist, dataset.test_limit=2500, schedule.scale_rule=linear");
+  const GroupStats& part =
+      group_labelled(d, "dataset.name=fashion-mnist, dataset.test_limit=2500, schedule.scale_rule=linear");
   EXPECT_NEAR(part.test_sampling_error_pts, 0.8, 1e-9);
   const GroupStats& idx = group_labelled(d, "dataset.name=idx, dataset.test_limit=0, schedule.scale_rule=sqrt");
   EXPECT_FALSE(idx.test_samples.has_value());
   const std::string md = render_markdown(d);
-  EXPECT_NE(md.find("\xC2\xB1" "0.40 pts (n_test 10000)"), std::string::npos) << md;
+  EXPECT_NE(md.find("\xC2\xB1"
+                    "0.40 pts (n_test 10000)"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("best test acc*"), std::string::npos);
   EXPECT_NE(md.find("best over epochs: optimistic, chosen on the test set"), std::string::npos);
 }
@@ -559,8 +566,8 @@ TEST(Report, RecordWithAWrongTypedFieldIsSkippedNamingTheField) {
   write_file(dir / "epochs.jsonl", text);
   const ReportSummary s = write_report(options_for(tmp));
   ASSERT_EQ(s.warnings.size(), 1u);
-  EXPECT_EQ(s.warnings[0], (dir / "epochs.jsonl").string() +
-                               ":2: skipped corrupt record (lr: expected a number, got \"fast\")");
+  EXPECT_EQ(s.warnings[0],
+            (dir / "epochs.jsonl").string() + ":2: skipped corrupt record (lr: expected a number, got \"fast\")");
   ASSERT_EQ(s.data.runs[0].epochs.size(), 2u);
   EXPECT_EQ(s.data.runs[0].epochs[1].epoch, 3);
 }
@@ -576,17 +583,19 @@ TEST(Report, AuditWarningsOfARunBecomeOneWarning) {
   for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
     json rec = json::parse(text.substr(at, end - at));
     if (rec["epoch"] != 1)
-      rec["audit_warnings"] = {fmt::format("update audit failed in epoch {}: parameter 'fc1.bias' did not change",
-                                           rec["epoch"].get<int>())};
+      rec["audit_warnings"] = {
+          fmt::format("update audit failed in epoch {}: parameter 'fc1.bias' did not change", rec["epoch"].get<int>())};
     rewritten += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", rewritten);
   const ReportSummary s = write_report(options_for(tmp));
   ASSERT_EQ(s.warnings.size(), 1u);
-  EXPECT_EQ(s.warnings[0], dir.string() + ": audits failed in 2 of its 3 epochs and it trained on (debug.audits warn); "
-                                          "the first: update audit failed in epoch 2: parameter 'fc1.bias' did not change");
+  EXPECT_EQ(s.warnings[0], dir.string() +
+                               ": audits failed in 2 of its 3 epochs and it trained on (debug.audits warn); "
+                               "the first: update audit failed in epoch 2: parameter 'fc1.bias' did not change");
   EXPECT_EQ(s.data.runs[0].epochs.size(), 3u) << "the records are kept";
-  EXPECT_NE(read_file(tmp.path() / "report" / "report.md").find("audits failed in 2 of its 3 epochs"), std::string::npos);
+  EXPECT_NE(read_file(tmp.path() / "report" / "report.md").find("audits failed in 2 of its 3 epochs"),
+            std::string::npos);
 }
 
 // A diverged run's loss is NaN, which epochs.jsonl holds as null: the record is kept.
@@ -676,8 +685,8 @@ TEST(Report, ScalingEfficiencyAgainstOneReplicaOfSamePerReplicaBatch) {
   const auto& g32 = group_labelled(d, "batch.per_replica=32, replicas.count=2");
   const auto& g128 = group_labelled(d, "batch.per_replica=128, replicas.count=2");
   ASSERT_TRUE(g32.scaling_efficiency && g128.scaling_efficiency);
-  EXPECT_NEAR(*g32.scaling_efficiency, 0.9, 1e-12);   // 180 / (2 * 100)
-  EXPECT_NEAR(*g128.scaling_efficiency, 0.75, 1e-12); // 600 / (2 * 400)
+  EXPECT_NEAR(*g32.scaling_efficiency, 0.9, 1e-12);    // 180 / (2 * 100)
+  EXPECT_NEAR(*g128.scaling_efficiency, 0.75, 1e-12);  // 600 / (2 * 400)
   EXPECT_EQ(g32.per_replica_batch, 32);
   EXPECT_NEAR(*group_labelled(d, "batch.per_replica=32, replicas.count=1").scaling_efficiency, 1.0, 1e-12);
   // Then test_samples and test_set_se_pts: the specs name no dataset, so the schema's default,
@@ -723,8 +732,8 @@ TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
   ReportData d = analyze(o);
   ASSERT_EQ(d.groups.size(), 1u);
   EXPECT_EQ(d.groups[0].target_reached, 2);
-  EXPECT_NEAR(d.groups[0].target_epochs, 2.5, 1e-12);  // epochs 3 and 2
-  EXPECT_NEAR(d.groups[0].target_wall_s, 30.0, 1e-12); // 36 s and 24 s
+  EXPECT_NEAR(d.groups[0].target_epochs, 2.5, 1e-12);   // epochs 3 and 2
+  EXPECT_NEAR(d.groups[0].target_wall_s, 30.0, 1e-12);  // 36 s and 24 s
   o.target_acc = 0.95;
   d = analyze(o);
   EXPECT_EQ(d.groups[0].target_reached, 0);
@@ -772,8 +781,8 @@ TEST(Report, WritesEveryFileAndFindsASingleRunDirectory) {
   o.out_dir = tmp.path() / "out" / "nested";
   const ReportSummary s = write_report(o);
   EXPECT_EQ(s.runs, 1u);
-  for (const char* f : {"report.html", "report.md", "summary.csv", "groups.csv", "comparisons.csv", "test_acc.svg", "train_loss.svg",
-                        "test_loss.svg", "lr.svg", "test_acc_wall.svg"})
+  for (const char* f : {"report.html", "report.md", "summary.csv", "groups.csv", "comparisons.csv", "test_acc.svg",
+                        "train_loss.svg", "test_loss.svg", "lr.svg", "test_acc_wall.svg"})
     EXPECT_TRUE(fs::exists(o.out_dir / f)) << f;
   EXPECT_EQ(s.files.size(), 10u);
   const std::string md = read_file(o.out_dir / "report.md");
@@ -785,7 +794,6 @@ TEST(Report, WritesEveryFileAndFindsASingleRunDirectory) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("https://"), std::string::npos);
 }
-
 
 TEST(ReportSvg, LogTicksCoverRangeAtOneTwoFive) {
   EXPECT_EQ(log_ticks(30, 900), (std::vector<double>{20, 50, 100, 200, 500, 1000}));
@@ -846,7 +854,8 @@ TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
   EXPECT_NEAR(v.ratio, 1.0, 1e-12);
   EXPECT_NEAR(v.steps_saved, 0.25, 1e-12);
   EXPECT_NEAR(v.samples_added, 0.5, 1e-12);
-  EXPECT_NE(v.sentence.find("above B_noise: more replicas cut the steps less and less"), std::string::npos) << v.sentence;
+  EXPECT_NE(v.sentence.find("above B_noise: more replicas cut the steps less and less"), std::string::npos)
+      << v.sentence;
   v = noise_scale_verdict(64, 6400);
   EXPECT_NEAR(v.steps_saved, 1 - (1 + 50.0) / (1 + 100.0), 1e-12);
   EXPECT_GT(v.steps_saved, 0.49);
@@ -899,7 +908,8 @@ TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
 
   const std::string svg = read_file(o.out_dir / "noise_scale.svg");
   size_t refs = 0;
-  for (size_t at = svg.find("class=\"reference\""); at != std::string::npos; at = svg.find("class=\"reference\"", at + 1))
+  for (size_t at = svg.find("class=\"reference\""); at != std::string::npos;
+       at = svg.find("class=\"reference\"", at + 1))
     ++refs;
   EXPECT_EQ(refs, 2u) << "one dashed global-batch line per group with a noise scale";
   EXPECT_NE(svg.find("(global batch 1024)"), std::string::npos);
@@ -910,7 +920,8 @@ TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
   EXPECT_NE(html.find("global batch 64 is 0.067 x B_noise (~950): far below B_noise"), std::string::npos);
   EXPECT_NE(html.find("global batch 1024 is 6.8 x B_noise (~150): far above B_noise"), std::string::npos);
   EXPECT_NE(read_file(o.out_dir / "report.md").find("](noise_scale.svg)"), std::string::npos);
-  EXPECT_NE(read_file(o.out_dir / "groups.csv").find(",64,200,950,"), std::string::npos) << read_file(o.out_dir / "groups.csv");
+  EXPECT_NE(read_file(o.out_dir / "groups.csv").find(",64,200,950,"), std::string::npos)
+      << read_file(o.out_dir / "groups.csv");
   EXPECT_FALSE(fs::exists(o.out_dir / "test_acc_comm.svg")) << "no comm_bytes in these records";
 }
 
@@ -934,7 +945,8 @@ TEST(Report, NoiseScaleGuardLeavesOutCollapsedRunsAndLowLrEpochs) {
   EXPECT_EQ(d.groups[0].noise_scale_runs_left_out, 1);
   EXPECT_NEAR(d.groups[0].noise_scale_first, 100, 1e-9);
   EXPECT_NEAR(d.groups[0].noise_scale_last, 1000, 1e-9) << "epoch 10, the last with lr >= 10% of the peak";
-  EXPECT_NE(render_markdown(d).find("global batch 128 is 0.13 x B_noise (~1000)"), std::string::npos) << render_markdown(d);
+  EXPECT_NE(render_markdown(d).find("global batch 128 is 0.13 x B_noise (~1000)"), std::string::npos)
+      << render_markdown(d);
 
   TempDir neg;
   FakeRun noisy;  // the |G|^2 estimate is not positive at the end
@@ -944,7 +956,8 @@ TEST(Report, NoiseScaleGuardLeavesOutCollapsedRunsAndLowLrEpochs) {
   write_run(neg.path() / "runs", noisy);
   const ReportData dn = analyze(options_for(neg));
   EXPECT_TRUE(std::isnan(dn.groups[0].noise_scale_last));
-  EXPECT_EQ(noise_scale_sentence(dn.groups[0]).rfind("not reliable here (the |G|", 0), 0u) << noise_scale_sentence(dn.groups[0]);
+  EXPECT_EQ(noise_scale_sentence(dn.groups[0]).rfind("not reliable here (the |G|", 0), 0u)
+      << noise_scale_sentence(dn.groups[0]);
   EXPECT_NE(render_html(dn).find("not reliable here"), std::string::npos);
 
   TempDir tiny;
@@ -952,7 +965,8 @@ TEST(Report, NoiseScaleGuardLeavesOutCollapsedRunsAndLowLrEpochs) {
   huge.noise_scale = {300, 400, 1e5};
   huge.grad_sq = {0.5, 0.2, 1e-6};
   write_run(tiny.path() / "runs", huge);
-  EXPECT_NE(noise_scale_sentence(analyze(options_for(tiny)).groups[0]).find("not reliable here (the |G|\xC2\xB2 estimate is near zero"),
+  EXPECT_NE(noise_scale_sentence(analyze(options_for(tiny)).groups[0])
+                .find("not reliable here (the |G|\xC2\xB2 estimate is near zero"),
             std::string::npos);
 }
 
@@ -978,9 +992,10 @@ TEST(ReportSvg, SixteenGroupLegendStaysInsideTheViewBox) {
   chart.title = "many groups";
   for (int k = 0; k < 16; ++k) {
     ChartSeries s;
-    s.label = fmt::format("replicas.count={}, schedule.scale_rule=linear, optimizer.lr=0.{}5, batch.per_replica=256, "
-                          "replicas.sync.local_sgd.period=16, replicas.sync.local_sgd.start_epoch=1",
-                          k, k);
+    s.label = fmt::format(
+        "replicas.count={}, schedule.scale_rule=linear, optimizer.lr=0.{}5, batch.per_replica=256, "
+        "replicas.sync.local_sgd.period=16, replicas.sync.local_sgd.start_epoch=1",
+        k, k);
     s.x = {1, 2};
     s.y = {0.5, 0.6};
     chart.series.push_back(s);
@@ -991,7 +1006,8 @@ TEST(ReportSvg, SixteenGroupLegendStaysInsideTheViewBox) {
   const double width = std::stod(m[1].str()), height = std::stod(m[2].str());
   // Every legend line: its baseline inside the height, and at 7.5 px per character (generous for
   // 12 px sans-serif) its end inside the width.
-  const std::regex line("<text x=\"([0-9.]+)\" y=\"([0-9.]+)\">([^<]*)|<tspan x=\"([0-9.]+)\" dy=\"([0-9.]+)\">([^<]*)");
+  const std::regex line(
+      "<text x=\"([0-9.]+)\" y=\"([0-9.]+)\">([^<]*)|<tspan x=\"([0-9.]+)\" dy=\"([0-9.]+)\">([^<]*)");
   size_t lines = 0, groups = 0;
   double y = 0;
   std::string all;
@@ -1035,7 +1051,8 @@ TEST(Report, TestAccuracyAgainstCumulativeCommunicatedBytes) {
 
 TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
   if (run_command("command -v chromium").exit_code != 0) {
-    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr) FAIL() << "chromium not installed (scripts/test.sh installs it)";
+    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr)
+      FAIL() << "chromium not installed (scripts/test.sh installs it)";
     GTEST_SKIP() << "chromium not installed";
   }
   TempDir tmp;
@@ -1047,16 +1064,20 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
       r.images_per_s = 100.0 * replicas * 0.9;
       r.test_acc = {0.5 + 0.01 * seed, 0.7, 0.8 - 0.01 * replicas * (1 + 0.1 * seed)};
       // A long display name: its legend lines must wrap inside every chart, as Chromium measures them.
-      r.spec_patch = {{"report", {{"labels", {{"replicas.count=2", "two replicas on two processes of one node, per-replica "
-                                                                   "batch 64, linear lr scaling off, all-reduce every step"}}}}}};
+      r.spec_patch = {{"report",
+                       {{"labels",
+                         {{"replicas.count=2",
+                           "two replicas on two processes of one node, per-replica "
+                           "batch 64, linear lr scaling off, all-reduce every step"}}}}}};
       write_run(tmp.path() / "runs", r);
     }
   ReportOptions options = options_for(tmp);
   options.target_acc = 0.7;
   write_report(options);
   const std::string html = (tmp.path() / "report" / "report.html").string();
-  const std::string flags = "chromium --headless --no-sandbox --disable-gpu --no-first-run "
-                            "--disable-background-networking --disable-component-update --disable-sync ";
+  const std::string flags =
+      "chromium --headless --no-sandbox --disable-gpu --no-first-run "
+      "--disable-background-networking --disable-component-update --disable-sync ";
   const auto dom = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile1") +
                                " --dump-dom file://" + html + " 2>/dev/null");
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
@@ -1110,9 +1131,9 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
   EXPECT_GT(legends, 10u);
   EXPECT_EQ(static_cast<size_t>(std::stoi(clip[1].str())), legends) << "every legend entry was measured";
   EXPECT_EQ(clip[2].str(), "0") << clip[3].str();
-  const auto shot = run_command("timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile2") +
-                                " --enable-logging=stderr --v=0 --window-size=1200,2000 --screenshot=" +
-                                tmp.str("shot.png") + " file://" + html);
+  const auto shot = run_command(
+      "timeout 120 " + flags + "--user-data-dir=" + tmp.str("profile2") +
+      " --enable-logging=stderr --v=0 --window-size=1200,2000 --screenshot=" + tmp.str("shot.png") + " file://" + html);
   EXPECT_EQ(shot.exit_code, 0) << shot.output;
   EXPECT_TRUE(fs::exists(tmp.path() / "shot.png")) << shot.output;
   EXPECT_EQ(shot.output.find("Uncaught"), std::string::npos) << shot.output;
@@ -1125,9 +1146,14 @@ namespace {
 std::vector<json> falling_steps(int64_t s_target, int64_t global_batch) {
   std::vector<json> out;
   for (int64_t step = 10; step <= 3 * s_target; step += 10)
-    out.push_back({{"step", step}, {"epoch", step / 100.0}, {"interval_steps", 10}, {"lr", 0.1},
+    out.push_back({{"step", step},
+                   {"epoch", step / 100.0},
+                   {"interval_steps", 10},
+                   {"lr", 0.1},
                    {"train_loss", 2.0 - static_cast<double>(step) / static_cast<double>(s_target)},
-                   {"train_acc", 0.5}, {"samples", step * global_batch}, {"elapsed_s", step * 0.01}});
+                   {"train_acc", 0.5},
+                   {"samples", step * global_batch},
+                   {"elapsed_s", step * 0.01}});
   return out;
 }
 
@@ -1214,7 +1240,8 @@ TEST(ReportAxes, StepsToALossReadFromTheCurveRecoverAKnownCriticalBatch) {
       const auto* reached = run.steps_to_loss(0.45);
       ASSERT_NE(reached, nullptr) << "batch " << b;
       from_curve.push_back(static_cast<double>(reached->step));
-      const auto first = std::find_if(run.steps.begin(), run.steps.end(), [](const auto& r) { return r.train_loss <= 0.45; });
+      const auto first =
+          std::find_if(run.steps.begin(), run.steps.end(), [](const auto& r) { return r.train_loss <= 0.45; });
       first_record.push_back(static_cast<double>(first->step));
     }
     const auto fit = fit_batch_tradeoff(batches, from_curve);
@@ -1264,7 +1291,8 @@ TEST(ReportAxes, ChartsAgainstTheSweptSettings) {
   write_report(o);
   // Accuracy vs global batch 64, 128, 256 on a log2 axis with 95% interval bars.
   const std::string acc = read_file(o.out_dir / "acc_vs_batch.svg");
-  for (const char* tick : {">64</text>", ">128</text>", ">256</text>"}) EXPECT_NE(acc.find(tick), std::string::npos) << tick;
+  for (const char* tick : {">64</text>", ">128</text>", ">256</text>"})
+    EXPECT_NE(acc.find(tick), std::string::npos) << tick;
   EXPECT_EQ(acc.find(">96</text>"), std::string::npos) << "no linear ticks";
   EXPECT_NE(acc.find("class=\"error-bar\""), std::string::npos);
   // Images/s vs replicas with the ideal line from 1 replica: 100, 200, 400.
@@ -1334,7 +1362,10 @@ TEST(ReportAxes, TwoNumericSettingsGiveAHeatmapAndALinePerOtherSetting) {
   write_report(o);
   const std::string map = read_file(o.out_dir / "acc_heatmap.svg");
   EXPECT_EQ(count_of(map, "class=\"cell\""), 4u);
-  EXPECT_NE(map.find(">76.55 \xC2\xB1" "0.07 (n=2)</text>"), std::string::npos) << map;  // lr 0.1, batch 64
+  EXPECT_NE(map.find(">76.55 \xC2\xB1"
+                     "0.07 (n=2)</text>"),
+            std::string::npos)
+      << map;  // lr 0.1, batch 64
   const std::string acc = read_file(o.out_dir / "acc_vs_batch.svg");
   EXPECT_NE(acc.find(">optimizer.lr=0.01</text>"), std::string::npos) << acc;
   EXPECT_NE(acc.find(">optimizer.lr=0.1</text>"), std::string::npos);

@@ -1,10 +1,10 @@
 #include "ddplab/rundir/run_log.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "test_util.h"
@@ -147,7 +147,8 @@ TEST(RunLog, EpochRecordNonFiniteNumberReadsBackAsNaN) {
 // Records written before the noise-scale, drift and byte fields existed still read.
 TEST(RunLog, EpochRecordWithoutTheLaterFieldsReads) {
   auto j = full_record().to_json();
-  for (const char* k : {"grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift"}) j.erase(k);
+  for (const char* k : {"grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift"})
+    j.erase(k);
   const EpochRecord r = EpochRecord::from_json(j);
   EXPECT_FALSE(r.grad_noise_scale || r.gns_trace_ema || r.gns_grad_sq_ema || r.replica_drift);
   EXPECT_EQ(r.comm_bytes, 0);
@@ -223,7 +224,8 @@ TEST(RunLog, ResumeDropsTheStepRecordsAfterTheCheckpointsStep) {
   run.append_steps({step_record(90, 26)});
   append_line(steps_file(run.dir()), R"({"step": 120, "epo)");
   write_file_atomic(checkpoint_file(run.dir()), "not read here");
-  run.update_manifest({{"status", "failed"}, {"checkpoint", {{"records", 1}, {"global_step", 64}, {"epochs_done", 1}}}});
+  run.update_manifest(
+      {{"status", "failed"}, {"checkpoint", {{"records", 1}, {"global_step", 64}, {"epochs_done", 1}}}});
 
   // A spec.json written before the log section existed still resumes.
   auto old_spec = read_json(spec_file(run.dir()));
@@ -351,9 +353,13 @@ TEST(RunLog, TheEffectiveSpecLeavesOutWhereAndHowARunIsWrittenLaunchedAndStopped
 TEST(RunLog, TheEffectiveSpecKeepsWhatShapesTheRecordsAndTheBugsOfDebugFault) {
   TempDir tmp;
   const auto base = make_spec(tmp).resolved;
-  for (const auto& [pointer, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"/epochs", 9}, {"/optimizer/lr", 0.5}, {"/replicas/count", 2}, {"/dataset/root", "/x"},
-           {"/debug/fault", "update_first_only"}, {"/debug/audits", "warn"}}) {
+  for (const auto& [pointer, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"/epochs", 9},
+                                                           {"/optimizer/lr", 0.5},
+                                                           {"/replicas/count", 2},
+                                                           {"/dataset/root", "/x"},
+                                                           {"/debug/fault", "update_first_only"},
+                                                           {"/debug/audits", "warn"}}) {
     auto other = base;
     other[nlohmann::json::json_pointer(pointer)] = value;
     EXPECT_NE(effective_spec(other), effective_spec(base)) << pointer;

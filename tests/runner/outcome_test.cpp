@@ -1,9 +1,9 @@
 // How a run ended -> the manifest's status, its message and the exit code, in one place.
 #include "ddplab/runner/outcome.h"
 
-#include <gtest/gtest.h>
-
 #include <csignal>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"

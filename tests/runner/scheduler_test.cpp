@@ -2,9 +2,9 @@
 // that hands out cores and GPUs, and the longest-first order, checked by replaying a schedule.
 #include "ddplab/runner/scheduler.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
+
+#include <gtest/gtest.h>
 
 #include "ddplab/config/spec.h"
 #include "test_util.h"
@@ -45,7 +45,8 @@ TEST(RunnerScheduler, ARunNeedsCoresOnCpuAndGpusOnCuda) {
 TEST(RunnerScheduler, ABudgetSmallerThanARunIsAnErrorNamingTheRunAndItsNeeds) {
   Budget b;
   b.cores = 2;
-  const auto message = testing::error_of([&] { check_fits("replicas.count=4,seed=1", spec_of({{"count", 4}, {"threads", 1}}), b); });
+  const auto message =
+      testing::error_of([&] { check_fits("replicas.count=4,seed=1", spec_of({{"count", 4}, {"threads", 1}}), b); });
   EXPECT_NE(message.find("run replicas.count=4,seed=1 needs 4 cores (replicas.count 4 x replicas.threads 1), more "
                          "than the budget's 2 cores (--cores"),
             std::string::npos)
@@ -74,8 +75,9 @@ TEST(RunnerScheduler, TheBudgetTakesTheVisibleGpus) {
   EXPECT_EQ(some.gpus, (std::vector<std::string>{"0", "2"}));
   EXPECT_EQ(some.cores, 3);
   o.gpus = 4;
-  EXPECT_NE(testing::error_of([&] { budget_of(o, 16, {"0", "2", "3"}); }).find("--gpus: 4 asked for, but 3 GPUs are visible"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::error_of([&] { budget_of(o, 16, {"0", "2", "3"}); }).find("--gpus: 4 asked for, but 3 GPUs are visible"),
+      std::string::npos);
   EXPECT_FALSE(PackOptions{}.packed());
 }
 

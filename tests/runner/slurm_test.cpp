@@ -23,10 +23,11 @@ config::ExperimentSpec spec_of(int count, int threads, config::Device device, co
 TEST(SlurmCommand, ACpuRunAsksForOneTaskPerReplicaWithItsThreads) {
   const auto spec = spec_of(2, 3, config::Device::kCpu, "replicas.count=2,seed=1");
   const fs::path dir = "/r/exp/replicas.count=2,seed=1";
-  EXPECT_EQ(run_sbatch_command(spec, {}, dir),
-            (std::vector<std::string>{"sbatch", "--parsable", "--job-name=exp/replicas.count=2,seed=1",
-                                      "--output=/r/exp/replicas.count=2,seed=1/slurm-job.out", "--open-mode=append",
-                                      "--ntasks=2", "--cpus-per-task=3", "/r/exp/replicas.count=2,seed=1/slurm-job.sh"}));
+  EXPECT_EQ(
+      run_sbatch_command(spec, {}, dir),
+      (std::vector<std::string>{"sbatch", "--parsable", "--job-name=exp/replicas.count=2,seed=1",
+                                "--output=/r/exp/replicas.count=2,seed=1/slurm-job.out", "--open-mode=append",
+                                "--ntasks=2", "--cpus-per-task=3", "/r/exp/replicas.count=2,seed=1/slurm-job.sh"}));
 }
 
 TEST(SlurmCommand, ACudaRunAsksForOneGpuPerTaskAndTheOptionsComeBeforeTheScript) {
@@ -63,8 +64,7 @@ TEST(SlurmCommand, TheReportJobRunsAfterEveryJobHasEnded) {
                                             "--output=/r/exp/slurm-job.out", "--open-mode=append", "--ntasks=1",
                                             "--cpus-per-task=1", "--dependency=afterany:101:102:107", "--time=30",
                                             "--qos=low", "/r/exp/slurm-job.sh"}));
-  EXPECT_NE(report_batch_script("/opt/ddplab", "/r/exp").find("\nexec /opt/ddplab report /r/exp\n"),
-            std::string::npos);
+  EXPECT_NE(report_batch_script("/opt/ddplab", "/r/exp").find("\nexec /opt/ddplab report /r/exp\n"), std::string::npos);
 }
 
 TEST(SlurmCommand, ArgumentsThatNeedItAreQuotedForTheShell) {

@@ -2,11 +2,10 @@
 // through runner::run_sweep in this process (no binary is spawned).
 #include "ddplab/runner/sweep.h"
 
-#include <gtest/gtest.h>
-
 #include <csignal>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
@@ -192,7 +191,8 @@ TEST(RunnerSweep, ADoneRunDropsItsCheckpointUnlessKept) {
   const auto path = t.ws.write_spec(spec);
   const auto [code, out] = sweep_captured(path);
   ASSERT_EQ(code, kExitOk);
-  const fs::path dropped = t.dir("disk", "checkpoint.keep=false,seed=3"), kept = t.dir("disk", "checkpoint.keep=true,seed=3");
+  const fs::path dropped = t.dir("disk", "checkpoint.keep=false,seed=3"),
+                 kept = t.dir("disk", "checkpoint.keep=true,seed=3");
   EXPECT_FALSE(fs::exists(rundir::checkpoint_file(dropped)));
   EXPECT_TRUE(fs::exists(rundir::model_file(dropped)));
   EXPECT_TRUE(fs::exists(rundir::checkpoint_file(kept)));

@@ -1,11 +1,11 @@
 #include "ddplab/train/audits.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <mutex>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "distributed/ranks.h"
 

@@ -1,9 +1,9 @@
 #include "ddplab/train/checkpoint.h"
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
-#include <stdexcept>
 
 #include "test_util.h"
 

@@ -1,9 +1,9 @@
 #include "ddplab/train/loss.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
-#include <cmath>
 
 namespace ddplab::train {
 namespace {

@@ -51,7 +51,7 @@ TEST(LrSchedule, WarmupStartsAtStartFactorAndReachesOneAtWarmupEnd) {
   s.warmup_start_factor = 0.1;
   LrSchedule lr(sgd(0.1), s, 64, 10);
   EXPECT_DOUBLE_EQ(lr(0.0), 0.1 * 0.1);
-  EXPECT_DOUBLE_EQ(lr(1.0), 0.1 * 0.55);  // 0.1 + 0.9 * 1/2
+  EXPECT_DOUBLE_EQ(lr(1.0), 0.1 * 0.55);   // 0.1 + 0.9 * 1/2
   EXPECT_DOUBLE_EQ(lr(0.5), 0.1 * 0.325);  // 0.1 + 0.9 * 1/4
   EXPECT_DOUBLE_EQ(lr(2.0), 0.1);
   EXPECT_DOUBLE_EQ(lr(5.0), 0.1);
@@ -99,8 +99,8 @@ TEST(LrSchedule, CosineGoesFromOneToMinFactor) {
   s.min_factor = 0.1;
   LrSchedule lr(sgd(1.0), s, 64, 10);
   EXPECT_DOUBLE_EQ(lr(0.0), 1.0);
-  EXPECT_NEAR(lr(5.0), 0.55, 1e-12);   // 0.1 + 0.9 * (1 + cos(pi/2)) / 2
-  EXPECT_NEAR(lr(10.0), 0.1, 1e-12);   // 0.1 + 0.9 * (1 + cos(pi)) / 2
+  EXPECT_NEAR(lr(5.0), 0.55, 1e-12);  // 0.1 + 0.9 * (1 + cos(pi/2)) / 2
+  EXPECT_NEAR(lr(10.0), 0.1, 1e-12);  // 0.1 + 0.9 * (1 + cos(pi)) / 2
   EXPECT_NEAR(lr(2.5), 0.1 + 0.9 * (1 + 0.70710678118654752) / 2, 1e-12);
 }
 
@@ -134,7 +134,7 @@ TEST(LrSchedule, StepDecayDuringWarmupAlsoApplies) {
   s.step_epochs = 2.0;
   s.gamma = 0.1;
   LrSchedule lr(sgd(1.0), s, 64, 10);
-  EXPECT_DOUBLE_EQ(lr(1.0), 0.25);         // warmup 1/4, decay 1
+  EXPECT_DOUBLE_EQ(lr(1.0), 0.25);          // warmup 1/4, decay 1
   EXPECT_NEAR(lr(3.0), 0.75 * 0.1, 1e-15);  // warmup 3/4, decay 0.1
 }
 

@@ -1,10 +1,10 @@
 #include "ddplab/train/noise_scale.h"
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <mutex>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "ddplab/distributed/grad_sync.h"
 #include "distributed/ranks.h"

@@ -135,7 +135,6 @@ TEST(Optimizer, GroupsWorkForAdamAndAdamW) {
   }
 }
 
-
 // ddplab's SGD runs multi-tensor kernels; it must compute exactly what torch::optim::SGD does.
 TEST(Optimizer, SgdMatchesLibTorchSgdBitForBit) {
   struct Case {
@@ -158,7 +157,8 @@ TEST(Optimizer, SgdMatchesLibTorchSgdBitForBit) {
     s.momentum = c.momentum;
     s.nesterov = c.nesterov;
     auto optimizer = make_optimizer(s, named_ours);
-    const auto options = torch::optim::SGDOptions(s.lr).momentum(c.momentum).nesterov(c.nesterov).weight_decay(c.weight_decay);
+    const auto options =
+        torch::optim::SGDOptions(s.lr).momentum(c.momentum).nesterov(c.nesterov).weight_decay(c.weight_decay);
     torch::optim::SGD reference(theirs, options);
     // The same random gradient into both sets; `skip`: no gradient for that parameter.
     auto set_grads = [&](std::vector<at::Tensor>& other, int skip) {

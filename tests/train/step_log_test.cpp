@@ -23,7 +23,7 @@ TEST(StepLog, RecordsHoldTheIntervalsMeansFromTheEpochsCumulativeSums) {
   log.close(2, 11, 0.1, 5.0);
   log.close(5, 14, 0.05, 6.0);
   EXPECT_EQ(log.unread(), 2u);
-  log.read(48 * 2.0, 24);          // steps 0-2: 48 samples, mean loss 2, accuracy 0.5
+  log.read(48 * 2.0, 24);            // steps 0-2: 48 samples, mean loss 2, accuracy 0.5
   log.read(48 * 2.0 + 48, 24 + 36);  // steps 3-5: mean loss 1, accuracy 0.75
   log.close(7, 16, 0.01, 7.0);
   log.read(96 + 48 + 32 * 0.5, 60 + 32);  // steps 6-7: 32 samples, loss 0.5, accuracy 1

@@ -1,9 +1,9 @@
 #include "ddplab/train/trainer.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 namespace ddplab::train {
 namespace {

@@ -8,9 +8,9 @@ namespace {
 
 TEST(WeightEma, DecayWarmsUpAsTensorFlowsNumUpdates) {
   WeightEma ema({torch::zeros({2})}, 0.99);
-  EXPECT_DOUBLE_EQ(ema.decay_at(0), 0.1);         // (1 + 0) / (10 + 0)
-  EXPECT_DOUBLE_EQ(ema.decay_at(90), 0.91);       // 91 / 100
-  EXPECT_DOUBLE_EQ(ema.decay_at(100000), 0.99);   // capped at the decay
+  EXPECT_DOUBLE_EQ(ema.decay_at(0), 0.1);        // (1 + 0) / (10 + 0)
+  EXPECT_DOUBLE_EQ(ema.decay_at(90), 0.91);      // 91 / 100
+  EXPECT_DOUBLE_EQ(ema.decay_at(100000), 0.99);  // capped at the decay
 }
 
 TEST(WeightEma, AveragesTheParametersAfterEachStep) {

@@ -18,7 +18,7 @@ void on_signal(int sig) {
 StopSignals::StopSignals(Second second) {
   g_last = 0;
   g_count = 0;
-  struct sigaction sa {};
+  struct sigaction sa{};
   sa.sa_handler = on_signal;
   sa.sa_flags = second == Second::kDefaultAction ? SA_RESETHAND : 0;
   sigemptyset(&sa.sa_mask);

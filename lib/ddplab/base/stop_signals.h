@@ -27,7 +27,7 @@ class StopSignals {
   static int count();  // how many were received
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_{}, old_term_{};
 };
 
 }  // namespace ddplab

@@ -11,63 +11,99 @@
 namespace ddplab::config {
 
 enum class DatasetName { kFashionMnist, kMnist, kIdx, kCifar10, kCifar100 };
-enum class Augment { kNone, kStandard, kTfTutorial };   // data/transform.h
-enum class DataOrder { kIndependent, kTorchSampler };   // data/loader.h: how an epoch's order is seeded
+enum class Augment { kNone, kStandard, kTfTutorial };  // data/transform.h
+enum class DataOrder { kIndependent, kTorchSampler };  // data/loader.h: how an epoch's order is seeded
 enum class ModelName { kMnistCnn, kMlp, kCifarTfCnn, kResnet20 };
 enum class OptimizerName { kSgd, kAdam, kAdamw };
-enum class ScaleRule { kNone, kLinear, kSqrt };          // lr x 1, k, sqrt(k) for k = global / base batch
+enum class ScaleRule { kNone, kLinear, kSqrt };  // lr x 1, k, sqrt(k) for k = global / base batch
 enum class Decay { kConstant, kStep, kMultistep, kExponential, kCosine };
 enum class Device { kCpu, kCuda };
-enum class Backend { kGloo, kNccl };                     // the schema's "auto" is resolved before parsing
+enum class Backend { kGloo, kNccl };  // the schema's "auto" is resolved before parsing
 enum class Reduce { kMean, kSum };
-enum class WireDtype { kFp32, kBf16 };                   // replicas.grad_dtype
+enum class WireDtype { kFp32, kBf16 };  // replicas.grad_dtype
 enum class ReplicaMode { kProcesses, kSimulated };
 enum class SyncMethod { kAllreduce, kLocalSgd, kEasgd };
 enum class Precision { kFp32, kBf16 };
-enum class Fault { kNone, kSkipBroadcast, kUpdateFirstOnly, kCrash, kThrow, kStop, kOneSidedSigmoidLoss, kEvalFirstHalf };
-enum class AuditMode { kAbort, kWarn };                  // debug.audits: what a failed audit does
+enum class Fault {
+  kNone,
+  kSkipBroadcast,
+  kUpdateFirstOnly,
+  kCrash,
+  kThrow,
+  kStop,
+  kOneSidedSigmoidLoss,
+  kEvalFirstHalf
+};
+enum class AuditMode { kAbort, kWarn };  // debug.audits: what a failed audit does
 
 // The spellings of each enum, in enumerator order.
 template <class E>
 struct SettingNames;
-template <> struct SettingNames<DatasetName> {
+template <>
+struct SettingNames<DatasetName> {
   static constexpr std::array names{"fashion-mnist", "mnist", "idx", "cifar10", "cifar100"};
 };
-template <> struct SettingNames<Augment> {
+template <>
+struct SettingNames<Augment> {
   static constexpr std::array names{"none", "standard", "tf_tutorial"};
 };
-template <> struct SettingNames<DataOrder> {
+template <>
+struct SettingNames<DataOrder> {
   static constexpr std::array names{"independent", "torch_sampler"};
 };
-template <> struct SettingNames<ModelName> {
+template <>
+struct SettingNames<ModelName> {
   static constexpr std::array names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};
 };
-template <> struct SettingNames<OptimizerName> {
+template <>
+struct SettingNames<OptimizerName> {
   static constexpr std::array names{"sgd", "adam", "adamw"};
 };
-template <> struct SettingNames<ScaleRule> {
+template <>
+struct SettingNames<ScaleRule> {
   static constexpr std::array names{"none", "linear", "sqrt"};
 };
-template <> struct SettingNames<Decay> {
+template <>
+struct SettingNames<Decay> {
   static constexpr std::array names{"constant", "step", "multistep", "exponential", "cosine"};
 };
-template <> struct SettingNames<Device> { static constexpr std::array names{"cpu", "cuda"}; };
-template <> struct SettingNames<Backend> { static constexpr std::array names{"gloo", "nccl"}; };
-template <> struct SettingNames<Reduce> { static constexpr std::array names{"mean", "sum"}; };
-template <> struct SettingNames<WireDtype> { static constexpr std::array names{"fp32", "bf16"}; };
-template <> struct SettingNames<ReplicaMode> {
+template <>
+struct SettingNames<Device> {
+  static constexpr std::array names{"cpu", "cuda"};
+};
+template <>
+struct SettingNames<Backend> {
+  static constexpr std::array names{"gloo", "nccl"};
+};
+template <>
+struct SettingNames<Reduce> {
+  static constexpr std::array names{"mean", "sum"};
+};
+template <>
+struct SettingNames<WireDtype> {
+  static constexpr std::array names{"fp32", "bf16"};
+};
+template <>
+struct SettingNames<ReplicaMode> {
   static constexpr std::array names{"processes", "simulated"};
 };
-template <> struct SettingNames<SyncMethod> {
+template <>
+struct SettingNames<SyncMethod> {
   static constexpr std::array names{"allreduce", "local_sgd", "easgd"};
 };
-template <> struct SettingNames<Precision> { static constexpr std::array names{"fp32", "bf16"}; };
-template <> struct SettingNames<Fault> {
-  static constexpr std::array names{"none",  "skip_broadcast", "update_first_only",
-                                                    "crash", "throw",          "stop",
-                                                    "one_sided_sigmoid_loss", "eval_first_half"};
+template <>
+struct SettingNames<Precision> {
+  static constexpr std::array names{"fp32", "bf16"};
 };
-template <> struct SettingNames<AuditMode> { static constexpr std::array names{"abort", "warn"}; };
+template <>
+struct SettingNames<Fault> {
+  static constexpr std::array names{"none",  "skip_broadcast", "update_first_only",      "crash",
+                                    "throw", "stop",           "one_sided_sigmoid_loss", "eval_first_half"};
+};
+template <>
+struct SettingNames<AuditMode> {
+  static constexpr std::array names{"abort", "warn"};
+};
 
 template <class E>
 const char* name(E value) {

@@ -27,14 +27,13 @@ bool has_space(const std::string& s) {
 
 void check_word(const std::string& value, const std::string& field, SlurmNames names) {
   if (!value.empty() && has_space(value))
-    throw Error(fmt::format("{}: expected a SLURM {} name without spaces, got \"{}\"", field_name(field, names), field,
-                            value));
+    throw Error(
+        fmt::format("{}: expected a SLURM {} name without spaces, got \"{}\"", field_name(field, names), field, value));
 }
 
 // SLURM's time formats (sbatch(1), --time); after the first field, minutes and seconds are < 60.
 bool is_time_limit(const std::string& t) {
-  static const std::regex format(
-      "UNLIMITED|INFINITE|[0-9]+(:[0-5]?[0-9]){0,2}|[0-9]+-[0-9]+(:[0-5]?[0-9]){0,2}");
+  static const std::regex format("UNLIMITED|INFINITE|[0-9]+(:[0-5]?[0-9]){0,2}|[0-9]+-[0-9]+(:[0-5]?[0-9]){0,2}");
   return t.size() <= 32 && std::regex_match(t, format);
 }
 
@@ -72,13 +71,15 @@ const Reserved* reserved_option(const std::string& option) {
 
 void check_option(const std::string& option, const std::string& where) {
   if (option.size() < 2 || option[0] != '-')
-    throw Error(fmt::format("{}: expected an sbatch option starting with '-' (one argument each, e.g. "
-                            "\"--qos=high\"), got \"{}\"",
-                            where, option));
+    throw Error(
+        fmt::format("{}: expected an sbatch option starting with '-' (one argument each, e.g. "
+                    "\"--qos=high\"), got \"{}\"",
+                    where, option));
   if (has_space(option))
-    throw Error(fmt::format("{}: expected one sbatch argument without spaces (\"--qos=high\", not \"--qos high\"), "
-                            "got \"{}\"",
-                            where, option));
+    throw Error(
+        fmt::format("{}: expected one sbatch argument without spaces (\"--qos=high\", not \"--qos high\"), "
+                    "got \"{}\"",
+                    where, option));
   if (const Reserved* r = reserved_option(option))
     throw Error(fmt::format("{}: \"{}\" is not allowed here: {}", where, option, r->instead));
 }
@@ -86,8 +87,7 @@ void check_option(const std::string& option, const std::string& where) {
 std::string string_field(const nlohmann::json& section, const char* key) {
   auto it = section.find(key);
   if (it == section.end()) return "";
-  if (!it->is_string())
-    throw Error(fmt::format("/slurm/{}: expected a string, got {}", key, it->dump()));
+  if (!it->is_string()) throw Error(fmt::format("/slurm/{}: expected a string, got {}", key, it->dump()));
   return it->get<std::string>();
 }
 
@@ -97,9 +97,10 @@ void check_slurm_options(const SlurmOptions& o, SlurmNames names) {
   check_word(o.partition, "partition", names);
   check_word(o.account, "account", names);
   if (!o.time.empty() && !is_time_limit(o.time))
-    throw Error(fmt::format("{}: expected a SLURM time limit (minutes \"90\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\", "
-                            "\"D-H:M:S\" or \"UNLIMITED\"), got \"{}\"",
-                            field_name("time", names), o.time));
+    throw Error(
+        fmt::format("{}: expected a SLURM time limit (minutes \"90\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\", "
+                    "\"D-H:M:S\" or \"UNLIMITED\"), got \"{}\"",
+                    field_name("time", names), o.time));
   for (size_t i = 0; i < o.options.size(); ++i)
     check_option(o.options[i], names == SlurmNames::kSpec ? fmt::format("/slurm/options/{}", i)
                                                           : fmt::format("--sbatch-option \"{}\"", o.options[i]));

@@ -23,9 +23,9 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
 #include "ddplab/config/defaults.h"
+#include "ddplab/config/slurm.h"
 #include "ddplab/config/spec_error.h"
 #include "ddplab/config/spec_fields.h"
-#include "ddplab/config/slurm.h"
 
 namespace ddplab::config {
 namespace {
@@ -263,8 +263,7 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
   }
   if (value != nullptr && schema != nullptr && schema->contains("oneOf")) {
     const json* branch = branch_for(*value, *schema);
-    if (branch == nullptr)
-      return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
+    if (branch == nullptr) return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
     schema = branch;
   }
   if (value != nullptr && schema != nullptr) {
@@ -302,10 +301,10 @@ void check_fault_rank(const json& doc, int64_t count) {
   const bool one_process = doc["replicas"]["mode"] == "simulated";
   for (const std::string& fault : fault_names(doc["debug"]["fault"]))
     if ((fault == "crash" || fault == "throw" || fault == "stop") && fault_rank >= (one_process ? 1 : count))
-      throw Error(fmt::format("/debug/rank: must be < {} for fault \"{}\" (its default is 1), got {}",
-                              one_process ? "1 (simulated replicas run in one process)"
-                                          : fmt::format("replicas.count ({})", count),
-                              fault, fault_rank));
+      throw Error(fmt::format(
+          "/debug/rank: must be < {} for fault \"{}\" (its default is 1), got {}",
+          one_process ? "1 (simulated replicas run in one process)" : fmt::format("replicas.count ({})", count), fault,
+          fault_rank));
 }
 
 // debug.fault: the faults it names, "none" left out.
@@ -320,16 +319,19 @@ std::vector<Fault> faults_of(const json& fault) {
 void check_backend(json& replicas) {
   const std::string device = replicas["device"].get<std::string>();
   if (replicas["backend"] == "nccl" && !ddplab::built_with_cuda())
-    throw Error("/replicas/backend: nccl needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"nccl\"");
+    throw Error(
+        "/replicas/backend: nccl needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"nccl\"");
   if (device == "cuda" && !ddplab::built_with_cuda())
-    throw Error("/replicas/device: cuda needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"cuda\"");
+    throw Error(
+        "/replicas/device: cuda needs a CUDA build of LibTorch; this ddplab is built without CUDA, got \"cuda\"");
   if (replicas["backend"] == "auto") replicas["backend"] = device == "cuda" ? "nccl" : "gloo";
   const std::string backend = replicas["backend"].get<std::string>();
   if (backend == "nccl" && device != "cuda")
     throw Error("/replicas/backend: nccl needs replicas.device \"cuda\", got device " + replicas["device"].dump());
   if (backend == "nccl" && !ddplab::built_with_nccl())
-    throw Error("/replicas/backend: nccl: this ddplab was built without NCCL (nccl.h was not found at build time; set "
-                "NCCL_INCLUDE_DIR and rebuild), got \"nccl\"; \"gloo\" also reduces CUDA tensors");
+    throw Error(
+        "/replicas/backend: nccl: this ddplab was built without NCCL (nccl.h was not found at build time; set "
+        "NCCL_INCLUDE_DIR and rebuild), got \"nccl\"; \"gloo\" also reduces CUDA tensors");
 }
 
 // Fills an empty dataset root with the dataset's default location.
@@ -346,9 +348,10 @@ void check_weight_decay_groups(const json& groups) {
     try {
       std::regex re(pattern);
     } catch (const std::regex_error& e) {
-      throw Error(fmt::format("/optimizer/weight_decay_groups/{}/match: must be a valid regular expression ({}), "
-                              "got {}",
-                              i, e.what(), groups[i]["match"].dump()));
+      throw Error(
+          fmt::format("/optimizer/weight_decay_groups/{}/match: must be a valid regular expression ({}), "
+                      "got {}",
+                      i, e.what(), groups[i]["match"].dump()));
     }
   }
 }
@@ -362,18 +365,21 @@ void check_sync(const json& doc, int64_t count) {
     throw Error("/replicas/sync: simulated replicas (replicas.mode \"simulated\") support \"allreduce\" only, got " +
                 sync.dump());
   if (simulated && doc["model"]["sync_bn"] == true)
-    throw Error("/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
-                "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
+    throw Error(
+        "/model/sync_bn: simulated replicas (replicas.mode \"simulated\") compute one shard at a time and "
+        "cannot share batch statistics across shards; use replicas.mode \"processes\", got true");
   if (sync.is_object() && doc["model"]["ema_decay"] != 0)
-    throw Error("/model/ema_decay: local SGD and EASGD evaluate the replicas' mean or the center variable; a weight "
-                "EMA on top of that is not supported; use replicas.sync \"allreduce\", got " +
-                doc["model"]["ema_decay"].dump());
+    throw Error(
+        "/model/ema_decay: local SGD and EASGD evaluate the replicas' mean or the center variable; a weight "
+        "EMA on top of that is not supported; use replicas.sync \"allreduce\", got " +
+        doc["model"]["ema_decay"].dump());
   if (sync.is_object() && sync.contains("easgd")) {
     const double alpha = sync["easgd"]["alpha"].get<double>();
     if (alpha * static_cast<double>(count) > 1.0)
-      throw Error(fmt::format("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count ({}) so that the center "
-                              "variable does not overshoot, got {}",
-                              count, sync["easgd"]["alpha"].dump()));
+      throw Error(
+          fmt::format("/replicas/sync/easgd/alpha: must be <= 1 / replicas.count ({}) so that the center "
+                      "variable does not overshoot, got {}",
+                      count, sync["easgd"]["alpha"].dump()));
   }
 }
 
@@ -383,27 +389,28 @@ void check_accumulate_steps(const json& batch, int64_t count) {
       batch.contains("per_replica") ? batch["per_replica"].get<int64_t>() : batch["global"].get<int64_t>() / count;
   const int64_t steps = batch["accumulate_steps"].get<int64_t>();
   if (per_replica % steps != 0)
-    throw Error(fmt::format("/batch/accumulate_steps: must divide the per-replica batch ({}) into equal "
-                            "micro-batches, got {}",
-                            per_replica, batch["accumulate_steps"].dump()));
+    throw Error(
+        fmt::format("/batch/accumulate_steps: must divide the per-replica batch ({}) into equal "
+                    "micro-batches, got {}",
+                    per_replica, batch["accumulate_steps"].dump()));
 }
 
 void check_cross_fields(json& doc) {
   const json& batch = doc["batch"];
   if (batch.contains("per_replica") && batch.contains("global"))
-    throw Error(fmt::format("/batch: give exactly one of per_replica and global, got both ({} and {}); an override "
-                            "of one keeps the other, so switch by replacing the section: 'batch={{\"global\":{}}}' "
-                            "or 'batch={{\"per_replica\":{}}}'",
-                            batch["per_replica"].dump(), batch["global"].dump(), batch["global"].dump(),
-                            batch["per_replica"].dump()));
+    throw Error(fmt::format(
+        "/batch: give exactly one of per_replica and global, got both ({} and {}); an override "
+        "of one keeps the other, so switch by replacing the section: 'batch={{\"global\":{}}}' "
+        "or 'batch={{\"per_replica\":{}}}'",
+        batch["per_replica"].dump(), batch["global"].dump(), batch["global"].dump(), batch["per_replica"].dump()));
   if (!batch.contains("per_replica") && !batch.contains("global"))
     throw Error("/batch: give exactly one of per_replica and global, got neither");
   json& replicas = doc["replicas"];
   const int64_t count = replicas["count"].get<int64_t>();
   check_fault_rank(doc, count);
   if (batch.contains("global") && batch["global"].get<int64_t>() % count != 0)
-    throw Error(fmt::format("/batch/global: must be divisible by replicas.count ({}), got {}", count,
-                            batch["global"].dump()));
+    throw Error(
+        fmt::format("/batch/global: must be divisible by replicas.count ({}), got {}", count, batch["global"].dump()));
   check_accumulate_steps(batch, count);
   check_backend(replicas);
   check_dataset_root(doc["dataset"]);
@@ -451,8 +458,8 @@ ExperimentSpec to_typed(const json& doc) {
   s.optimizer.beta2 = o["betas"][1].get<double>();
   s.replicas.sync = to_sync(doc["replicas"]["sync"]);
   const json& b = doc["batch"];
-  s.per_replica_batch = b.contains("per_replica") ? b["per_replica"].get<int64_t>()
-                                                  : b["global"].get<int64_t>() / s.replicas.count;
+  s.per_replica_batch =
+      b.contains("per_replica") ? b["per_replica"].get<int64_t>() : b["global"].get<int64_t>() / s.replicas.count;
   s.global_batch = s.per_replica_batch * s.replicas.count;
   s.debug.faults = faults_of(doc["debug"]["fault"]);
   s.resolved = doc;
@@ -469,8 +476,7 @@ json parse_bounded(const std::string& text, const std::string& source) {
   };
   std::vector<Frame> frames;
   return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxJsonDepth)
-      throw Error(fmt::format("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth));
+    if (depth > kMaxJsonDepth) throw Error(fmt::format("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth));
     using E = json::parse_event_t;
     if (event == E::object_start || event == E::array_start) {
       frames.push_back({event == E::object_start, {}, {}});
@@ -486,7 +492,8 @@ json parse_bounded(const std::string& text, const std::string& source) {
           if (!in_array) where += "/" + escape_token(frames[i].last_key);
         }
         throw Error(source + ": key \"" + key + "\" appears twice in the object " + (in_array ? "under " : "at ") +
-                    (where.empty() ? "/" : where) + "; JSON keeps only the last, so the first would be silently ignored");
+                    (where.empty() ? "/" : where) +
+                    "; JSON keeps only the last, so the first would be silently ignored");
       }
       frames.back().last_key = key;
     }
@@ -509,9 +516,12 @@ bool is_utf8(const std::string& text) {
 std::string escape_token(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -568,8 +578,7 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   // throw; nothing on a command line needs it.
   if (!is_utf8(assignment)) throw Error("override \"" + assignment + "\": not valid UTF-8");
   size_t eq = assignment.find('=');
-  if (eq == std::string::npos)
-    throw Error("override \"" + assignment + "\": expected key.path=value");
+  if (eq == std::string::npos) throw Error("override \"" + assignment + "\": expected key.path=value");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   std::vector<std::string> parts;
@@ -590,15 +599,13 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   json* node = &doc;
   std::string walked;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!node->is_object())
-      throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+    if (!node->is_object()) throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
     walked += (walked.empty() ? "" : ".") + parts[i];
     json& next = (*node)[parts[i]];
     if (next.is_null()) next = json::object();
     node = &next;
   }
-  if (!node->is_object())
-    throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+  if (!node->is_object()) throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
   (*node)[parts.back()] = std::move(value);
 }
 

@@ -23,19 +23,19 @@ namespace ddplab::config {
 
 struct DatasetSpec {
   DatasetName name = DatasetName::kFashionMnist;
-  std::string root;                    // resolved: never empty after resolve()
-  int64_t train_limit = 0;             // 0: all
-  int64_t test_limit = 0;              // 0: all
-  Augment augment = Augment::kNone;  // data/transform.h
+  std::string root;                           // resolved: never empty after resolve()
+  int64_t train_limit = 0;                    // 0: all
+  int64_t test_limit = 0;                     // 0: all
+  Augment augment = Augment::kNone;           // data/transform.h
   DataOrder order = DataOrder::kIndependent;  // data/loader.h epoch_permutation
 };
 
 struct ModelSpec {
   ModelName name = ModelName::kMnistCnn;
-  double dropout = 0.5;            // mnist_cnn and mlp
-  int64_t hidden = 128;            // mlp only
-  double ema_decay = 0.0;          // weight EMA for evaluation (train/weight_ema.h); 0: off
-  bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
+  double dropout = 0.5;    // mnist_cnn and mlp
+  int64_t hidden = 128;    // mlp only
+  double ema_decay = 0.0;  // weight EMA for evaluation (train/weight_ema.h); 0: off
+  bool sync_bn = false;    // BatchNorm statistics over all replicas (models/batch_norm.h)
 };
 
 // optimizer.weight_decay_groups entry: parameters whose name `match` finds (std::regex, ECMAScript,
@@ -83,7 +83,7 @@ struct ReplicasSpec {
   Reduce reduce = Reduce::kMean;
   double bucket_mb = 25.0;
   WireDtype grad_dtype = WireDtype::kFp32;  // all-reduce wire format
-  int threads = 0;  // resolved: >= 1 after resolve()
+  int threads = 0;                          // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
   int max_restarts = 0;
   ReplicaMode mode = ReplicaMode::kProcesses;  // simulated: count replicas in one process

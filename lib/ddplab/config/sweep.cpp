@@ -95,16 +95,18 @@ void check_entry(const std::string& section, const std::string& key, const json&
     throw Error(where + ": expected a dotted key such as \"optimizer.lr\", got \"" + key + "\"");
   const std::string& head = parts.front();
   if (head == "name" || head == "output" || head == "sweep" || head == "sweep_zip" || head == "repeats")
-    throw Error(where + ": cannot be swept (name and output place the runs; sweep, sweep_zip and repeats are not settings)");
+    throw Error(where +
+                ": cannot be swept (name and output place the runs; sweep, sweep_zip and repeats are not settings)");
   if (!values.is_array() || values.empty())
     throw Error(where + ": must be a non-empty array of values, got " + values.dump());
   // In a zip a key may repeat a value (its partners differ); in a product it would repeat runs.
   for (size_t j = 1; section == "sweep" && j < values.size(); ++j)
     for (size_t i = 0; i < j; ++i)
       if (values[i] == values[j])
-        throw Error(fmt::format("{}/{}: repeats value {}, {}; give each value once (`repeats` runs a point with "
-                                "several seeds)",
-                                where, j, i, values[j].dump()));
+        throw Error(
+            fmt::format("{}/{}: repeats value {}, {}; give each value once (`repeats` runs a point with "
+                        "several seeds)",
+                        where, j, i, values[j].dump()));
 }
 
 std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& order) {
@@ -149,11 +151,10 @@ int64_t repeats_of(const json& doc) {
   if (!doc.contains("repeats")) return 1;
   const json& r = doc["repeats"];
   // Compared as doubles: an unsigned value above INT64_MAX must not wrap to a negative count.
-  if (!r.is_number_integer() || r.get<double>() < 1)
-    throw Error("/repeats: must be an integer >= 1, got " + r.dump());
+  if (!r.is_number_integer() || r.get<double>() < 1) throw Error("/repeats: must be an integer >= 1, got " + r.dump());
   if (r.get<double>() > static_cast<double>(kMaxSweepRuns))
-    throw Error(fmt::format("/repeats: must be <= {} (the most runs a sweep may have), got {}", kMaxSweepRuns,
-                            r.dump()));
+    throw Error(
+        fmt::format("/repeats: must be <= {} (the most runs a sweep may have), got {}", kMaxSweepRuns, r.dump()));
   return r.get<int64_t>();
 }
 
@@ -196,9 +197,9 @@ size_t run_count(const std::vector<Axis>& axes, int64_t repeats, size_t max_runs
 // One point of the sweep before its repeats: the spec with that point's values applied.
 struct Combo {
   json doc;
-  ordered_json assignments;     // the swept values but the seed, in axis order
+  ordered_json assignments;  // the swept values but the seed, in axis order
   std::vector<Applied> applied;
-  std::string id;               // "optimizer.lr=0.1,": the run id up to its seed
+  std::string id;  // "optimizer.lr=0.1,": the run id up to its seed
 };
 
 // The point `index` picks on each axis.
@@ -263,16 +264,29 @@ void check_run_id(const std::string& run_id, const ordered_json& values, const s
                   std::map<std::string, size_t>& seen) {
   auto [it, fresh] = seen.emplace(run_id, runs.size());
   if (!fresh)
-    throw Error(fmt::format("/sweep: runs {} and {} get the same run id \"{}\" (run ids keep only [A-Za-z0-9._=,+-]; "
-                            "give values that differ there)",
-                            runs[it->second].assignments.dump(), values.dump(), run_id));
+    throw Error(
+        fmt::format("/sweep: runs {} and {} get the same run id \"{}\" (run ids keep only [A-Za-z0-9._=,+-]; "
+                    "give values that differ there)",
+                    runs[it->second].assignments.dump(), values.dump(), run_id));
   if (run_id.size() > kMaxRunIdChars)
-    throw Error(fmt::format("/sweep: run id \"{}...\" is {} characters, more than the {} a directory name may have; "
-                            "sweep fewer keys in one spec",
-                            run_id.substr(0, 60), run_id.size(), kMaxRunIdChars));
+    throw Error(
+        fmt::format("/sweep: run id \"{}...\" is {} characters, more than the {} a directory name may have; "
+                    "sweep fewer keys in one spec",
+                    run_id.substr(0, 60), run_id.size(), kMaxRunIdChars));
 }
 
 }  // namespace
+
+void check_run_id_flag(const std::string& run_id) {
+  const bool safe = !run_id.empty() && run_id.size() <= kMaxRunIdChars && run_id.find("..") == std::string::npos &&
+                    run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=,+-") ==
+                        std::string::npos;
+  if (!safe)
+    throw Error(
+        fmt::format("--run-id: must be a directory name of [A-Za-z0-9._=,+-] without \"..\", at most {} "
+                    "characters, got \"{}\"",
+                    kMaxRunIdChars, run_id));
+}
 
 bool has_sweep(const nlohmann::json& doc) {
   if (!doc.is_object()) return false;

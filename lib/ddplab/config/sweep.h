@@ -43,6 +43,11 @@ constexpr size_t kMaxSweepRuns = 100000;
 // The longest run id: a run directory's name (NAME_MAX on Linux file systems).
 constexpr size_t kMaxRunIdChars = 255;
 
+// A run id given on the command line (`ddplab run --run-id`, `ddplab worker --run-id`): a
+// directory name of [A-Za-z0-9._=,+-] without "..", at most kMaxRunIdChars, as the ids a sweep
+// makes are. Throws an Error naming --run-id otherwise.
+void check_run_id_flag(const std::string& run_id);
+
 // Expands `doc` (a whole spec, overrides already applied) into its runs, in order.
 // `source` names the file in messages that are not about one field; `key_order` lists sweep and
 // sweep_zip keys in the order they should become axes (see sweep_key_order); keys it does not
@@ -50,8 +55,7 @@ constexpr size_t kMaxRunIdChars = 255;
 // than 100000 runs") raised before any run is resolved; every run costs about a millisecond and
 // a few KB, so the fuzz targets pass a smaller limit to keep each input fast.
 std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string& source,
-                                   const std::vector<std::string>& key_order = {},
-                                   size_t max_runs = kMaxSweepRuns);
+                                   const std::vector<std::string>& key_order = {}, size_t max_runs = kMaxSweepRuns);
 
 // The keys of "sweep", then of "sweep_zip", in the order the file at `path` writes them
 // (nlohmann::json sorts object keys, so the order is read again here). Empty when the file

@@ -1,13 +1,12 @@
 #include "ddplab/data/cifar.h"
 
-#include <torch/torch.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "ddplab/base/error.h"
 
@@ -35,11 +34,11 @@ int64_t check_cifar_file(const std::string& path, CifarKind kind) {
   if (ec) throw Error(path + ": cannot read its size: " + ec.message() + kSeeDocs);
   const int64_t record = cifar_record_bytes(kind);
   if (size == 0 || size % record != 0) {
-    throw Error(fmt::format("{}: not a {} binary file: expected a positive multiple of {} bytes (records of {} "
-                            "label byte(s) + 3072 pixel bytes), found {} bytes ({} whole records and {} bytes over: "
-                            "truncated, or the wrong dataset?){}",
-                            path, kind_name(kind), record, label_bytes(kind), size, size / record, size % record,
-                            kSeeDocs));
+    throw Error(
+        fmt::format("{}: not a {} binary file: expected a positive multiple of {} bytes (records of {} "
+                    "label byte(s) + 3072 pixel bytes), found {} bytes ({} whole records and {} bytes over: "
+                    "truncated, or the wrong dataset?){}",
+                    path, kind_name(kind), record, label_bytes(kind), size, size / record, size % record, kSeeDocs));
   }
   return size / record;
 }
@@ -69,8 +68,8 @@ Dataset read_cifar(const std::vector<std::string>& paths, CifarKind kind) {
       }
       const uint8_t label = r[skip - 1];
       if (label >= classes) {
-        throw Error(fmt::format("{}: label {} of record {} is not < {} (not a {} binary file?){}", paths[f], label,
-                                i, classes, kind_name(kind), kSeeDocs));
+        throw Error(fmt::format("{}: label {} of record {} is not < {} (not a {} binary file?){}", paths[f], label, i,
+                                classes, kind_name(kind), kSeeDocs));
       }
       labels[at] = label;
       std::memcpy(pixels + at * kCifarPixels, r + skip, kCifarPixels);
@@ -83,8 +82,7 @@ void write_cifar(const std::string& path, CifarKind kind, const std::vector<uint
                  const std::vector<uint8_t>& pixels, const std::vector<uint8_t>& coarse) {
   const size_t n = labels.size();
   if (pixels.size() != n * kCifarPixels) {
-    throw Error(fmt::format("{}: {} pixel bytes do not match {} records of {}", path, pixels.size(), n,
-                            kCifarPixels));
+    throw Error(fmt::format("{}: {} pixel bytes do not match {} records of {}", path, pixels.size(), n, kCifarPixels));
   }
   if (kind == CifarKind::kCifar100 && !coarse.empty() && coarse.size() != n)
     throw Error(fmt::format("{}: {} coarse labels for {} records", path, coarse.size(), n));

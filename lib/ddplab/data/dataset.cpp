@@ -1,17 +1,16 @@
 #include "ddplab/data/dataset.h"
 
-#include <torch/torch.h>
-
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
+#include "ddplab/base/error.h"
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
-#include "ddplab/base/error.h"
 
 namespace ddplab::data {
 namespace {
@@ -27,7 +26,9 @@ using config::DatasetName;
 
 bool is_cifar(DatasetName name) { return name == DatasetName::kCifar10 || name == DatasetName::kCifar100; }
 
-CifarKind cifar_kind(DatasetName name) { return name == DatasetName::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100; }
+CifarKind cifar_kind(DatasetName name) {
+  return name == DatasetName::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100;
+}
 
 // "dataset 'cifar10'", the prefix of this file's messages.
 std::string dataset_label(const DatasetOptions& spec) { return fmt::format("dataset '{}'", config::name(spec.name)); }
@@ -95,24 +96,27 @@ void check_root(const DatasetOptions& spec) {
   if (!fs::is_directory(spec.root, ec)) {
     std::string hint;
     if (spec.name == DatasetName::kMnist || is_cifar(spec.name)) {
-      const char* name = spec.name == DatasetName::kMnist      ? "mnist"
+      const char* name = spec.name == DatasetName::kMnist     ? "mnist"
                          : spec.name == DatasetName::kCifar10 ? "cifar10"
-                                                               : "cifar100";
-      const std::string archive = spec.name == DatasetName::kMnist      ? ""
-                                  : spec.name == DatasetName::kCifar10 ? ", or unpack the official cifar-10-binary.tar.gz there"
-                                                                        : ", or unpack the official cifar-100-binary.tar.gz there";
-      hint = fmt::format(" (scripts/fetch-data.py {} downloads it where the default dataset.root looks{}, or set "
-                         "dataset.root)",
-                         name, archive);
+                                                              : "cifar100";
+      const std::string archive = spec.name == DatasetName::kMnist ? ""
+                                  : spec.name == DatasetName::kCifar10
+                                      ? ", or unpack the official cifar-10-binary.tar.gz there"
+                                      : ", or unpack the official cifar-100-binary.tar.gz there";
+      hint = fmt::format(
+          " (scripts/fetch-data.py {} downloads it where the default dataset.root looks{}, or set "
+          "dataset.root)",
+          name, archive);
     }
     const bool other = fs::exists(spec.root, ec);
     const std::string relative =
-        fs::path(spec.root).is_relative() ? fmt::format(", relative to the working directory {}", fs::current_path(ec).string())
-                                          : "";
-    throw Error(dataset_label(spec) + ": data directory " + spec.root + relative +
-                (other ? " is not a directory (dataset.root names the directory that holds the files)"
-                       : " does not exist") +
-                hint + "; see docs/data.md");
+        fs::path(spec.root).is_relative()
+            ? fmt::format(", relative to the working directory {}", fs::current_path(ec).string())
+            : "";
+    throw Error(
+        dataset_label(spec) + ": data directory " + spec.root + relative +
+        (other ? " is not a directory (dataset.root names the directory that holds the files)" : " does not exist") +
+        hint + "; see docs/data.md");
   }
 }
 
@@ -126,12 +130,11 @@ std::string find_file(const DatasetOptions& spec, const std::string& base) {
   for (const auto& path : {raw, gz})
     if (fs::exists(path, ec))
       throw Error(dataset_label(spec) + ": " + path.string() + " is not a regular file; see docs/data.md");
-  throw Error(dataset_label(spec) + ": missing file " + raw.string() + " (or " +
-              gz.string() + "); see docs/data.md");
+  throw Error(dataset_label(spec) + ": missing file " + raw.string() + " (or " + gz.string() + "); see docs/data.md");
 }
 
-Dataset load_split(const DatasetOptions& spec, const char* images_name,
-                   const char* labels_name, int64_t limit, int64_t num_classes) {
+Dataset load_split(const DatasetOptions& spec, const char* images_name, const char* labels_name, int64_t limit,
+                   int64_t num_classes) {
   std::string images_path = find_file(spec, images_name);
   std::string labels_path = find_file(spec, labels_name);
   IdxArray images = read_idx(images_path);
@@ -143,8 +146,8 @@ Dataset load_split(const DatasetOptions& spec, const char* images_name,
     throw Error(fmt::format("{}: expected 1 dimension [N], found {}", labels_path, labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
-    throw Error(fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0], labels_path,
-                            labels.dims[0]));
+    throw Error(
+        fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0], labels_path, labels.dims[0]));
   }
   for (size_t i = 0; i < labels.bytes.size(); ++i) {
     if (labels.bytes[i] >= num_classes) {
@@ -195,11 +198,9 @@ DatasetPair load_dataset(const DatasetOptions& spec) {
     pair.train = load_split(spec, kTrainImages, kTrainLabels, spec.train_limit, pair.num_classes);
     pair.test = load_split(spec, kTestImages, kTestLabels, spec.test_limit, pair.num_classes);
   }
-  if (pair.train.images.size(1) != pair.test.images.size(1) ||
-      pair.train.images.size(2) != pair.test.images.size(2) ||
+  if (pair.train.images.size(1) != pair.test.images.size(1) || pair.train.images.size(2) != pair.test.images.size(2) ||
       pair.train.images.size(3) != pair.test.images.size(3)) {
-    throw Error(dataset_label(spec) + " in " + spec.root +
-                ": train and test images differ in size");
+    throw Error(dataset_label(spec) + " in " + spec.root + ": train and test images differ in size");
   }
   set_statistics(pair);
   return pair;

@@ -90,8 +90,8 @@ IdxArray decode_image(const uint8_t* data, size_t size, const std::string& name,
     throw Error(fmt::format("{}: truncated: expected {} bytes, found {}", name, h.total_bytes, size));
   }
   if (size > h.total_bytes) {
-    throw Error(fmt::format("{}: {} unexpected trailing bytes: expected {} bytes, found {}", name,
-                            size - h.total_bytes, h.total_bytes, size));
+    throw Error(fmt::format("{}: {} unexpected trailing bytes: expected {} bytes, found {}", name, size - h.total_bytes,
+                            h.total_bytes, size));
   }
   IdxArray arr;
   arr.dims = std::move(h.dims);
@@ -173,8 +173,8 @@ IdxArray read_idx(const std::string& path) {
   return decode_idx(stored.data(), stored.size(), ends_with(path, ".gz"), path);
 }
 
-void write_idx(const std::string& path, const std::vector<int64_t>& dims,
-               const std::vector<uint8_t>& bytes, bool gzip) {
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& bytes,
+               bool gzip) {
   if (dims.empty() || dims.size() > 4) throw Error(path + ": IDX needs 1..4 dimensions");
   for (int64_t d : dims) {
     if (d <= 0 || d > 0xffffffffLL) throw Error(fmt::format("{}: bad IDX dimension {}", path, d));
@@ -191,8 +191,7 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   if (gzip) {
     gzFile f = gzopen(path.c_str(), "wb");
     if (f == nullptr) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
-    bool ok = gzwrite(f, header.data(), static_cast<unsigned>(header.size())) ==
-              static_cast<int>(header.size());
+    bool ok = gzwrite(f, header.data(), static_cast<unsigned>(header.size())) == static_cast<int>(header.size());
     // gzwrite takes an unsigned length; write in chunks to stay far below its limit.
     size_t pos = 0;
     while (ok && pos < bytes.size()) {

@@ -32,7 +32,6 @@ IdxArray decode_idx(const uint8_t* data, size_t size, bool gzip, const std::stri
 // Writes an unsigned-byte IDX file (gzip-compressed when `gzip`). Used by the tests to make
 // small files in the real format, and by tools. Throws Error if the file cannot be written or
 // bytes.size() != product(dims).
-void write_idx(const std::string& path, const std::vector<int64_t>& dims,
-               const std::vector<uint8_t>& bytes, bool gzip);
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& bytes, bool gzip);
 
 }  // namespace ddplab::data

@@ -19,9 +19,10 @@ uint64_t mix64(uint64_t z) {
 at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch, config::DataOrder order) {
   // A fresh generator per epoch, so the order depends only on (seed, epoch) and survives resume.
   // seed + epoch makes seed s + 1's epoch e seed s's epoch e + 1: repeats that share orders.
-  const uint64_t key = order == config::DataOrder::kTorchSampler
-                           ? static_cast<uint64_t>(seed + epoch)
-                           : mix64(mix64(static_cast<uint64_t>(seed) + 0x9e3779b97f4a7c15ULL) + static_cast<uint64_t>(epoch));
+  const uint64_t key =
+      order == config::DataOrder::kTorchSampler
+          ? static_cast<uint64_t>(seed + epoch)
+          : mix64(mix64(static_cast<uint64_t>(seed) + 0x9e3779b97f4a7c15ULL) + static_cast<uint64_t>(epoch));
   auto gen = at::detail::createCPUGenerator(key);
   return torch::randperm(n, gen, torch::kLong);
 }
@@ -31,8 +32,8 @@ std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world) {
   return {n * rank / world, n * (rank + 1) / world};
 }
 
-Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform& transform, bool train,
-                 int64_t seed, int64_t epoch) {
+Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform& transform, bool train, int64_t seed,
+                 int64_t epoch) {
   torch::NoGradGuard no_grad;
   Batch b;
   b.x = transform.apply(set.images, indices, train, seed, epoch);
@@ -40,9 +41,8 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
   return b;
 }
 
-TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform,
-                         int64_t global_batch, int rank, int world, int64_t seed, config::DataOrder order,
-                         int prefetch, bool pin_memory)
+TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
+                         int rank, int world, int64_t seed, config::DataOrder order, int prefetch, bool pin_memory)
     : data_(data),
       transform_(std::move(transform)),
       global_batch_(global_batch),
@@ -55,8 +55,8 @@ TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transfor
       pin_memory_(pin_memory) {
   TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
   TORCH_INTERNAL_ASSERT(transform_ != nullptr, "TrainLoader needs a transform");
-  TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ",
-                        global_batch, " not divisible by world ", world);
+  TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ", global_batch,
+                        " not divisible by world ", world);
 }
 
 TrainLoader::~TrainLoader() { stop(); }

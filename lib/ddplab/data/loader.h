@@ -55,9 +55,9 @@ class TrainLoader {
  public:
   // global_batch must be divisible by world (checked by the spec; asserted here). `transform`
   // (its training path) makes the batches of data.train.
-  TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
-              int rank, int world, int64_t seed, config::DataOrder order = config::DataOrder::kIndependent,
-              int prefetch = 4, bool pin_memory = false);
+  TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch, int rank,
+              int world, int64_t seed, config::DataOrder order = config::DataOrder::kIndependent, int prefetch = 4,
+              bool pin_memory = false);
   ~TrainLoader();
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;

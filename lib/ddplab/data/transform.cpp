@@ -1,11 +1,10 @@
 #include "ddplab/data/transform.h"
 
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/spec_error.h"
@@ -40,8 +39,8 @@ class SampleRng {
 };
 
 bool is_identity(const TransformOptions& o) {
-  return o.pad == 0 && o.crop == 0 && !o.flip && o.max_brightness == 0 && o.min_contrast == 1 &&
-         o.max_contrast == 1 && o.normalize == Normalize::kGlobal;
+  return o.pad == 0 && o.crop == 0 && !o.flip && o.max_brightness == 0 && o.min_contrast == 1 && o.max_contrast == 1 &&
+         o.normalize == Normalize::kGlobal;
 }
 
 }  // namespace
@@ -81,9 +80,9 @@ Transform::Transform(TransformOptions options, const DatasetPair& data)
   out_ = in_;
   if (options_.crop > 0) out_.height = out_.width = options_.crop;
   if (out_.height > in_.height + 2 * options_.pad || out_.width > in_.width + 2 * options_.pad) {
-    throw config::spec_error("/dataset/augment", fmt::format("\"{}\" crops {}x{}, larger than the {}x{} images of dataset '{}'",
-                                                          options_.name, out_.height, out_.width, in_.height, in_.width,
-                                                          data.name));
+    throw config::spec_error("/dataset/augment",
+                             fmt::format("\"{}\" crops {}x{}, larger than the {}x{} images of dataset '{}'",
+                                         options_.name, out_.height, out_.width, in_.height, in_.width, data.name));
   }
   if (options_.normalize == Normalize::kChannel) {
     TORCH_INTERNAL_ASSERT(static_cast<int64_t>(channel_mean_.size()) == in_.channels &&
@@ -140,8 +139,7 @@ void Transform::apply_one(const uint8_t* image, const SampleAugmentation& a, flo
   }
   switch (options_.normalize) {
     case Normalize::kGlobal:
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = static_cast<float>((out[i] / 255.0 - mean_) / std_);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((out[i] / 255.0 - mean_) / std_);
       break;
     case Normalize::kChannel:
       for (int64_t c = 0; c < in_.channels; ++c) {
@@ -169,8 +167,9 @@ at::Tensor Transform::apply(const at::Tensor& images, const at::Tensor& indices,
     // Exactly the ops (and so the rounding) of ddplab before transforms: MNIST results stay put.
     return images.index_select(0, indices).to(torch::kFloat).div_(255.0).sub_(mean_).div_(std_).contiguous();
   }
-  TORCH_INTERNAL_ASSERT(images.scalar_type() == torch::kUInt8 && images.is_contiguous() && images.size(1) == in_.channels &&
-                            images.size(2) == in_.height && images.size(3) == in_.width,
+  TORCH_INTERNAL_ASSERT(images.scalar_type() == torch::kUInt8 && images.is_contiguous() &&
+                            images.size(1) == in_.channels && images.size(2) == in_.height &&
+                            images.size(3) == in_.width,
                         "images do not match the transform's input size");
   auto idx = indices.to(torch::kLong).contiguous();
   const int64_t b = idx.numel(), n = images.size(0);

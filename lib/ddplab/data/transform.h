@@ -44,10 +44,10 @@ enum class Normalize {
 // A transform's recipe; transform_options() gives the named ones.
 struct TransformOptions {
   std::string name = "none";
-  int64_t pad = 0;                  // zero padding on every side before the crop (0..255 value 0)
-  int64_t crop = 0;                 // crop height and width; 0: the image's own size
-  bool flip = false;                // random horizontal flip, probability 1/2 (train only)
-  double max_brightness = 0;        // delta uniform in [-max, max], 0..255 scale (train only)
+  int64_t pad = 0;                            // zero padding on every side before the crop (0..255 value 0)
+  int64_t crop = 0;                           // crop height and width; 0: the image's own size
+  bool flip = false;                          // random horizontal flip, probability 1/2 (train only)
+  double max_brightness = 0;                  // delta uniform in [-max, max], 0..255 scale (train only)
   double min_contrast = 1, max_contrast = 1;  // factor uniform in [min, max] (train only)
   Normalize normalize = Normalize::kGlobal;
 };
@@ -84,8 +84,7 @@ class Transform {
 
   // Gathers samples `indices` (int64 [b]) of uint8 `images` [N, C, H, W] into a contiguous float32
   // batch [b, C, H', W']: train draws per sample from (seed, epoch, indices[i]), eval does not draw.
-  at::Tensor apply(const at::Tensor& images, const at::Tensor& indices, bool train, int64_t seed,
-                   int64_t epoch) const;
+  at::Tensor apply(const at::Tensor& images, const at::Tensor& indices, bool train, int64_t seed, int64_t epoch) const;
 
  private:
   TransformOptions options_;

@@ -60,8 +60,9 @@ std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std
     nccl->setBoundDeviceId(comm->device);
     comm->backend = nccl;
 #else
-    throw config::spec_error("/replicas/backend", "nccl: this ddplab was built without NCCL (no CUDA LibTorch, or no "
-                                                  "nccl.h at build time); use \"gloo\", which also reduces CUDA tensors");
+    throw config::spec_error("/replicas/backend",
+                             "nccl: this ddplab was built without NCCL (no CUDA LibTorch, or no "
+                             "nccl.h at build time); use \"gloo\", which also reduces CUDA tensors");
 #endif
   }
   return comm;

@@ -30,12 +30,10 @@ struct Comm {
 
 // backend: gloo (CPU tensors; CUDA tensors too) or nccl (CUDA builds with NCCL only; rank r
 // uses GPU world.local_rank, which must be the current device: runtime::select_device).
-std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend,
-                                std::chrono::milliseconds timeout);
+std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std::chrono::milliseconds timeout);
 
 // Hosts a TCPStore server on host:0 (a free port) for a launcher; returns it, port via getPort().
-c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout,
-                                           int* port);
+c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout, int* port);
 
 // Bytes one rank sends in a bandwidth-optimal (ring) all-reduce of `payload_bytes` over `world`
 // ranks: 2 (world - 1) / world x payload (reduce-scatter, then all-gather). 0 for one rank.

@@ -87,8 +87,10 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
 void GradSync::prepare_for_backward(bool accumulate) {
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {
-    if (!accumulate) b.flat.zero_();
-    else if (&b == &buckets_.back()) b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
+    if (!accumulate)
+      b.flat.zero_();
+    else if (&b == &buckets_.back())
+      b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
     b.pending = b.params.size();
     b.work.reset();
     b.control_work.reset();
@@ -257,7 +259,8 @@ at::Tensor GradSync::grad_norm_squared() const {
 
 at::Tensor GradSync::mean_grad_norm_squared() const {
   auto sq = grad_norm_squared();
-  if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_) sq.div_(static_cast<double>(comm_->size) * comm_->size);
+  if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_)
+    sq.div_(static_cast<double>(comm_->size) * comm_->size);
   return sq;
 }
 

@@ -153,12 +153,12 @@ class GradSync {
   std::shared_ptr<Comm> comm_;
   GradSyncOptions options_;
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;      // param -> bucket
-  std::vector<int64_t> index_in_;   // param -> position in its bucket
+  std::vector<int> bucket_of_;     // param -> bucket
+  std::vector<int64_t> index_in_;  // param -> position in its bucket
   size_t next_bucket_ = 0;
   std::vector<bool> received_;
-  std::vector<bool> used_;          // per parameter: its hook fired since the buckets were zeroed
-  std::vector<size_t> arrival_;     // first-iteration arrival order
+  std::vector<bool> used_;       // per parameter: its hook fired since the buckets were zeroed
+  std::vector<size_t> arrival_;  // first-iteration arrival order
   bool rebuilt_ = false;
   int64_t steps_ = 0;
   bool stop_requested_ = false;
@@ -166,9 +166,9 @@ class GradSync {
   at::Tensor no_stop_;  // the stop_flag() of no_sync steps
   bool require_sync_ = true;
   bool reduced_ = false;
-  at::Tensor local_sq_;       // running sum of this replica's launched buckets' squared norms
-  at::Tensor local_sq_mean_;  // after a reduced finalize(): mean over replicas of local_sq_
-  runtime::StreamTimer timer_;         // finalize()'s wait
+  at::Tensor local_sq_;         // running sum of this replica's launched buckets' squared norms
+  at::Tensor local_sq_mean_;    // after a reduced finalize(): mean over replicas of local_sq_
+  runtime::StreamTimer timer_;  // finalize()'s wait
 };
 
 }  // namespace ddplab::distributed

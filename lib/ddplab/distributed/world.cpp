@@ -28,12 +28,10 @@ int env_int(const std::map<std::string, std::string>& env, const std::string& ke
   }
 }
 
-
 std::string first_slurm_host(const std::string& nodelist) {
   size_t comma = nodelist.find(',');
   size_t bracket = nodelist.find('[');
-  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
-    return nodelist.substr(0, comma);
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) return nodelist.substr(0, comma);
   std::string prefix = nodelist.substr(0, bracket);
   size_t end = nodelist.find_first_of("-,]", bracket + 1);
   return prefix + nodelist.substr(bracket + 1, end - bracket - 1);
@@ -57,7 +55,8 @@ World discover_world(const std::map<std::string, std::string>& env) {
     if (env_value(env, "DDPLAB_LAUNCHER") != nullptr) {
       w.launcher = "ddplab";
       w.agent_store = true;
-    } else if (env_value(env, "TORCHELASTIC_RUN_ID") != nullptr || env_value(env, "TORCHELASTIC_RESTART_COUNT") != nullptr) {
+    } else if (env_value(env, "TORCHELASTIC_RUN_ID") != nullptr ||
+               env_value(env, "TORCHELASTIC_RESTART_COUNT") != nullptr) {
       w.launcher = "torchrun";
       const auto* agent = env_value(env, "TORCHELASTIC_USE_AGENT_STORE");
       w.agent_store = agent != nullptr && (*agent == "True" || *agent == "true" || *agent == "1");
@@ -73,17 +72,20 @@ World discover_world(const std::map<std::string, std::string>& env) {
     w.size = env_int(env, "SLURM_NTASKS", 1);
     w.local_rank = env_int(env, "SLURM_LOCALID", 0);
     w.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", w.size);
-    if (const auto* a = env_value(env, "MASTER_ADDR")) w.master_addr = *a;
-    else if (const auto* nodes = env_value(env, "SLURM_JOB_NODELIST")) w.master_addr = first_slurm_host(*nodes);
+    if (const auto* a = env_value(env, "MASTER_ADDR"))
+      w.master_addr = *a;
+    else if (const auto* nodes = env_value(env, "SLURM_JOB_NODELIST"))
+      w.master_addr = first_slurm_host(*nodes);
     w.master_port = env_int(env, "MASTER_PORT", 12910 + env_int(env, "SLURM_JOB_ID", 0) % 20000);
     w.restart_count = env_int(env, "SLURM_RESTART_COUNT", 0);  // a requeued job (scontrol requeue, preemption)
   }
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
     throw Error(fmt::format("rank {} is outside the world of size {}", w.rank, w.size));
   if (w.local_rank < 0 || w.local_rank >= w.local_size)
-    throw Error(fmt::format("local rank {} is outside the {} ranks of this node (LOCAL_RANK / SLURM_LOCALID must be in "
-                            "0..{})",
-                            w.local_rank, w.local_size, w.local_size - 1));
+    throw Error(
+        fmt::format("local rank {} is outside the {} ranks of this node (LOCAL_RANK / SLURM_LOCALID must be in "
+                    "0..{})",
+                    w.local_rank, w.local_size, w.local_size - 1));
   if (w.size > 1 && (w.master_port < 1 || w.master_port > 65535))
     throw Error(fmt::format("environment variable MASTER_PORT: must be a TCP port, 1 to 65535, got {}", w.master_port));
   return w;

@@ -99,8 +99,8 @@ namespace {
 // The workers of one attempt, from their start until the last has exited.
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& o, int port) : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0),
-                                                 signal_was_ours_(o.nproc, false), running_(o.nproc) {
+  Supervisor(const LaunchOptions& o, int port)
+      : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0), signal_was_ours_(o.nproc, false), running_(o.nproc) {
     for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn_rank(o, r, port));
   }
 
@@ -147,8 +147,8 @@ class Supervisor {
     alive_[r] = false;
     --running_;
     statuses_[r] = status;
-    signal_was_ours_[r] = WIFSIGNALED(status) && ((stopping_ && WTERMSIG(status) == SIGTERM) ||
-                                                  (killed_ && WTERMSIG(status) == SIGKILL));
+    signal_was_ours_[r] =
+        WIFSIGNALED(status) && ((stopping_ && WTERMSIG(status) == SIGTERM) || (killed_ && WTERMSIG(status) == SIGKILL));
     const int code = exit_code_of(status);
     const bool ok = code == kExitOk;
     // A clean stop (exit 130/143) is agreed by every rank through the all-reduce, so the others

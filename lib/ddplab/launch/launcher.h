@@ -23,13 +23,13 @@ namespace ddplab::launch {
 struct LaunchOptions {
   int nproc = 1;
   std::filesystem::path run_dir;
-  std::string spec_path;               // resolved spec the workers read
-  std::vector<std::string> extra_args; // appended to the worker command line
-  double grace_s = 5.0;                // after a rank failed: SIGTERM, then SIGKILL after this
-  double interrupt_grace_s = 60.0;     // after SIGINT/SIGTERM: time for the clean stop
-  double timeout_s = 300.0;            // store timeout
-  bool resume = false;                 // workers continue from the checkpoint (DDPLAB_RESUME=1)
-  int restart_count = 0;               // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
+  std::string spec_path;                // resolved spec the workers read
+  std::vector<std::string> extra_args;  // appended to the worker command line
+  double grace_s = 5.0;                 // after a rank failed: SIGTERM, then SIGKILL after this
+  double interrupt_grace_s = 60.0;      // after SIGINT/SIGTERM: time for the clean stop
+  double timeout_s = 300.0;             // store timeout
+  bool resume = false;                  // workers continue from the checkpoint (DDPLAB_RESUME=1)
+  int restart_count = 0;                // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
 };
 
 struct LaunchResult {
@@ -37,16 +37,16 @@ struct LaunchResult {
   // exit_code_for_signal(SIGINT / SIGTERM): interrupted (base/exit_codes.h).
   int exit_code = 0;
   int failed_rank = -1;
-  std::string reason;        // "exited with code 1", "killed by signal 9"
+  std::string reason;  // "exited with code 1", "killed by signal 9"
 };
 
 LaunchResult launch_workers(const LaunchOptions& options);
 
 // How one rank of a failed attempt ended, as the launcher saw it.
 struct RankEnd {
-  int status = 0;                   // waitpid status
-  bool signal_was_ours = false;     // killed by a signal the launcher had sent it (SIGTERM, SIGKILL)
-  int64_t error_ns = 0;             // time stamp of its rank-<r>.error, 0 if it wrote none
+  int status = 0;                // waitpid status
+  bool signal_was_ours = false;  // killed by a signal the launcher had sent it (SIGTERM, SIGKILL)
+  int64_t error_ns = 0;          // time stamp of its rank-<r>.error, 0 if it wrote none
 };
 
 // The rank to blame for a failed attempt. The first exit the launcher reaps is often a peer's

@@ -73,7 +73,8 @@ Stream open_stream(Output kind, const fs::path& file, const std::string& program
   const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (kind == Output::kAppend ? O_APPEND : O_TRUNC);
   const int fd = ::open(file.c_str(), flags, 0644);
   if (fd < 0)
-    throw std::runtime_error(fmt::format("cannot run {}: cannot open {}: {}", program, file.string(), std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot run {}: cannot open {}: {}", program, file.string(), std::strerror(errno)));
   s.child_end.reset(fd);
   return s;
 }
@@ -97,7 +98,7 @@ std::string resolved_program(const std::string& program) {
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
   }
   if (o.ignore_sigint) {
-    struct sigaction sa {};
+    struct sigaction sa{};
     sa.sa_handler = SIG_IGN;
     ::sigaction(SIGINT, &sa, nullptr);
   }
@@ -151,7 +152,7 @@ std::string describe_status(int wait_status) {
 
 std::optional<int> try_wait(pid_t pid, struct rusage* usage) {
   int status = 0;
-  struct rusage ignored {};
+  struct rusage ignored{};
   pid_t r = 0;
   do {
     r = ::wait4(pid, &status, WNOHANG, usage != nullptr ? usage : &ignored);

@@ -47,8 +47,8 @@ struct Child {
 };
 
 // Starts `options.argv`. Throws ddplab::Error naming the program when it is not found on PATH,
-// std::runtime_error naming the file when an output file or pipe cannot be opened; a program that cannot be executed after the fork exits 127
-// (as a shell's "command not found").
+// std::runtime_error naming the file when an output file or pipe cannot be opened; a program that cannot be executed
+// after the fork exits 127 (as a shell's "command not found").
 Child spawn(const SpawnOptions& options);
 
 // The exit code of a waitpid status: the child's own code, or 128 + n when signal n killed it.

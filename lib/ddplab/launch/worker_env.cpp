@@ -19,8 +19,7 @@ void read_int(const Env& env, const std::string& name, int& out) { out = distrib
 void read_flag(const Env& env, const std::string& name, bool& out) {
   const std::string* v = distributed::env_value(env, name);
   if (v == nullptr) return;
-  if (*v != "0" && *v != "1")
-    throw Error(fmt::format("environment variable {}: must be 0 or 1, got \"{}\"", name, *v));
+  if (*v != "0" && *v != "1") throw Error(fmt::format("environment variable {}: must be 0 or 1, got \"{}\"", name, *v));
   out = *v == "1";
 }
 
@@ -36,10 +35,18 @@ bool WorkerEnv::operator==(const WorkerEnv& o) const {
 }
 
 const std::vector<std::string>& worker_env_names() {
-  static const std::vector<std::string> names = {
-      "RANK",        "WORLD_SIZE",  "LOCAL_RANK",      "LOCAL_WORLD_SIZE", "GROUP_RANK",     "MASTER_ADDR",
-      "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "DDPLAB_LAUNCHER", "DDPLAB_RUN_DIR", "DDPLAB_RESUME",
-      "DDPLAB_FORCE"};
+  static const std::vector<std::string> names = {"RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_RANK",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "GROUP_RANK",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "TORCHELASTIC_RESTART_COUNT",
+                                                 "DDPLAB_LAUNCHER",
+                                                 "DDPLAB_RUN_DIR",
+                                                 "DDPLAB_RESUME",
+                                                 "DDPLAB_FORCE"};
   return names;
 }
 

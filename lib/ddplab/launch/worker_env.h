@@ -35,10 +35,10 @@ struct WorkerEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   int restart_count = 0;
-  bool launcher = false;            // DDPLAB_LAUNCHER
-  std::filesystem::path run_dir;    // DDPLAB_RUN_DIR; empty: not started by ddplab's launcher
-  bool resume = false;              // DDPLAB_RESUME
-  bool force = false;               // DDPLAB_FORCE
+  bool launcher = false;          // DDPLAB_LAUNCHER
+  std::filesystem::path run_dir;  // DDPLAB_RUN_DIR; empty: not started by ddplab's launcher
+  bool resume = false;            // DDPLAB_RESUME
+  bool force = false;             // DDPLAB_FORCE
 
   bool operator==(const WorkerEnv& other) const;
   bool operator!=(const WorkerEnv& other) const { return !(*this == other); }

@@ -45,8 +45,7 @@ at::Tensor BatchNorm2dImpl::forward_synced(const at::Tensor& x) {
   const int64_t channels = x.size(1);
   const at::Tensor xd = x.to(torch::kDouble);
   const at::Tensor count = torch::full({1}, static_cast<double>(x.numel() / channels), xd.options());
-  const at::Tensor total =
-      sum_over_replicas(torch::cat({xd.sum({0, 2, 3}), xd.square().sum({0, 2, 3}), count}), sum_);
+  const at::Tensor total = sum_over_replicas(torch::cat({xd.sum({0, 2, 3}), xd.square().sum({0, 2, 3}), count}), sum_);
   const at::Tensor n = total.narrow(0, 2 * channels, 1).detach();
   const at::Tensor mean = total.narrow(0, 0, channels) / n;
   const at::Tensor var = (total.narrow(0, channels, channels) / n - mean.square()).clamp_min(0);

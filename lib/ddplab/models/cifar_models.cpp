@@ -112,7 +112,8 @@ class ResNet20 : public Model {
  private:
   nn::Sequential stage(int64_t in, int64_t out, int64_t stride, bool sync_bn) {
     nn::Sequential blocks;
-    for (int i = 0; i < 3; ++i) blocks->push_back(BasicBlock(i == 0 ? in : out, out, i == 0 ? stride : 1, sync_bn, replica_sum_));
+    for (int i = 0; i < 3; ++i)
+      blocks->push_back(BasicBlock(i == 0 ? in : out, out, i == 0 ? stride : 1, sync_bn, replica_sum_));
     return blocks;
   }
 

@@ -1,8 +1,7 @@
 #include "ddplab/models/models.h"
 
-#include <torch/torch.h>
-
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/models/cifar_models.h"
@@ -59,8 +58,10 @@ std::shared_ptr<Model> make_model(const ModelOptions& spec, const InputShape& sh
   switch (spec.name) {
     case config::ModelName::kMnistCnn:
       if (shape.height % 4 != 0 || shape.width % 4 != 0)
-        throw Error(fmt::format("model mnist_cnn needs images whose height and width are divisible by 4 (two 2x2 "
-                                "poolings), got {}x{} (after dataset.augment)", shape.height, shape.width));
+        throw Error(
+            fmt::format("model mnist_cnn needs images whose height and width are divisible by 4 (two 2x2 "
+                        "poolings), got {}x{} (after dataset.augment)",
+                        shape.height, shape.width));
       return std::make_shared<MnistCnn>(shape, spec.dropout);
     case config::ModelName::kMlp:
       return std::make_shared<Mlp>(shape, spec.hidden, spec.dropout);

@@ -18,8 +18,8 @@
 
 #include <torch/nn/module.h>
 
-#include "ddplab/models/batch_norm.h"
 #include "ddplab/config/settings.h"
+#include "ddplab/models/batch_norm.h"
 
 namespace ddplab::models {
 
@@ -32,9 +32,9 @@ struct InputShape {
 // Defaults as the spec's.
 struct ModelOptions {
   config::ModelName name = config::ModelName::kMnistCnn;
-  double dropout = 0.5;   // mnist_cnn and mlp
-  int64_t hidden = 128;   // mlp only
-  bool sync_bn = false;   // BatchNorm statistics over all replicas (batch_norm.h)
+  double dropout = 0.5;  // mnist_cnn and mlp
+  int64_t hidden = 128;  // mlp only
+  bool sync_bn = false;  // BatchNorm statistics over all replicas (batch_norm.h)
 };
 
 class Model : public torch::nn::Module {

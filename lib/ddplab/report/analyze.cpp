@@ -12,8 +12,8 @@
 #include "ddplab/base/error.h"
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/spec.h"
-#include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
+#include "ddplab/rundir/run_log.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -72,9 +72,7 @@ std::string value_text(const json& v) {
 const std::map<std::string, std::string> kFollows = {{"replicas.threads", "replicas.count"},
                                                      {"replicas.backend", "replicas.device"}};
 
-int64_t seed_of(const RunData& r) {
-  return r.spec.is_object() ? int_field(r.spec, "seed", 0) : 0;
-}
+int64_t seed_of(const RunData& r) { return r.spec.is_object() ? int_field(r.spec, "seed", 0) : 0; }
 }  // namespace
 
 std::string RunData::status_text() const { return running() ? "in progress" : status_name; }
@@ -136,9 +134,8 @@ double windowed_loss(const std::vector<rundir::StepRecord>& steps, size_t i) {
   const double lo = (first + last) / 2 - kLossWindowSamples / 2, hi = lo + kLossWindowSamples;
   double weight = 0, sum = 0;
   // Records are in sample order: start at the first one that ends after lo.
-  const auto begin = std::partition_point(steps.begin(), steps.end(), [&](const rundir::StepRecord& r) {
-    return static_cast<double>(r.samples) <= lo;
-  });
+  const auto begin = std::partition_point(
+      steps.begin(), steps.end(), [&](const rundir::StepRecord& r) { return static_cast<double>(r.samples) <= lo; });
   for (auto j = static_cast<size_t>(begin - steps.begin()); j < steps.size() && span(j).first < hi; ++j) {
     const auto [a, b] = span(j);
     const double overlap = std::min(b, hi) - std::max(a, lo);
@@ -256,15 +253,18 @@ void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& w
         const auto record = rundir::EpochRecord::from_json(j);
         const EpochPoint p = point_of(record, j.contains("comm_bytes"));
         by_epoch[p.epoch] = p;
-        if (record.audit_warnings.empty()) audit_failed.erase(p.epoch);
-        else audit_failed[p.epoch] = record.audit_warnings.front();
+        if (record.audit_warnings.empty())
+          audit_failed.erase(p.epoch);
+        else
+          audit_failed[p.epoch] = record.audit_warnings.front();
       },
       warnings);
   for (auto& [epoch, p] : by_epoch) run.epochs.push_back(p);
   if (!audit_failed.empty())
-    warnings.push_back(fmt::format("{}: audits failed in {} of its {} epochs and it trained on (debug.audits warn); "
-                                   "the first: {}",
-                                   dir.string(), audit_failed.size(), run.epochs.size(), audit_failed.begin()->second));
+    warnings.push_back(
+        fmt::format("{}: audits failed in {} of its {} epochs and it trained on (debug.audits warn); "
+                    "the first: {}",
+                    dir.string(), audit_failed.size(), run.epochs.size(), audit_failed.begin()->second));
 }
 
 // steps.jsonl (when there is one) through rundir::StepRecord::from_json; a repeated step keeps its last.
@@ -436,7 +436,7 @@ void label_group(const ReportData& data, const std::vector<std::string>& followe
 // The per-run values a group's statistics are taken over (finished runs with records).
 struct GroupSamples {
   std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
-  std::vector<double> loss_steps, loss_samples;  // to report.target_loss
+  std::vector<double> loss_steps, loss_samples;   // to report.target_loss
   std::map<int64_t, std::vector<double>> metric;  // by seed
   std::string unreliable;                         // why a run's last noise scale was left out
 };
@@ -651,7 +651,8 @@ std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t 
   c.key = keys_ab.front();
   c.value_a = value_in(ga, c.key);
   c.value_b = value_in(gb, c.key);
-  for (const auto& k : followers) c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
+  for (const auto& k : followers)
+    c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
   compare_metric(data, c);
   return c;
 }
@@ -706,9 +707,10 @@ void compare_groups(ReportData& data) {
   const json contrasts = report_setting(data.runs, "contrasts");
   for (size_t i = 0; contrasts.is_array() && i < contrasts.size(); ++i) {
     auto c = planned_contrast(data, contrasts[i], i);
-    const bool known = c && std::any_of(data.comparisons.begin(), data.comparisons.end(), [&](const GroupComparison& o) {
-      return (o.a == c->a && o.b == c->b) || (o.a == c->b && o.b == c->a);
-    });
+    const bool known =
+        c && std::any_of(data.comparisons.begin(), data.comparisons.end(), [&](const GroupComparison& o) {
+          return (o.a == c->a && o.b == c->b) || (o.a == c->b && o.b == c->a);
+        });
     if (c && !known) data.comparisons.push_back(std::move(*c));
   }
   std::vector<Comparison> stats;

@@ -79,10 +79,11 @@ std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector
   for (auto it = samples.begin(); it != samples.end() && std::next(it) != samples.end(); ++it) {
     const auto next = std::next(it);
     if (!(next->second > it->second))
-      return fmt::format("samples to target fall from {:.0f} at batch {:.0f} to {:.0f} at batch {:.0f}, where "
-                         "McCandlish's model has them grow: the smaller batch was held back by something else "
-                         "(an lr tuned for another batch?)",
-                         it->second, it->first, next->second, next->first);
+      return fmt::format(
+          "samples to target fall from {:.0f} at batch {:.0f} to {:.0f} at batch {:.0f}, where "
+          "McCandlish's model has them grow: the smaller batch was held back by something else "
+          "(an lr tuned for another batch?)",
+          it->second, it->first, next->second, next->first);
   }
   return "";
 }
@@ -130,8 +131,7 @@ std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const
     std::map<double, std::set<std::string>> values;
     for (const auto& g : d.groups)
       if (g.n > 0) values[x(g)].insert(value_of(g, k).dump());
-    if (std::any_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() > 1; }))
-      rest.push_back(k);
+    if (std::any_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() > 1; })) rest.push_back(k);
   }
   std::map<std::string, std::vector<size_t>> lines;
   for (size_t i = 0; i < d.groups.size(); ++i)
@@ -142,7 +142,8 @@ std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const
 }
 
 // A line's groups by their value of x.
-std::map<double, std::vector<size_t>> by_x(const ReportData& d, const std::vector<size_t>& groups, const GroupValue& x) {
+std::map<double, std::vector<size_t>> by_x(const ReportData& d, const std::vector<size_t>& groups,
+                                           const GroupValue& x) {
   std::map<double, std::vector<size_t>> out;
   for (size_t gi : groups) out[x(d.groups[gi])].push_back(gi);
   return out;
@@ -174,10 +175,11 @@ ChartSeries line_series(const ReportData& d, const std::string& label, const std
 
 // The comparisons' metric vs global batch, with each group's 95% t interval over its seeds.
 NamedChart accuracy_vs_batch(const ReportData& d) {
-  const std::string metric = d.final_epochs > 1 ? fmt::format("test accuracy, mean of the last {} epochs", d.final_epochs)
-                                                : std::string("final test accuracy");
+  const std::string metric = d.final_epochs > 1
+                                 ? fmt::format("test accuracy, mean of the last {} epochs", d.final_epochs)
+                                 : std::string("final test accuracy");
   LineChart chart = line_chart("acc_vs_batch", fmt::format("{} vs global batch (bars: 95% CI over seeds)", metric),
-                             "global batch (log2 scale)", fmt::format("{} (points)", metric));
+                               "global batch (log2 scale)", fmt::format("{} (points)", metric));
   chart.x_scale = XScale::kLog2;
   for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
     ChartSeries s;
@@ -208,8 +210,8 @@ NamedChart over_replicas(const ReportData& d, LineChart chart, const GroupValue&
     s.colour = colour++;
     ChartSeries line;
     if (ideal && !s.x.empty()) {
-      line.label = fmt::format("{}: ideal linear scaling from {} replica{}", s.label, s.x.front(),
-                               s.x.front() == 1 ? "" : "s");
+      line.label =
+          fmt::format("{}: ideal linear scaling from {} replica{}", s.label, s.x.front(), s.x.front() == 1 ? "" : "s");
       line.dashed = true;
       line.markers = false;
       line.colour = s.colour;
@@ -261,11 +263,13 @@ void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, do
     curve.y.push_back(fit.steps(b));
   }
   chart.series.push_back(std::move(curve));
-  chart.series.push_back(fit_marker(fit, fit.b_crit, fmt::format("{}: fitted B_crit = {:.0f}", label, fit.b_crit), colour));
+  chart.series.push_back(
+      fit_marker(fit, fit.b_crit, fmt::format("{}: fitted B_crit = {:.0f}", label, fit.b_crit), colour));
   if (b_simple > 0)
-    chart.series.push_back(fit_marker(
-        fit, b_simple, fmt::format("{}: measured B_simple = {:.0f} (mean over the groups' last epochs)", label, b_simple),
-        7));  // black: the palette's last colour, apart from the fit's
+    chart.series.push_back(
+        fit_marker(fit, b_simple,
+                   fmt::format("{}: measured B_simple = {:.0f} (mean over the groups' last epochs)", label, b_simple),
+                   7));  // black: the palette's last colour, apart from the fit's
 }
 
 // Steps vs samples to the target across global batches, with the McCandlish fit per line.
@@ -276,7 +280,7 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
                                  : std::string();
   if (target.empty()) return std::nullopt;
   LineChart chart = line_chart("batch_tradeoff", fmt::format("Steps vs samples to {} across global batches", target),
-                             "samples to target (log scale)", "steps to target (log scale)");
+                               "samples to target (log scale)", "steps to target (log scale)");
   chart.x_scale = XScale::kLog10;
   chart.log_y = true;
   int colour = 0;
@@ -298,7 +302,8 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
     }
     if (s.x.size() < 2) continue;
     any = true;
-    if (const std::string why = tradeoff_refusal(batches, steps); !why.empty()) s.label += fmt::format("; no fit: {}", why);
+    if (const std::string why = tradeoff_refusal(batches, steps); !why.empty())
+      s.label += fmt::format("; no fit: {}", why);
     chart.series.push_back(std::move(s));
     if (const auto fit = fit_batch_tradeoff(batches, steps))
       add_fit(batches, *fit, noise.empty() ? kNaN : mean(noise), colour, label.empty() ? "all" : label, chart);
@@ -342,8 +347,8 @@ std::optional<NamedChart> metric_heatmap(const ReportData& d) {
     const auto c = std::find(xs.begin(), xs.end(), value_of(g, keys[0]).get<double>()) - xs.begin();
     const auto r = std::find(ys.begin(), ys.end(), value_of(g, keys[1]).get<double>()) - ys.begin();
     m.z[r][c] = g.metric.mean;
-    m.text[r][c] = g.metric_by_seed.size() > 1 ? fmt::format("{:.2f} \xC2\xB1{:.2f} (n={})", g.metric.mean, g.metric.std,
-                                                             g.metric_by_seed.size())
+    m.text[r][c] = g.metric_by_seed.size() > 1 ? fmt::format("{:.2f} \xC2\xB1{:.2f} (n={})", g.metric.mean,
+                                                             g.metric.std, g.metric_by_seed.size())
                                                : fmt::format("{:.2f} (n=1)", g.metric.mean);
   }
   return NamedChart{"acc_heatmap.svg", m.title, render_heatmap(m)};
@@ -354,19 +359,19 @@ std::vector<NamedChart> axis_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   if (varies(d, global_batch)) out.push_back(accuracy_vs_batch(d));
   if (varies(d, replica_count)) {
-    out.push_back(over_replicas(d,
-                                line_chart("throughput_vs_replicas", "Images/s vs replicas (dashed: ideal linear scaling)",
-                                         "replicas", "training images/s (mean over epochs and seeds)"),
-                                [](const GroupStats& g) { return g.images_per_s; }, true));
-    const bool reached = std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) {
-      return g.target_reached > 0;
-    });
+    out.push_back(over_replicas(
+        d,
+        line_chart("throughput_vs_replicas", "Images/s vs replicas (dashed: ideal linear scaling)", "replicas",
+                   "training images/s (mean over epochs and seeds)"),
+        [](const GroupStats& g) { return g.images_per_s; }, true));
+    const bool reached =
+        std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return g.target_reached > 0; });
     if (reached && d.groups[0].target_acc)
       out.push_back(over_replicas(
           d,
           line_chart("target_time_vs_replicas",
-                   fmt::format("Time to {:.2f}% test accuracy vs replicas", 100 * *d.groups[0].target_acc), "replicas",
-                   "wall-clock seconds to target (mean over the runs that reached it)"),
+                     fmt::format("Time to {:.2f}% test accuracy vs replicas", 100 * *d.groups[0].target_acc),
+                     "replicas", "wall-clock seconds to target (mean over the runs that reached it)"),
           [](const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : kNaN; }, false));
   }
   if (varies(d, global_batch))

@@ -1,11 +1,11 @@
 #include "ddplab/report/compare.h"
 
-#include <c10/util/Exception.h>
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
+
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
 
 #include "ddplab/report/stats.h"
 
@@ -24,9 +24,7 @@ bool all_equal(const std::vector<double>& xs) {
 }
 
 // Two-sided p of a t statistic (t may be +-inf).
-double two_sided_p(double t, double df) {
-  return regularized_incomplete_beta(df / 2, 0.5, df / (df + t * t));
-}
+double two_sided_p(double t, double df) { return regularized_incomplete_beta(df / 2, 0.5, df / (df + t * t)); }
 
 // Two-sided p of an exact rank test when every value of B lies on one side of every value of A
 // and nothing varies within a group: paired, the sign test over n_a = n_b pairs, 2 / 2^n; else the
@@ -130,9 +128,7 @@ std::string pts(double x, bool sign = false) {
   return sign ? fmt::format("{:+.2f}", x) : fmt::format("{:.2f}", x);
 }
 
-std::string p_text(double p) {
-  return p < 0.001 ? std::string("p < 0.001") : fmt::format("p = {:.2g}", p);
-}
+std::string p_text(double p) { return p < 0.001 ? std::string("p < 0.001") : fmt::format("p = {:.2g}", p); }
 
 std::string method_text(const Comparison& c) {
   if (c.method == CompareMethod::paired) return fmt::format("paired over {} seeds", c.n_pairs);
@@ -158,23 +154,25 @@ std::string floor_clause(const Comparison& c) {
   if (!c.resolution_floor) return "";
   const double f = *c.resolution_floor;
   if (std::fabs(c.diff) < f && (c.verdict == Verdict::b_better || c.verdict == Verdict::b_worse))
-    return fmt::format("; smaller than the test set's own sampling error (±{:.2f} points): it holds on this "
-                       "test set but may not on new data", f);
+    return fmt::format(
+        "; smaller than the test set's own sampling error (±{:.2f} points): it holds on this "
+        "test set but may not on new data",
+        f);
   return fmt::format("; test-set resolution ±{:.2f} points", f);
 }
 
 std::string describe_too_few(const Comparison& c, std::string_view a, std::string_view b) {
   if (c.n_a == 0 || c.n_b == 0) return fmt::format("can't tell {} from {}: {} has no values", b, a, c.n_a == 0 ? a : b);
-  return fmt::format("can't tell {} from {}: difference {} points, but {} vs {} seeds ({} in common) give no "
-                     "seed-to-seed spread to judge it by (need 2 seeds in common or 2 in each group)",
-                     b, a, pts(c.diff, true), c.n_a, c.n_b, c.n_pairs);
+  return fmt::format(
+      "can't tell {} from {}: difference {} points, but {} vs {} seeds ({} in common) give no "
+      "seed-to-seed spread to judge it by (need 2 seeds in common or 2 in each group)",
+      b, a, pts(c.diff, true), c.n_a, c.n_b, c.n_pairs);
 }
 
 std::string describe_cant_tell(const Comparison& c, std::string_view a, std::string_view b) {
   std::string s = fmt::format("can't tell {} from {}: difference {} points ({})", b, a, pts(c.diff, true),
                               evidence_text(c, c.ci_low, c.ci_high, true));
-  if (c.m > 1 && c.p < c.options.alpha)
-    s += fmt::format("; not significant once corrected for {} comparisons", c.m);
+  if (c.m > 1 && c.p < c.options.alpha) s += fmt::format("; not significant once corrected for {} comparisons", c.m);
   const char* unit = c.method == CompareMethod::paired ? "seeds" : "seeds per group";
   if (c.seeds_needed)
     s += fmt::format("; about {} {} would tell", *c.seeds_needed, unit);
@@ -269,10 +267,14 @@ double test_set_sampling_error_points(double accuracy, int64_t n_test) {
 
 std::string_view verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::b_better: return "B better";
-    case Verdict::b_worse: return "B worse";
-    case Verdict::equivalent: return "equivalent";
-    case Verdict::cant_tell: return "can't tell";
+    case Verdict::b_better:
+      return "B better";
+    case Verdict::b_worse:
+      return "B worse";
+    case Verdict::equivalent:
+      return "equivalent";
+    case Verdict::cant_tell:
+      return "can't tell";
   }
   return "can't tell";
 }
@@ -296,7 +298,8 @@ std::string describe(const Comparison& c, std::string_view a, std::string_view b
       s = c.method == CompareMethod::too_few ? describe_too_few(c, a, b) : describe_cant_tell(c, a, b);
       return s + floor_clause(c);
   }
-  if (c.within_delta) s += fmt::format("; inside the ±{:g}-point equivalence margin, so small in practice", c.options.delta);
+  if (c.within_delta)
+    s += fmt::format("; inside the ±{:g}-point equivalence margin, so small in practice", c.options.delta);
   return s + floor_clause(c);
 }
 

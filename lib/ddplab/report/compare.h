@@ -41,27 +41,27 @@ enum class CompareMethod {
 enum class Verdict { b_better, b_worse, equivalent, cant_tell };
 
 struct CompareOptions {
-  double delta = 0.5;      // equivalence margin, in the metric's units
-  double alpha = 0.05;     // better/worse level (95% interval); equivalence uses a 1 - 2 alpha (90%) one
-  int max_seeds = 1000;    // seeds_needed gives up (nullopt) above this
+  double delta = 0.5;    // equivalence margin, in the metric's units
+  double alpha = 0.05;   // better/worse level (95% interval); equivalence uses a 1 - 2 alpha (90%) one
+  int max_seeds = 1000;  // seeds_needed gives up (nullopt) above this
 };
 
 struct Comparison {
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   CompareOptions options;
   CompareMethod method = CompareMethod::too_few;
-  size_t n_pairs = 0;       // paired: seeds in both groups; welch: 0
-  size_t n_a = 0, n_b = 0;  // values used from each group (paired: n_pairs each)
-  double diff = kNaN;       // mean of B - A (paired: mean of the per-seed differences)
-  double sd_diff = kNaN;    // paired: sample std of the per-seed differences
-  double sd_a = kNaN, sd_b = kNaN;  // sample std of the values used from each group
-  double se = kNaN, df = kNaN;      // standard error of diff and the t interval's degrees of freedom
+  size_t n_pairs = 0;                        // paired: seeds in both groups; welch: 0
+  size_t n_a = 0, n_b = 0;                   // values used from each group (paired: n_pairs each)
+  double diff = kNaN;                        // mean of B - A (paired: mean of the per-seed differences)
+  double sd_diff = kNaN;                     // paired: sample std of the per-seed differences
+  double sd_a = kNaN, sd_b = kNaN;           // sample std of the values used from each group
+  double se = kNaN, df = kNaN;               // standard error of diff and the t interval's degrees of freedom
   double ci_low = kNaN, ci_high = kNaN;      // 1 - alpha (95%) interval of diff
   double ci90_low = kNaN, ci90_high = kNaN;  // 1 - 2 alpha (90%) interval, for equivalence
-  double p = kNaN;           // two-sided p of "no difference"
-  double p_adjusted = kNaN;  // Holm-adjusted over the m comparisons of a report (= p while m == 1)
-  size_t m = 1;              // size of the Holm family
-  bool within_delta = false; // the 90% interval lies inside (-delta, +delta)
+  double p = kNaN;                           // two-sided p of "no difference"
+  double p_adjusted = kNaN;                  // Holm-adjusted over the m comparisons of a report (= p while m == 1)
+  size_t m = 1;                              // size of the Holm family
+  bool within_delta = false;                 // the 90% interval lies inside (-delta, +delta)
   Verdict verdict = Verdict::cant_tell;
   // cant_tell with a spread estimate: about how many seeds (pairs for paired, per group for Welch)
   // would give a verdict if the observed difference and spread held; see seeds_to_resolve.

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
-#include "ddplab/rundir/run_log.h"
 #include "ddplab/report/report.h"
 #include "ddplab/report/svg.h"
+#include "ddplab/rundir/run_log.h"
 
 namespace fs = std::filesystem;
 
@@ -39,9 +39,12 @@ std::string csv_field(const std::string& s) {
 std::string md_cell(const std::string& s) {
   std::string out;
   for (char c : escape_html(s)) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -64,7 +67,8 @@ std::string efficiency_cell(const ReportData& d, const GroupStats& g) {
 // Mean images/s of the group's runs, with their range when there are several.
 std::string throughput_cell(const GroupStats& g) {
   if (g.n < 2) return fixed(g.images_per_s, 1);
-  return fmt::format("{} ({}–{})", fixed(g.images_per_s, 1), fixed(g.images_per_s_min, 1), fixed(g.images_per_s_max, 1));
+  return fmt::format("{} ({}–{})", fixed(g.images_per_s, 1), fixed(g.images_per_s_min, 1),
+                     fixed(g.images_per_s_max, 1));
 }
 std::string n_cell(const GroupStats& g) {
   if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", g.n, g.in_progress);
@@ -93,9 +97,12 @@ std::string n_pairs_cell(const Comparison& c) {
 }
 std::string method_cell(const Comparison& c) {
   switch (c.method) {
-    case CompareMethod::paired: return "paired by seed";
-    case CompareMethod::welch: return "Welch";
-    case CompareMethod::too_few: return "too few runs";
+    case CompareMethod::paired:
+      return "paired by seed";
+    case CompareMethod::welch:
+      return "Welch";
+    case CompareMethod::too_few:
+      return "too few runs";
   }
   return kDash;
 }
@@ -119,8 +126,9 @@ Table noise_scale_table(const ReportData& d) {
   for (const auto& g : d.groups) {
     if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
     const double ratio = static_cast<double>(g.global_batch) / g.noise_scale_last;
-    t.push_back({g.label, fmt::format("{}", g.replicas), fmt::format("{}", g.global_batch), fixed(g.noise_scale_first, 0),
-                 fixed(g.noise_scale_last, 0), fixed(ratio, 2), noise_scale_sentence(g)});
+    t.push_back({g.label, fmt::format("{}", g.replicas), fmt::format("{}", g.global_batch),
+                 fixed(g.noise_scale_first, 0), fixed(g.noise_scale_last, 0), fixed(ratio, 2),
+                 noise_scale_sentence(g)});
   }
   return t;
 }
@@ -144,12 +152,12 @@ const char* const kBestNote = "* best over epochs: optimistic, chosen on the tes
 Table groups_table(const ReportData& d) {
   Table t = {{"group", "n", "final test acc", "test-set SE", "best test acc*", "final train loss", "final test loss",
               fmt::format("time to {}", d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
-                                                                                   : pct(*d.groups[0].target_acc)),
+                                                                                    : pct(*d.groups[0].target_acc)),
               "images/s (range over runs)", "scaling efficiency"}};
   for (const auto& g : d.groups)
     t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), test_se_cell(g), pct_pm(g.best_test_acc, g.n),
-                 pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g),
-                 throughput_cell(g), efficiency_cell(d, g)});
+                 pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g), throughput_cell(g),
+                 efficiency_cell(d, g)});
   return t;
 }
 
@@ -183,9 +191,12 @@ Table runs_table(const ReportData& d) {
 std::string short_verdict(const GroupComparison& c, double delta) {
   const Comparison& s = c.stats;
   switch (s.verdict) {
-    case Verdict::b_better: return fmt::format("{} better", c.value_b);
-    case Verdict::b_worse: return fmt::format("{} worse", c.value_b);
-    case Verdict::equivalent: return fmt::format("equivalent within \xC2\xB1{:g} pts", delta);
+    case Verdict::b_better:
+      return fmt::format("{} better", c.value_b);
+    case Verdict::b_worse:
+      return fmt::format("{} worse", c.value_b);
+    case Verdict::equivalent:
+      return fmt::format("equivalent within \xC2\xB1{:g} pts", delta);
     case Verdict::cant_tell:
       if (s.method == CompareMethod::too_few) return "can't tell (too few runs)";
       if (s.seeds_needed) return fmt::format("can't tell \xE2\x80\x94 about {} seeds would", *s.seeds_needed);
@@ -202,26 +213,31 @@ std::string ratio_cell(double b, double a) {
 std::string arrow_cell(const std::string& a, const std::string& b, double va, double vb) {
   if (!std::isfinite(va) && !std::isfinite(vb)) return kDash;
   const char* first = !std::isfinite(vb) || va < vb ? " (A first)" : !std::isfinite(va) || vb < va ? " (B first)" : "";
-  return fmt::format("{} \xE2\x86\x92 {}{}", std::isfinite(va) ? a : "not reached", std::isfinite(vb) ? b : "not reached",
-                     first);
+  return fmt::format("{} \xE2\x86\x92 {}{}", std::isfinite(va) ? a : "not reached",
+                     std::isfinite(vb) ? b : "not reached", first);
 }
 
-double time_to_target(const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : std::numeric_limits<double>::quiet_NaN(); }
-double steps_to_loss(const GroupStats& g) { return g.target_loss_reached > 0 ? g.target_loss_steps : std::numeric_limits<double>::quiet_NaN(); }
+double time_to_target(const GroupStats& g) {
+  return g.target_reached > 0 ? g.target_wall_s : std::numeric_limits<double>::quiet_NaN();
+}
+double steps_to_loss(const GroupStats& g) {
+  return g.target_loss_reached > 0 ? g.target_loss_steps : std::numeric_limits<double>::quiet_NaN();
+}
 
 // The summary: per swept setting, what each change between neighbouring values did.
 Table summary_table(const ReportData& d) {
   const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
-  Table t = {{"setting", "change A \xE2\x86\x92 B", "other settings", fmt::format("{} B \xE2\x88\x92 A (95% CI)", metric),
-              "verdict", "images/s B / A", "time to target", "steps to target loss"}};
+  Table t = {{"setting", "change A \xE2\x86\x92 B", "other settings",
+              fmt::format("{} B \xE2\x88\x92 A (95% CI)", metric), "verdict", "images/s B / A", "time to target",
+              "steps to target loss"}};
   for (const auto& change : summary_changes(d)) {
     const GroupComparison& c = d.comparisons[change.comparison];
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
-    t.push_back({setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
-                 fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(c, d.equivalence_pts),
-                 ratio_cell(b.images_per_s, a.images_per_s),
+    t.push_back({setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b),
+                 change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)),
+                 short_verdict(c, d.equivalence_pts), ratio_cell(b.images_per_s, a.images_per_s),
                  arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb),
                  arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb)});
   }
@@ -238,15 +254,17 @@ std::vector<std::string> firsts(const ReportData& d) {
     if (std::isfinite(steps_to_loss(g)) && (!fewest || steps_to_loss(g) < steps_to_loss(*fewest))) fewest = &g;
   }
   if (fastest)
-    out.push_back(fmt::format("First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that "
-                              "reached it).",
-                              pct(*fastest->target_acc), fastest->label, fixed(fastest->target_wall_s, 1),
-                              fixed(fastest->target_epochs, 1), fastest->target_reached, fastest->n));
+    out.push_back(
+        fmt::format("First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that "
+                    "reached it).",
+                    pct(*fastest->target_acc), fastest->label, fixed(fastest->target_wall_s, 1),
+                    fixed(fastest->target_epochs, 1), fastest->target_reached, fastest->n));
   else if (!d.groups.empty() && d.groups[0].target_acc)
     out.push_back(fmt::format("No group reached {} test accuracy.", pct(*d.groups[0].target_acc)));
   if (fewest)
     out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
-                              fewest->label, fixed(fewest->target_loss_steps, 0), fixed(fewest->target_loss_samples, 0)));
+                              fewest->label, fixed(fewest->target_loss_steps, 0),
+                              fixed(fewest->target_loss_samples, 0)));
   return out;
 }
 
@@ -293,7 +311,7 @@ struct ChartDef {
   const char* title;
   const char* x_label;
   const char* y_label;
-  double EpochPoint::*y;
+  double EpochPoint::* y;
   bool wall_x;
 };
 const ChartDef kCharts[] = {
@@ -390,20 +408,23 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   for (const auto& def : kCharts) {
     LineChart chart = line_chart(def.id, def.title, def.x_label, def.y_label);
-    const PointFn x_of = [&](const RunData& r, size_t i) { return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch; };
+    const PointFn x_of = [&](const RunData& r, size_t i) {
+      return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch;
+    };
     const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
     out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart)});
   }
   if (any_steps(d)) {
     LineChart chart = line_chart("steps_train_loss", "Training loss per step interval (log.every_steps) vs epoch",
-                                   "epochs done", "training loss over the interval, all replicas");
+                                 "epochs done", "training loss over the interval, all replicas");
     for (const auto& g : d.groups) chart.series.push_back(steps_series(d, g));
     out.push_back({"steps_train_loss.svg", chart.title, render_svg(chart)});
   }
   if (any_noise_scale(d)) {
-    LineChart chart = line_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)",
-                                   "epoch", "B_simple (samples, log scale)");
+    LineChart chart =
+        line_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)", "epoch",
+                   "B_simple (samples, log scale)");
     chart.log_y = true;
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
@@ -416,7 +437,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
   }
   if (any_comm_bytes(d)) {
     LineChart chart = line_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
-                                   "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
+                                 "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
     for (const auto& g : d.groups)
       chart.series.push_back(group_series(
           d, g, [](const RunData& r, size_t i) { return cumulative_comm_bytes(r, i) / 1e6; },
@@ -505,8 +526,10 @@ std::string html_summary(const ReportData& d) {
 // The groups, their comparisons and, when logged, the noise scale.
 std::string html_tables(const ReportData& d) {
   std::string o = fmt::format("<h2>Groups</h2>\n{}", html_table(groups_table(d), "groups"));
-  o += fmt::format("<p class=\"note\">{} Test-set SE is the sampling error sqrt(p (1 - p) / n_test) the test set alone "
-                   "puts on the final accuracy p, in points: seeds cannot shrink it.</p>\n", escape_html(kBestNote));
+  o += fmt::format(
+      "<p class=\"note\">{} Test-set SE is the sampling error sqrt(p (1 - p) / n_test) the test set alone "
+      "puts on the final accuracy p, in points: seeds cannot shrink it.</p>\n",
+      escape_html(kBestNote));
   o += "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
        "same per-replica batch. Time to target is the first epoch whose test accuracy reaches the target (mean over "
        "the runs that reached it).</p>\n";
@@ -570,8 +593,8 @@ std::string render_markdown(const ReportData& d) {
   else
     o += fmt::format("{}\n{}\n\n", md_table(comparisons_table(d)), comparisons_note(d));
   if (any_noise_scale(d))
-    o += fmt::format("## Gradient noise scale: how many replicas pay off?\n\n{}\n{}\n\n", md_table(noise_scale_table(d)),
-                     kNoiseScaleNote);
+    o += fmt::format("## Gradient noise scale: how many replicas pay off?\n\n{}\n{}\n\n",
+                     md_table(noise_scale_table(d)), kNoiseScaleNote);
   o += "## Charts\n\n";
   for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
   o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), kBestNote);
@@ -600,10 +623,11 @@ std::string render_summary_csv(const ReportData& d) {
 namespace {
 // A group's row of groups.csv after its label and differing values.
 std::string groups_csv_stats(const GroupStats& g) {
-  std::string o = fmt::format(",{},{},{},{},{},{},{},{},{},{},", g.n, g.in_progress, csv_num(g.final_test_acc.mean),
-                              csv_num(g.final_test_acc.std), csv_num(g.best_test_acc.mean), csv_num(g.best_test_acc.std),
-                              csv_num(g.final_train_loss.mean), csv_num(g.final_train_loss.std),
-                              csv_num(g.final_test_loss.mean), csv_num(g.final_test_loss.std));
+  std::string o =
+      fmt::format(",{},{},{},{},{},{},{},{},{},{},", g.n, g.in_progress, csv_num(g.final_test_acc.mean),
+                  csv_num(g.final_test_acc.std), csv_num(g.best_test_acc.mean), csv_num(g.best_test_acc.std),
+                  csv_num(g.final_train_loss.mean), csv_num(g.final_train_loss.std), csv_num(g.final_test_loss.mean),
+                  csv_num(g.final_test_loss.std));
   o += fmt::format("{},{},{},{},{},", g.target_acc ? csv_num(*g.target_acc) : "",
                    g.target_acc ? fmt::format("{}", g.target_reached) : "", csv_num(g.target_epochs),
                    csv_num(g.target_wall_s), csv_num(g.images_per_s));

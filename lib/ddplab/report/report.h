@@ -14,9 +14,9 @@
 // group it is the experiment name. A differing key that only follows another one (replicas.threads
 // with replicas.count, replicas.backend with replicas.device: one value of it per value of the
 // other) is named once in the report's opening instead of in every label, and the specs'
-// report.labels map (label -> display name) renames groups. Statistics use the runs whose manifest says "done" (n); runs
-// still "running" are listed as "in progress", failed/interrupted ones with their message, a
-// status ddplab does not write as it is spelled, and all runs with records are drawn in the charts.
+// report.labels map (label -> display name) renames groups. Statistics use the runs whose manifest says "done" (n);
+// runs still "running" are listed as "in progress", failed/interrupted ones with their message, a status ddplab does
+// not write as it is spelled, and all runs with records are drawn in the charts.
 //
 // write_report writes into out_dir (created): report.html (self-contained: inline CSS and SVG,
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
@@ -25,8 +25,8 @@
 // test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
 // have them, steps_train_loss.svg (training loss per log.every_steps interval vs epoch, from
 // steps.jsonl), the axis charts (acc_vs_batch.svg, throughput_vs_replicas.svg,
-// target_time_vs_replicas.svg, batch_tradeoff.svg; see axis_charts), noise_scale.svg (B_simple per group vs epoch on a log axis, the group's global batch
-// dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
+// target_time_vs_replicas.svg, batch_tradeoff.svg; see axis_charts), noise_scale.svg (B_simple per group vs epoch on a
+// log axis, the group's global batch dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
 // test_acc_comm.svg (test accuracy vs the bytes communicated so far). Accuracies are
 // fractions in [0, 1] (shown as percentages in HTML/Markdown).
 #pragma once
@@ -72,16 +72,16 @@ constexpr double kLossWindowSamples = 8192;
 
 struct RunData {
   std::filesystem::path dir;
-  std::string run_id;       // manifest run_id, else the directory name
-  std::string experiment;   // spec name, else manifest experiment
+  std::string run_id;      // manifest run_id, else the directory name
+  std::string experiment;  // spec name, else manifest experiment
   // The manifest's status; nullopt for one ddplab does not write (or none), which is still shown.
   std::optional<rundir::RunStatus> status;
-  std::string status_name;  // the manifest's spelling of the status, "unknown" when it has none
-  std::string message;      // manifest message (why a run failed), may be empty
-  nlohmann::json spec;      // spec.json (null when missing or unreadable)
-  std::vector<EpochPoint> epochs;  // by epoch, a repeated epoch keeps its last record
+  std::string status_name;                // the manifest's spelling of the status, "unknown" when it has none
+  std::string message;                    // manifest message (why a run failed), may be empty
+  nlohmann::json spec;                    // spec.json (null when missing or unreadable)
+  std::vector<EpochPoint> epochs;         // by epoch, a repeated epoch keeps its last record
   std::vector<rundir::StepRecord> steps;  // steps.jsonl (log.every_steps), by step; empty without
-  size_t group = 0;         // index into ReportData::groups
+  size_t group = 0;                       // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
   bool running() const { return status == rundir::RunStatus::kRunning; }
@@ -95,7 +95,7 @@ struct RunData {
   double final_test_acc_points(int k) const;
   double final_train_loss() const;
   double final_test_loss() const;
-  double mean_images_per_s() const;   // mean over epochs
+  double mean_images_per_s() const;  // mean over epochs
   // The first epoch whose test_acc >= target, or nullptr.
   const EpochPoint* first_reaching(double target) const;
   // Steps to a training loss, read from the curve and not from one record: the first step record
@@ -112,23 +112,23 @@ struct MeanStd {
 };
 
 struct GroupStats {
-  std::string label;          // e.g. "replicas.count=2, schedule.scale_rule=linear"
-  nlohmann::json values;      // the differing keys -> this group's values (object; dotted keys)
-  nlohmann::json key_spec;    // the flattened spec that defines the group
-  std::vector<size_t> runs;   // indices into ReportData::runs, by seed
-  int n = 0;                  // finished runs with at least one record
-  int in_progress = 0;        // runs with status running
+  std::string label;         // e.g. "replicas.count=2, schedule.scale_rule=linear"
+  nlohmann::json values;     // the differing keys -> this group's values (object; dotted keys)
+  nlohmann::json key_spec;   // the flattened spec that defines the group
+  std::vector<size_t> runs;  // indices into ReportData::runs, by seed
+  int n = 0;                 // finished runs with at least one record
+  int in_progress = 0;       // runs with status running
   MeanStd final_test_acc, best_test_acc, final_train_loss, final_test_loss;
   std::optional<double> target_acc;
-  int target_reached = 0;     // finished runs that reached the target
-  double target_epochs = 0;   // mean over those runs (NaN when none)
+  int target_reached = 0;    // finished runs that reached the target
+  double target_epochs = 0;  // mean over those runs (NaN when none)
   double target_wall_s = 0;
   // report.target_loss: finished runs whose step records reach it, and the mean over them of the
   // steps and samples to the first record at or below it (NaN when none).
   std::optional<double> target_loss;
   int target_loss_reached = 0;
   double target_loss_steps = 0, target_loss_samples = 0;
-  double images_per_s = 0;    // mean over finished runs of their mean throughput
+  double images_per_s = 0;                            // mean over finished runs of their mean throughput
   double images_per_s_min = 0, images_per_s_max = 0;  // the lowest and highest of those runs
   int replicas = 1;
   int64_t per_replica_batch = 0;
@@ -138,7 +138,7 @@ struct GroupStats {
   // The comparisons' metric of each finished run by its seed: final test accuracy in points, or
   // the mean of the last ReportData::final_epochs epochs (a repeated seed keeps the mean of its runs).
   SeedValues metric_by_seed;
-  MeanStd metric;                            // over metric_by_seed (points)
+  MeanStd metric;  // over metric_by_seed (points)
   // Test set size (spec dataset.test_limit when > 0, else 10000 for fashion-mnist, mnist, cifar10
   // and cifar100; unknown for idx) and the sampling error sqrt(p (1 - p) / n_test) it puts on the
   // group's mean final accuracy p, in points (NaN when unknown).
@@ -152,7 +152,7 @@ struct GroupStats {
   // left out, and so are epochs whose lr is below 10% of the run's peak lr ("last" is the last
   // epoch that is not).
   double noise_scale_first = 0, noise_scale_last = 0;
-  int noise_scale_runs_left_out = 0;     // finished runs left out as diverged or near chance
+  int noise_scale_runs_left_out = 0;  // finished runs left out as diverged or near chance
   // Non-empty when the last epoch's |G|^2 estimate is not positive or near zero (B_simple above
   // 100 x the global batch): why the noise scale is "not reliable here" instead of a number.
   std::string noise_scale_unreliable;
@@ -164,13 +164,13 @@ struct GroupStats {
 // of the report; equivalence margin ReportData::equivalence_pts; the test set's sampling error as
 // the resolution floor when both groups know it.
 struct GroupComparison {
-  size_t a = 0, b = 0;        // group indices
-  std::string key;            // the differing dotted key (a planned contrast: all of them, ", "-joined)
+  size_t a = 0, b = 0;  // group indices
+  std::string key;      // the differing dotted key (a planned contrast: all of them, ", "-joined)
   std::string value_a, value_b;
-  std::string planned;        // a report.contrasts entry's name; empty for a one-setting comparison
+  std::string planned;                 // a report.contrasts entry's name; empty for a one-setting comparison
   std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
-  Comparison stats;           // B - A
-  std::string sentence;       // describe(stats, label of a, label of b)
+  Comparison stats;                    // B - A
+  std::string sentence;                // describe(stats, label of a, label of b)
 };
 
 struct ReportData {
@@ -181,12 +181,12 @@ struct ReportData {
   // Differing keys left out of the labels because they only follow another differing key:
   // "replicas.threads follows replicas.count".
   std::vector<std::string> follower_notes;
-  std::vector<std::string> follower_keys;   // the keys of follower_notes
-  double equivalence_pts = 0.5;             // ReportOptions / report.equivalence_pts
-  int final_epochs = 1;                     // ReportOptions / report.final_epochs
-  std::optional<double> target_loss;        // ReportOptions / report.target_loss
-  std::vector<std::string> warnings;        // "file:line: ..." for skipped records etc.
-  std::string title;                        // the experiment name(s)
+  std::vector<std::string> follower_keys;  // the keys of follower_notes
+  double equivalence_pts = 0.5;            // ReportOptions / report.equivalence_pts
+  int final_epochs = 1;                    // ReportOptions / report.final_epochs
+  std::optional<double> target_loss;       // ReportOptions / report.target_loss
+  std::vector<std::string> warnings;       // "file:line: ..." for skipped records etc.
+  std::string title;                       // the experiment name(s)
 };
 
 // One change of one swept setting for the report's summary: a comparison (index into
@@ -219,7 +219,6 @@ std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& ba
 // 663,552 at batch 32 to 520,192 at batch 256".
 std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector<double>& steps);
 
-
 // What more replicas buy at this global batch, given the noise scale (McCandlish et al. 2018:
 // steps to a given loss ~ S_min (1 + B_noise / B), samples ~ E_min (1 + B / B_noise)).
 struct NoiseScaleVerdict {
@@ -235,8 +234,8 @@ NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise);
 
 struct ReportSummary {
   size_t runs = 0, groups = 0;
-  std::vector<std::string> warnings;           // also printed to stderr
-  std::vector<std::filesystem::path> files;    // every file written
+  std::vector<std::string> warnings;         // also printed to stderr
+  std::vector<std::filesystem::path> files;  // every file written
   ReportData data;
 };
 

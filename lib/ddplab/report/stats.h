@@ -24,9 +24,9 @@ double student_t_cdf(double t, double df);
 double student_t_quantile(double p, double df);
 
 struct WelchResult {
-  double t = 0;   // (mean(a) - mean(b)) / sqrt(var(a)/na + var(b)/nb); +-inf when both variances are 0
-  double df = 0;  // Welch-Satterthwaite degrees of freedom
-  double p = 1;   // two-sided p-value
+  double t = 0;        // (mean(a) - mean(b)) / sqrt(var(a)/na + var(b)/nb); +-inf when both variances are 0
+  double df = 0;       // Welch-Satterthwaite degrees of freedom
+  double p = 1;        // two-sided p-value
   bool valid = false;  // false when either sample has fewer than 2 values (t, df, p then meaningless)
 };
 

@@ -10,8 +10,7 @@
 namespace ddplab::report {
 
 namespace {
-const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
-                                "#56B4E9", "#D55E00", "#F0E442", "#000000"};
+const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"};
 constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
 std::string num(double v) { return fmt::format("{:.2f}", v); }
@@ -31,12 +30,23 @@ std::string escape_html(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -142,7 +152,7 @@ struct Frame {
   double legend_y = 0, h = 0;        // the first legend row; the chart's height
   bool log_y = false;
   XScale x_scale = XScale::kLinear;
-  std::vector<double> xt, yt;        // ticks
+  std::vector<double> xt, yt;  // ticks
   double xa = 0, xb = 1, ya = 0, yb = 1, x_step = 1, y_step = 1;
 
   // A y value that can be drawn: finite, and positive on a log axis.
@@ -153,7 +163,8 @@ struct Frame {
     return kLeft + (std::log(x) - std::log(xa)) / (std::log(xb) - std::log(xa)) * plot_w;
   }
   double py(double y) const {
-    const double f = log_y ? (std::log10(y) - std::log10(ya)) / (std::log10(yb) - std::log10(ya)) : (y - ya) / (yb - ya);
+    const double f =
+        log_y ? (std::log10(y) - std::log10(ya)) / (std::log10(yb) - std::log10(ya)) : (y - ya) / (yb - ya);
     return kTop + ph - f * ph;
   }
 };
@@ -182,8 +193,8 @@ Frame frame_of(const LineChart& chart) {
     }
   }
   if (!std::isfinite(x_lo))
-    x_lo = f.x_scale == XScale::kLinear ? 0 : 1, x_hi = f.x_scale == XScale::kLinear ? 1 : 10,
-    y_lo = f.log_y ? 1 : 0, y_hi = f.log_y ? 10 : 1;
+    x_lo = f.x_scale == XScale::kLinear ? 0 : 1, x_hi = f.x_scale == XScale::kLinear ? 1 : 10, y_lo = f.log_y ? 1 : 0,
+    y_hi = f.log_y ? 10 : 1;
   for (const auto& s : chart.series)
     if (f.y_ok(s.reference_y)) widen(s.reference_y, y_lo, y_hi);
   f.xt = f.x_scale == XScale::kLog2    ? log2_ticks(x_lo, x_hi)
@@ -220,11 +231,11 @@ std::string svg_axes(const LineChart& chart, const Frame& f) {
     o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", num(f.px(t)), num(kTop), num(f.px(t)),
                      num(kTop + f.ph));
   for (double t : f.yt)
-    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", num(kLeft), num(f.py(t)), num(kLeft + f.plot_w),
-                     num(f.py(t)));
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", num(kLeft), num(f.py(t)),
+                     num(kLeft + f.plot_w), num(f.py(t)));
   o += "</g>\n";
-  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>\n", num(kLeft),
-                   num(kTop), num(f.plot_w), num(f.ph));
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>\n",
+                   num(kLeft), num(kTop), num(f.plot_w), num(f.ph));
   o += "<g class=\"ticks\" fill=\"#333333\">\n";
   for (double t : f.xt)
     o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(f.px(t)), num(kTop + f.ph + 16),
@@ -235,8 +246,9 @@ std::string svg_axes(const LineChart& chart, const Frame& f) {
   o += "</g>\n";
   o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
                    num(kLeft + f.plot_w / 2), num(kTop + f.ph + 36), escape_html(chart.x_label));
-  o += fmt::format("<text transform=\"translate(16,{}) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
-                   num(kTop + f.ph / 2), escape_html(chart.y_label));
+  o += fmt::format(
+      "<text transform=\"translate(16,{}) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+      num(kTop + f.ph / 2), escape_html(chart.y_label));
   return o;
 }
 
@@ -314,7 +326,8 @@ std::string svg_legend(const LineChart& chart, const Frame& f) {
     o += fmt::format(
         "<g class=\"legend\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"{}/>"
         "<text x=\"{}\" y=\"{}\">{}</text></g>\n",
-        num(kLeft), num(y), num(kLeft + 24), num(y), colour_of(chart.series[k], k), dash, num(kLegendTextX), num(y + 4), text);
+        num(kLeft), num(y), num(kLeft + 24), num(y), colour_of(chart.series[k], k), dash, num(kLegendTextX), num(y + 4),
+        text);
     y += kLegendRow + kLegendLine * static_cast<double>(lines.size() - 1);
   }
   return o;
@@ -352,7 +365,8 @@ std::string render_heatmap(const Heatmap& m) {
     for (double v : row)
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   std::string o = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-{0}\" class=\"chart heatmap\" width=\"{1:g}\" height=\"{2:g}\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-{0}\" class=\"chart heatmap\" width=\"{1:g}\" "
+      "height=\"{2:g}\" "
       "viewBox=\"0 0 {1:g} {2:g}\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\" aria-label=\"{3}\">\n"
       "<title>{3}</title>\n<rect x=\"0\" y=\"0\" width=\"{1:g}\" height=\"{2:g}\" fill=\"#ffffff\"/>\n"
       "<text x=\"{4}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
@@ -367,12 +381,13 @@ std::string render_heatmap(const Heatmap& m) {
       const double v = r < m.z.size() && c < m.z[r].size() ? m.z[r][c] : std::nan("");
       const double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
       const std::string label = r < m.text.size() && c < m.text[r].size() ? m.text[r][c] : "";
-      o += fmt::format("<rect class=\"cell\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\"/>"
-                       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
-                       num(kLeftH + c * kCellW), num(kTopH + r * kCellH), num(kCellW), num(kCellH),
-                       std::isfinite(v) ? ramp(t) : std::string("#dddddd"), num(kLeftH + (c + 0.5) * kCellW),
-                       num(kTopH + (r + 0.5) * kCellH + 4), std::isfinite(v) && t > 0.55 ? "#ffffff" : "#222222",
-                       escape_html(label));
+      o += fmt::format(
+          "<rect class=\"cell\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\"/>"
+          "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
+          num(kLeftH + c * kCellW), num(kTopH + r * kCellH), num(kCellW), num(kCellH),
+          std::isfinite(v) ? ramp(t) : std::string("#dddddd"), num(kLeftH + (c + 0.5) * kCellW),
+          num(kTopH + (r + 0.5) * kCellH + 4), std::isfinite(v) && t > 0.55 ? "#ffffff" : "#222222",
+          escape_html(label));
     }
   }
   o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",

@@ -39,9 +39,9 @@ struct LineChart {
   std::string x_label;  // "epoch"
   std::string y_label;  // "test accuracy"
   std::vector<ChartSeries> series;
-  int width = 760;      // pixels; the height grows with the legend
+  int width = 760;  // pixels; the height grows with the legend
   int plot_height = 360;
-  bool log_y = false;   // logarithmic y axis (ticks 1/2/5 x 10^k); values <= 0 are skipped
+  bool log_y = false;                // logarithmic y axis (ticks 1/2/5 x 10^k); values <= 0 are skipped
   XScale x_scale = XScale::kLinear;  // log scales skip x <= 0
 };
 

@@ -61,7 +61,9 @@ inline std::filesystem::path slurm_script_file(const std::filesystem::path& dir)
 inline std::filesystem::path slurm_spec_file(const std::filesystem::path& dir) { return dir / "slurm-spec.json"; }
 inline std::filesystem::path slurm_output_file(const std::filesystem::path& dir) { return dir / "slurm-job.out"; }
 // Whether `file` (a path in a run directory) is one of the slurm-* files above.
-inline bool is_launcher_file(const std::filesystem::path& file) { return file.filename().string().rfind("slurm-", 0) == 0; }
+inline bool is_launcher_file(const std::filesystem::path& file) {
+  return file.filename().string().rfind("slurm-", 0) == 0;
+}
 // `file` with ".tmp" appended: where a file is written before it is renamed over `file`.
 inline std::filesystem::path temp_file(const std::filesystem::path& file) {
   return std::filesystem::path(fmt::format("{}.tmp", file.string()));

@@ -42,10 +42,11 @@ const nlohmann::json& required(const nlohmann::json& j, const char* key, const c
 template <typename Int>
 Int integer_value(const nlohmann::json& v, const char* key) {
   if (!v.is_number_integer()) throw Error(fmt::format("{}: expected an integer, got {}", key, shown(v)));
-  const bool fits = v.is_number_unsigned()
-                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
-                        : v.get<int64_t>() >= std::numeric_limits<Int>::min() && v.get<int64_t>() <= std::numeric_limits<Int>::max();
-  if (!fits) throw Error(fmt::format("{}: expected an integer that fits in {} bits, got {}", key, 8 * sizeof(Int), shown(v)));
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                                           : v.get<int64_t>() >= std::numeric_limits<Int>::min() &&
+                                                 v.get<int64_t>() <= std::numeric_limits<Int>::max();
+  if (!fits)
+    throw Error(fmt::format("{}: expected an integer that fits in {} bits, got {}", key, 8 * sizeof(Int), shown(v)));
   return static_cast<Int>(v.get<int64_t>());
 }
 
@@ -72,7 +73,8 @@ std::optional<double> optional_field(const nlohmann::json& j, const char* key) {
 std::vector<std::string> string_array_field(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end()) return {};
-  const bool strings = it->is_array() && std::all_of(it->begin(), it->end(), [](const auto& v) { return v.is_string(); });
+  const bool strings =
+      it->is_array() && std::all_of(it->begin(), it->end(), [](const auto& v) { return v.is_string(); });
   if (!strings) throw Error(fmt::format("{}: expected an array of strings, got {}", key, shown(*it)));
   return it->get<std::vector<std::string>>();
 }
@@ -85,18 +87,25 @@ nlohmann::json EpochRecord::to_json() const {
 }
 
 nlohmann::json EpochRecord::plain_json() const {
-  return {{"epoch", epoch},           {"step", step},
-          {"lr", lr},                 {"train_loss", train_loss},
-          {"train_acc", train_acc},   {"test_loss", test_loss},
-          {"test_acc", test_acc},     {"epoch_s", epoch_s},
-          {"wall_s", wall_s},         {"images_per_s", images_per_s},
-          {"comm_wait_s", comm_wait_s}, {"grad_norm", grad_norm},
+  return {{"epoch", epoch},
+          {"step", step},
+          {"lr", lr},
+          {"train_loss", train_loss},
+          {"train_acc", train_acc},
+          {"test_loss", test_loss},
+          {"test_acc", test_acc},
+          {"epoch_s", epoch_s},
+          {"wall_s", wall_s},
+          {"images_per_s", images_per_s},
+          {"comm_wait_s", comm_wait_s},
+          {"grad_norm", grad_norm},
           {"grad_noise_scale", optional_json(grad_noise_scale)},
           {"gns_trace_ema", optional_json(gns_trace_ema)},
           {"gns_grad_sq_ema", optional_json(gns_grad_sq_ema)},
           {"comm_bytes", comm_bytes},
           {"replica_drift", optional_json(replica_drift)},
-          {"replicas", replicas},     {"global_batch", global_batch}};
+          {"replicas", replicas},
+          {"global_batch", global_batch}};
 }
 
 EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
@@ -126,7 +135,7 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json StepRecord::to_json() const {
-  return {{"step", step},       {"epoch", epoch},         {"interval_steps", interval_steps},
+  return {{"step", step},       {"epoch", epoch},           {"interval_steps", interval_steps},
           {"lr", lr},           {"train_loss", train_loss}, {"train_acc", train_acc},
           {"samples", samples}, {"elapsed_s", elapsed_s}};
 }
@@ -146,10 +155,25 @@ StepRecord StepRecord::from_json(const nlohmann::json& j) {
 }
 
 std::vector<std::string> EpochRecord::csv_columns() {
-  return {"epoch",   "step",   "lr",           "train_loss",  "train_acc", "test_loss",
-          "test_acc", "epoch_s", "wall_s", "images_per_s", "comm_wait_s", "grad_norm",
-          "grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift",
-          "replicas", "global_batch"};
+  return {"epoch",
+          "step",
+          "lr",
+          "train_loss",
+          "train_acc",
+          "test_loss",
+          "test_acc",
+          "epoch_s",
+          "wall_s",
+          "images_per_s",
+          "comm_wait_s",
+          "grad_norm",
+          "grad_noise_scale",
+          "gns_trace_ema",
+          "gns_grad_sq_ema",
+          "comm_bytes",
+          "replica_drift",
+          "replicas",
+          "global_batch"};
 }
 
 std::string EpochRecord::csv_row() const {
@@ -160,8 +184,10 @@ std::string EpochRecord::csv_row() const {
     if (i > 0) out += ',';
     const auto& v = j.at(columns[i]);
     // 10 significant digits, as an ostream of precision 10 writes them (%g style).
-    if (v.is_number_float()) fmt::format_to(std::back_inserter(out), "{:.10g}", v.get<double>());
-    else if (!v.is_null()) out += v.dump();
+    if (v.is_number_float())
+      fmt::format_to(std::back_inserter(out), "{:.10g}", v.get<double>());
+    else if (!v.is_null())
+      out += v.dump();
   }
   return out;
 }
@@ -195,7 +221,7 @@ int write_all(int fd, const std::string& text) {
 void append_line(const fs::path& file, const std::string& line) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(fmt::format("{}: cannot open for append: {}", file.string(), std::strerror(errno)));
-  struct stat st {};
+  struct stat st{};
   const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   const int err = write_all(fd, fmt::format("{}\n", line));
   // A line cut short would corrupt the file for every later reader (resume, reports): cut it off.
@@ -234,9 +260,10 @@ nlohmann::json read_manifest(const fs::path& dir) {
   auto manifest = read_json(file);
   if (!manifest.is_object() || (manifest.contains("status") && !manifest["status"].is_string()) ||
       (manifest.contains("checkpoint") && !manifest["checkpoint"].is_object()))
-    throw Error(fmt::format("{}: not a ddplab manifest (expected a JSON object with a string \"status\"), got {}; "
-                            "remove the run directory, or pass --force to replace it",
-                            file.string(), manifest.dump().substr(0, 80)));
+    throw Error(
+        fmt::format("{}: not a ddplab manifest (expected a JSON object with a string \"status\"), got {}; "
+                    "remove the run directory, or pass --force to replace it",
+                    file.string(), manifest.dump().substr(0, 80)));
   return manifest;
 }
 
@@ -257,8 +284,8 @@ const char* name(RunStatus status) {
 }
 
 std::optional<RunStatus> parse_status(const std::string& text) {
-  for (RunStatus s : {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted,
-                      RunStatus::kDiverged})
+  for (RunStatus s :
+       {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted, RunStatus::kDiverged})
     if (text == name(s)) return s;
   return std::nullopt;
 }
@@ -318,35 +345,36 @@ RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
   if (fs::exists(epochs_file(dir))) {
     if (!overwrite) {
       const auto changes = spec_changes(dir, spec);
-      throw Error(fmt::format("{}: run directory already holds a run ({}) of {}; pass --force to replace it",
-                              dir.string(), epochs_file(dir).filename().string(),
-                              changes.empty() ? "the same spec" : fmt::format("a different spec ({})", fmt::join(changes, "; "))));
+      throw Error(fmt::format(
+          "{}: run directory already holds a run ({}) of {}; pass --force to replace it", dir.string(),
+          epochs_file(dir).filename().string(),
+          changes.empty() ? "the same spec" : fmt::format("a different spec ({})", fmt::join(changes, "; "))));
     }
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (is_launcher_file(entry.path())) continue;  // a SLURM job's record and inputs outlive its start
       fs::remove_all(entry.path(), ec);
       if (ec)
-        throw Error(fmt::format("{}: cannot remove it to replace the run (--force): {}", entry.path().string(), ec.message()));
+        throw Error(
+            fmt::format("{}: cannot remove it to replace the run (--force): {}", entry.path().string(), ec.message()));
     }
   }
   RunLog run(dir);
   write_file_atomic(spec_file(dir), fmt::format("{}\n", spec.resolved.dump(2)));
-  nlohmann::json manifest = {
-      {"ddplab", {{"version", version()}, {"git_sha", git_sha()}}},
-      {"libtorch", torch_version()},
-      {"cuda_build", built_with_cuda()},
-      {"compiler", compiler()},
-      {"host", hostname()},
-      {"cores", std::thread::hardware_concurrency()},
-      {"experiment", spec.name},
-      {"run_id", run_id(spec)},
-      {"replicas", spec.replicas.count},
-      {"threads_per_replica", spec.replicas.threads},
-      {"device", config::name(spec.replicas.device)},
-      {"backend", config::name(spec.replicas.backend)},
-      {"start", utc_now()},
-      {"end", nullptr},
-      {"status", name(RunStatus::kRunning)}};
+  nlohmann::json manifest = {{"ddplab", {{"version", version()}, {"git_sha", git_sha()}}},
+                             {"libtorch", torch_version()},
+                             {"cuda_build", built_with_cuda()},
+                             {"compiler", compiler()},
+                             {"host", hostname()},
+                             {"cores", std::thread::hardware_concurrency()},
+                             {"experiment", spec.name},
+                             {"run_id", run_id(spec)},
+                             {"replicas", spec.replicas.count},
+                             {"threads_per_replica", spec.replicas.threads},
+                             {"device", config::name(spec.replicas.device)},
+                             {"backend", config::name(spec.replicas.backend)},
+                             {"start", utc_now()},
+                             {"end", nullptr},
+                             {"status", name(RunStatus::kRunning)}};
   write_file_atomic(manifest_file(dir), fmt::format("{}\n", manifest.dump(2)));
   // Replace, not append: a directory reused without epochs.jsonl (a run that never finished an
   // epoch) may still hold an epochs.csv with a header.
@@ -362,8 +390,7 @@ RunLog RunLog::open(const fs::path& dir) {
 
 bool holds_resumable_run(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(manifest_file(dir), ec) || !fs::exists(checkpoint_file(dir), ec) ||
-      !fs::exists(spec_file(dir), ec))
+  if (!fs::exists(manifest_file(dir), ec) || !fs::exists(checkpoint_file(dir), ec) || !fs::exists(spec_file(dir), ec))
     return false;
   const auto manifest = read_manifest(dir);
   const auto status = parse_status(manifest.value("status", ""));
@@ -413,7 +440,8 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
                       {"from_epochs_done", manifest["checkpoint"].value("epochs_done", 0)},
                       {"from_global_step", manifest["checkpoint"].value("global_step", 0)}});
   RunLog run(dir);
-  run.update_manifest({{"status", name(RunStatus::kRunning)}, {"end", nullptr}, {"message", nullptr}, {"restarts", restarts}});
+  run.update_manifest(
+      {{"status", name(RunStatus::kRunning)}, {"end", nullptr}, {"message", nullptr}, {"restarts", restarts}});
   return run;
 }
 

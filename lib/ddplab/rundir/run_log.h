@@ -28,9 +28,9 @@ std::optional<RunStatus> parse_status(const std::string& text);
 inline bool is_finished(RunStatus status) { return status == RunStatus::kDone || status == RunStatus::kDiverged; }
 
 struct EpochRecord {
-  int epoch = 0;       // 1-based
-  int64_t step = 0;    // global optimizer steps so far
-  double lr = 0;       // at the last step of the epoch
+  int epoch = 0;                         // 1-based
+  int64_t step = 0;                      // global optimizer steps so far
+  double lr = 0;                         // at the last step of the epoch
   double train_loss = 0, train_acc = 0;  // sample-weighted over all replicas
   double test_loss = 0, test_acc = 0;
   double epoch_s = 0;       // training time of this epoch (evaluation excluded)
@@ -84,13 +84,13 @@ struct EpochRecord {
 // epoch's last step closes one too (shorter when every_steps does not divide the epoch), and so
 // does a clean stop. Over a run, resumed or not, every optimizer step lies in exactly one record.
 struct StepRecord {
-  int64_t step = 0;            // global optimizer steps taken at the interval's end (1-based count)
-  double epoch = 0;            // epochs done at its end, fractional: 1.5 = half of the second epoch
-  int64_t interval_steps = 0;  // steps the record covers: step - the previous record's step
-  double lr = 0;               // at the interval's last step
+  int64_t step = 0;                      // global optimizer steps taken at the interval's end (1-based count)
+  double epoch = 0;                      // epochs done at its end, fractional: 1.5 = half of the second epoch
+  int64_t interval_steps = 0;            // steps the record covers: step - the previous record's step
+  double lr = 0;                         // at the interval's last step
   double train_loss = 0, train_acc = 0;  // over the interval's samples, summed over all replicas
-  int64_t samples = 0;         // training samples seen so far over all replicas: step x global batch
-  double elapsed_s = 0;        // since the start of training (evaluation included)
+  int64_t samples = 0;                   // training samples seen so far over all replicas: step x global batch
+  double elapsed_s = 0;                  // since the start of training (evaluation included)
 
   // One JSON object (null for a non-finite number).
   nlohmann::json to_json() const;

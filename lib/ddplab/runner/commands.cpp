@@ -24,9 +24,10 @@ int validate(const std::string& path, const std::vector<std::string>& overrides)
   const auto spec = config::resolve(doc, path);
   const int code = check_before_running(runs);
   if (config::has_sweep(doc))
-    complain("ddplab: a sweep of {} run{}, {}; below, the spec without its sweep keys (`ddplab run --dry-run` lists "
-             "the runs)",
-             runs.size(), runs.size() == 1 ? "" : "s", code == kExitOk ? "all valid" : "not all valid (above)");
+    complain(
+        "ddplab: a sweep of {} run{}, {}; below, the spec without its sweep keys (`ddplab run --dry-run` lists "
+        "the runs)",
+        runs.size(), runs.size() == 1 ? "" : "s", code == kExitOk ? "all valid" : "not all valid (above)");
   say("{}", spec.resolved.dump(2));
   return code;
 }
@@ -41,8 +42,8 @@ void apply_report_flags(const ReportFlags& f, report::ReportOptions& options) {
     throw Error(fmt::format("--target-loss: must be a training loss in (0, 1e6], e.g. 0.5, got {:g}", f.target_loss));
   if (f.target_loss > 0) options.target_loss = f.target_loss;
   if (!(f.equivalence_pts >= 0 && f.equivalence_pts <= 100))
-    throw Error(fmt::format("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got {:g}",
-                            f.equivalence_pts));
+    throw Error(
+        fmt::format("--equivalence-pts: must be accuracy points in (0, 100], e.g. 0.5, got {:g}", f.equivalence_pts));
   if (f.equivalence_pts > 0) options.equivalence_pts = f.equivalence_pts;
   if (f.final_epochs < 0 || f.final_epochs > 100000)
     throw Error(fmt::format("--final-epochs: must be an integer in [1, 100000], got {}", f.final_epochs));

@@ -51,8 +51,8 @@ int exit_code_of(const std::exception_ptr& e) { return outcome_of(e).exit_code; 
 void record(const rundir::RunLog& run, const Outcome& outcome) {
   run.update_manifest({{"exit_code", outcome.exit_code}});
   if (outcome.diverged_epoch || outcome.diverged_step)
-    run.update_manifest({{"diverged_epoch", outcome.diverged_epoch.value_or(0)},
-                         {"diverged_step", outcome.diverged_step.value_or(0)}});
+    run.update_manifest(
+        {{"diverged_epoch", outcome.diverged_epoch.value_or(0)}, {"diverged_step", outcome.diverged_step.value_or(0)}});
   run.finish(outcome.status, outcome.message);
 }
 

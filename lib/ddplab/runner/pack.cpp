@@ -13,9 +13,9 @@
 #include <fstream>
 #include <thread>
 
-#include <torch/cuda.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/cuda.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
@@ -61,7 +61,7 @@ pid_t spawn_run(const std::vector<std::string>& args, const fs::path& log, const
 }
 
 ino_t inode_of(const fs::path& file) {
-  struct stat st {};
+  struct stat st{};
   return ::stat(file.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
@@ -84,8 +84,8 @@ struct Child {
   Allocation held;
   Clock::time_point started;
   fs::path dir, log;
-  ino_t stale = 0;        // starting over: the inode of the epochs.jsonl it replaces (not its own)
-  off_t seen_size = -1;   // of epochs.jsonl when last read
+  ino_t stale = 0;       // starting over: the inode of the epochs.jsonl it replaces (not its own)
+  off_t seen_size = -1;  // of epochs.jsonl when last read
   int epoch = 0, first_epoch = -1;
   double test_acc = NAN;
 };
@@ -93,7 +93,7 @@ struct Child {
 // Reads the run's last epoch record when epochs.jsonl changed; true when its epoch advanced.
 bool read_progress(Child& c) {
   const fs::path file = rundir::epochs_file(c.dir);
-  struct stat st {};
+  struct stat st{};
   if (::stat(file.c_str(), &st) != 0 || st.st_ino == c.stale || st.st_size == c.seen_size) return false;
   c.seen_size = st.st_size;
   std::ifstream in(file);
@@ -164,7 +164,10 @@ std::string describe_held(const Allocation& a) {
 class PackedSweep {
  public:
   PackedSweep(const std::vector<config::SweepRun>& runs, bool force, Budget budget)
-      : runs_(runs), force_(force), pool_(std::move(budget)), display_(::isatty(STDOUT_FILENO) == 1),
+      : runs_(runs),
+        force_(force),
+        pool_(std::move(budget)),
+        display_(::isatty(STDOUT_FILENO) == 1),
         experiment_dir_(rundir::experiment_dir(runs.front().spec)),
         self_(launch::self_executable()) {}
 
@@ -253,7 +256,7 @@ void PackedSweep::start(size_t i, const Allocation& a) {
 
 void PackedSweep::reap() {
   for (size_t k = 0; k < children_.size();) {
-    struct rusage ru {};
+    struct rusage ru{};
     const auto status = launch::try_wait(children_[k].pid, &ru);
     if (!status) {
       ++k;
@@ -294,8 +297,8 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
       display_.event(fmt::format("{} diverged {}: {} (after {})", tag(c.index), run.run_id, message, took));
       break;
     case Tally::kFailed:
-      display_.event(fmt::format("{} failed {}: {}; its console output: {}", tag(c.index), run.run_id, reason,
-                                 c.log.string()));
+      display_.event(
+          fmt::format("{} failed {}: {}; its console output: {}", tag(c.index), run.run_id, reason, c.log.string()));
       break;
     case Tally::kInterrupted:
       display_.event(fmt::format("{} interrupted {} at epoch {} of {} (exit code {})", tag(c.index), run.run_id,
@@ -322,9 +325,10 @@ void PackedSweep::epoch_event(const Child& c) {
 void PackedSweep::pass_on_signals() {
   const int sig = StopSignals::last();
   if (passed_on_ == 0 && !children_.empty())
-    complain("ddplab: sweep {}: {}: stopping the {} running run{} (each checkpoints); run the same command again "
-             "to resume",
-             runs_.front().spec.name, strsignal(sig), children_.size(), children_.size() == 1 ? "" : "s");
+    complain(
+        "ddplab: sweep {}: {}: stopping the {} running run{} (each checkpoints); run the same command again "
+        "to resume",
+        runs_.front().spec.name, strsignal(sig), children_.size(), children_.size() == 1 ? "" : "s");
   for (const auto& c : children_) ::kill(c.pid, sig);
   passed_on_ = StopSignals::count();
   if (tally_.stop_code == 0) tally_.stop_code = exit_code_for_signal(sig);
@@ -351,7 +355,8 @@ std::vector<std::string> PackedSweep::table_rows() const {
     const auto& run = runs_[c.index];
     const int epochs_here = c.first_epoch < 0 ? 0 : c.epoch - c.first_epoch;
     const std::string run_eta =
-        epochs_here > 0 ? minutes_seconds(seconds_since(c.started) / epochs_here * (run.spec.epochs - c.epoch)) : "-:--";
+        epochs_here > 0 ? minutes_seconds(seconds_since(c.started) / epochs_here * (run.spec.epochs - c.epoch))
+                        : "-:--";
     const std::string id = run.run_id.size() > 48 ? run.run_id.substr(0, 45) + "..." : run.run_id;
     rows.push_back(fmt::format("  {:<48} {:<8} {:>9} {:>8} {:>6}", id, passed_on_ > 0 ? "stopping" : "running",
                                fmt::format("{}/{}", c.epoch, run.spec.epochs), percent(c.test_acc), run_eta));
@@ -368,9 +373,9 @@ void PackedSweep::summary() {
   for (const auto& [id, why] : tally_.failures) say("ddplab:   failed {}: {}", id, why);
   std::string gpus;
   if (!b.gpus.empty())
-    gpus = fmt::format("; GPUs {:.0f}% held ({:.0f} GPU-s of {} x {:.0f} s)",
-                       busy_percent(held_gpu_s_, static_cast<int>(b.gpus.size()), wall), held_gpu_s_, b.gpus.size(),
-                       wall);
+    gpus =
+        fmt::format("; GPUs {:.0f}% held ({:.0f} GPU-s of {} x {:.0f} s)",
+                    busy_percent(held_gpu_s_, static_cast<int>(b.gpus.size()), wall), held_gpu_s_, b.gpus.size(), wall);
   say("ddplab: sweep {} took {} ({:.1f} s), at most {} run{} at once; cores {:.0f}% held ({:.0f} core-s of {} x "
       "{:.1f} s), CPU time {:.0f} s ({:.0f}% of them){}",
       name, minutes_seconds(wall), wall, most_at_once_, most_at_once_ == 1 ? "" : "s",
@@ -378,9 +383,10 @@ void PackedSweep::summary() {
       busy_percent(cpu_s_, b.cores, wall), gpus);
   say("{}", disk_use_line(runs_.front().spec));
   if (tally_.stopped())
-    complain("ddplab: sweep {} interrupted; run the same command again to resume the interrupted runs and start "
-             "the others (done runs are skipped)",
-             name);
+    complain(
+        "ddplab: sweep {} interrupted; run the same command again to resume the interrupted runs and start "
+        "the others (done runs are skipped)",
+        name);
   else
     write_experiment_report(runs_.front().spec);
 }

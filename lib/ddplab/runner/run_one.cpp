@@ -18,8 +18,8 @@
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
-#include "ddplab/train/trainer.h"
 #include "ddplab/train/options.h"
+#include "ddplab/train/trainer.h"
 
 namespace ddplab::runner {
 namespace {
@@ -35,8 +35,9 @@ std::string this_command() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string command;
   for (std::string arg; std::getline(in, arg, '\0');) {
-    const bool plain = !arg.empty() && arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                             "0123456789_-+=.,/:@%") == std::string::npos;
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                           "0123456789_-+=.,/:@%") == std::string::npos;
     std::string quoted = "'";
     for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     command += fmt::format("{}{}", command.empty() ? "" : " ", plain ? arg : quoted + "'");
@@ -49,8 +50,7 @@ std::string this_command() {
 std::string stopped_note(const rundir::RunLog& run) {
   const auto manifest = rundir::read_manifest(run.dir());
   const auto checkpoint = manifest.value("checkpoint", nlohmann::json());
-  if (!checkpoint.is_object())
-    return fmt::format("no checkpoint was written yet; `{}` starts it over", this_command());
+  if (!checkpoint.is_object()) return fmt::format("no checkpoint was written yet; `{}` starts it over", this_command());
   return fmt::format("the checkpoint at step {} (epoch {}, step {} of it) is in {}; `{}` resumes it",
                      checkpoint.value("global_step", int64_t{0}), checkpoint.value("epochs_done", 0) + 1,
                      checkpoint.value("step_in_epoch", int64_t{0}), run.dir().string(), this_command());
@@ -64,14 +64,13 @@ void complain_stopped(const std::string& what, const rundir::RunLog& run) {
 
 void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run) {
   const int n = spec.replicas.count;
-  say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epoch{}; logs in {}", spec.name,
-      rundir::run_id(spec), n, spec.replicas.mode == config::ReplicaMode::kSimulated ? " simulated" : "",
-      n > 1 ? "s" : "", spec.per_replica_batch, spec.global_batch, spec.epochs, spec.epochs == 1 ? "" : "s",
-      run.dir().string());
+  say("ddplab: {}/{}: {}{} replica{} x batch {} (global {}), {} epoch{}; logs in {}", spec.name, rundir::run_id(spec),
+      n, spec.replicas.mode == config::ReplicaMode::kSimulated ? " simulated" : "", n > 1 ? "s" : "",
+      spec.per_replica_batch, spec.global_batch, spec.epochs, spec.epochs == 1 ? "" : "s", run.dir().string());
 }
 
-int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run,
-                        const data::DatasetPair& data, bool resume) {
+int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run, const data::DatasetPair& data,
+                        bool resume) {
   try {
     train::ReplicaOptions options;
     options.run_dir = run.dir();
@@ -115,8 +114,8 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
     const auto log = rundir::rank_log_file(run.dir(), result.failed_rank);
     std::error_code ec;
     for (int r = 0; r < spec.replicas.count; ++r) std::filesystem::remove(rundir::rank_error_file(run.dir(), r), ec);
-    fmt::print(stderr, "ddplab: {}; the other ranks were stopped. Last lines of {}:\n{}", outcome.message,
-               log.string(), launch::tail_file(log, 15));
+    fmt::print(stderr, "ddplab: {}; the other ranks were stopped. Last lines of {}:\n{}", outcome.message, log.string(),
+               launch::tail_file(log, 15));
     std::fflush(stderr);
   } else {
     complain_stopped(fmt::format("{}; all ranks stopped", outcome.message), run);

@@ -27,8 +27,9 @@ std::string describe_needs(const config::ExperimentSpec& spec) {
     return simulated ? "1 GPU (simulated replicas, device cuda)"
                      : fmt::format("{} GPU{} (replicas.count {}, device cuda)", n.gpus, n.gpus == 1 ? "" : "s",
                                    spec.replicas.count);
-  if (simulated) return fmt::format("{} core{} (simulated replicas, replicas.threads {})", n.cores,
-                                    n.cores == 1 ? "" : "s", spec.replicas.threads);
+  if (simulated)
+    return fmt::format("{} core{} (simulated replicas, replicas.threads {})", n.cores, n.cores == 1 ? "" : "s",
+                       spec.replicas.threads);
   return fmt::format("{} core{} (replicas.count {} x replicas.threads {})", n.cores, n.cores == 1 ? "" : "s",
                      spec.replicas.count, spec.replicas.threads);
 }
@@ -106,14 +107,16 @@ Budget budget_of(const PackOptions& o, int machine_cores, const std::vector<std:
 void check_fits(const std::string& run_id, const config::ExperimentSpec& spec, const Budget& budget) {
   const Needs n = needs_of(spec);
   if (n.cores > budget.cores)
-    throw Error(fmt::format("run {} needs {}, more than the budget's {} core{} (--cores, default: the machine's "
-                            "cores); give --cores {} or more, or fewer replicas.threads",
-                            run_id, describe_needs(spec), budget.cores, budget.cores == 1 ? "" : "s", n.cores));
+    throw Error(
+        fmt::format("run {} needs {}, more than the budget's {} core{} (--cores, default: the machine's "
+                    "cores); give --cores {} or more, or fewer replicas.threads",
+                    run_id, describe_needs(spec), budget.cores, budget.cores == 1 ? "" : "s", n.cores));
   const int gpus = static_cast<int>(budget.gpus.size());
   if (n.gpus > gpus)
-    throw Error(fmt::format("run {} needs {}, more than the budget's {} GPU{} (--gpus, default: the visible GPUs); "
-                            "run it on a machine with {} GPUs or more",
-                            run_id, describe_needs(spec), gpus, gpus == 1 ? "" : "s", n.gpus));
+    throw Error(
+        fmt::format("run {} needs {}, more than the budget's {} GPU{} (--gpus, default: the visible GPUs); "
+                    "run it on a machine with {} GPUs or more",
+                    run_id, describe_needs(spec), gpus, gpus == 1 ? "" : "s", n.gpus));
 }
 
 Pool::Pool(Budget budget)
@@ -144,7 +147,8 @@ void Pool::give_back(const Allocation& a) {
   TORCH_INTERNAL_ASSERT(running_ >= 0 && free_cores_ <= budget_.cores);
 }
 
-std::optional<std::pair<size_t, Allocation>> start_next(const std::vector<size_t>& order, const std::vector<bool>& pending,
+std::optional<std::pair<size_t, Allocation>> start_next(const std::vector<size_t>& order,
+                                                        const std::vector<bool>& pending,
                                                         const std::vector<Needs>& needs, Pool& pool) {
   for (size_t i : order) {
     if (!pending[i]) continue;

@@ -54,7 +54,7 @@ struct PackOptions {
 };
 
 struct Budget {
-  int jobs = 0;                   // 0: no limit
+  int jobs = 0;  // 0: no limit
   int cores = 1;
   std::vector<std::string> gpus;  // CUDA_VISIBLE_DEVICES names, e.g. {"0", "1"}
 };
@@ -99,7 +99,8 @@ class Pool {
 
 // The first of `order` whose `pending[i]` is true and whose needs fit into `pool` now: takes
 // them and returns (index, allocation); nothing when none fits.
-std::optional<std::pair<size_t, Allocation>> start_next(const std::vector<size_t>& order, const std::vector<bool>& pending,
+std::optional<std::pair<size_t, Allocation>> start_next(const std::vector<size_t>& order,
+                                                        const std::vector<bool>& pending,
                                                         const std::vector<Needs>& needs, Pool& pool);
 
 // How busy the budget was: `used` unit-seconds (cores or GPUs held x seconds) over `units` x

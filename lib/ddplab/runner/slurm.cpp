@@ -28,9 +28,9 @@ namespace ddplab::runner {
 using rundir::RunStatus;
 
 bool is_active_job_state(const std::string& state) {
-  static const std::set<std::string> ended{"",        "COMPLETED", "FAILED",    "CANCELLED",     "TIMEOUT",
-                                           "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",
-                                           "SPECIAL_EXIT", "REVOKED"};
+  static const std::set<std::string> ended{
+      "",          "COMPLETED", "FAILED",        "CANCELLED", "TIMEOUT",      "NODE_FAIL",
+      "PREEMPTED", "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE",  "SPECIAL_EXIT", "REVOKED"};
   return ended.count(state) == 0;
 }
 
@@ -119,7 +119,8 @@ std::string report_batch_script(const fs::path& ddplab, const fs::path& experime
 }
 
 std::vector<std::string> report_sbatch_command(const std::string& name, const config::SlurmOptions& options,
-                                               const fs::path& experiment_dir, const std::vector<std::string>& job_ids) {
+                                               const fs::path& experiment_dir,
+                                               const std::vector<std::string>& job_ids) {
   TORCH_INTERNAL_ASSERT(!job_ids.empty(), "a report job depends on at least one job");
   std::vector<std::string> argv{"sbatch",
                                 "--parsable",
@@ -152,9 +153,10 @@ std::string trimmed(const std::string& s) {
 void need_on_path(const std::string& program) {
   if (launch::find_on_path(program)) return;
   const char* path = std::getenv("PATH");
-  throw Error(fmt::format("--launcher slurm: no `{}` on PATH ({}); run on a host with SLURM's client commands "
-                          "(a login node), or add their directory to PATH",
-                          program, path == nullptr ? "unset" : path));
+  throw Error(
+      fmt::format("--launcher slurm: no `{}` on PATH ({}); run on a host with SLURM's client commands "
+                  "(a login node), or add their directory to PATH",
+                  program, path == nullptr ? "unset" : path));
 }
 
 }  // namespace
@@ -178,9 +180,10 @@ std::optional<std::string> recorded_job_id(const fs::path& file) {
   if (!fs::exists(file, ec)) return std::nullopt;
   const auto j = rundir::read_json(file);
   if (!j.is_object() || !j.contains("job_id") || !j["job_id"].is_string() || j["job_id"].get<std::string>().empty())
-    throw Error(fmt::format("{}: expected an object with a \"job_id\" string (written by ddplab run --launcher "
-                            "slurm), got {}",
-                            file.string(), j.dump()));
+    throw Error(
+        fmt::format("{}: expected an object with a \"job_id\" string (written by ddplab run --launcher "
+                    "slurm), got {}",
+                    file.string(), j.dump()));
   return j["job_id"].get<std::string>();
 }
 
@@ -189,10 +192,10 @@ namespace {
 // One run of the sweep and what the submission does with it.
 struct Planned {
   const config::SweepRun* run = nullptr;
-  fs::path dir;              // its run directory, absolute
+  fs::path dir;                  // its run directory, absolute
   config::SlurmOptions options;  // its spec's, overridden by the command line's
-  std::string job_id;        // the recorded job ("": none)
-  std::string job_state;     // what SLURM says of it ("": unknown to SLURM)
+  std::string job_id;            // the recorded job ("": none)
+  std::string job_state;         // what SLURM says of it ("": unknown to SLURM)
   SlurmAction action = SlurmAction::kSubmit;
 };
 
@@ -227,16 +230,16 @@ std::string sbatch(const std::vector<std::string>& argv, const std::string& what
   const auto r = launch::run_program(argv);
   const auto id = r.exit_code == 0 ? parsable_job_id(r.out) : std::nullopt;
   if (id) return *id;
-  throw Error(fmt::format("{}: sbatch {} (exit code {}): {}; expected a job id from `{}`{}", what,
-                          r.exit_code == 0 ? "printed no job id" : "refused the job", r.exit_code,
-                          trimmed(r.err + (r.exit_code == 0 ? r.out : "")), shell_command(argv),
-                          submitted_before == 0
-                              ? std::string(" (no job was submitted)")
-                              : fmt::format(" ({} job{} submitted before it {} recorded in {} run director{}; run the "
-                                            "same command again to submit the rest)",
-                                            submitted_before, submitted_before == 1 ? "" : "s",
-                                            submitted_before == 1 ? "is" : "are", submitted_before == 1 ? "its" : "their",
-                                            submitted_before == 1 ? "y" : "ies")));
+  throw Error(fmt::format(
+      "{}: sbatch {} (exit code {}): {}; expected a job id from `{}`{}", what,
+      r.exit_code == 0 ? "printed no job id" : "refused the job", r.exit_code,
+      trimmed(r.err + (r.exit_code == 0 ? r.out : "")), shell_command(argv),
+      submitted_before == 0
+          ? std::string(" (no job was submitted)")
+          : fmt::format(" ({} job{} submitted before it {} recorded in {} run director{}; run the "
+                        "same command again to submit the rest)",
+                        submitted_before, submitted_before == 1 ? "" : "s", submitted_before == 1 ? "is" : "are",
+                        submitted_before == 1 ? "its" : "their", submitted_before == 1 ? "y" : "ies")));
 }
 
 void record_job(const fs::path& dir, const std::string& id, const std::vector<std::string>& argv) {
@@ -282,8 +285,8 @@ void print_dry_run(const std::vector<Planned>& plans, const fs::path& ddplab) {
   if (!any) return;
   const fs::path experiment = plans.front().dir.parent_path();
   say("report\n    {}\n    script: {}",
-      shell_command(report_sbatch_command(plans.front().run->spec.name, plans.front().options, experiment,
-                                          {"<the jobs above>"})),
+      shell_command(
+          report_sbatch_command(plans.front().run->spec.name, plans.front().options, experiment, {"<the jobs above>"})),
       shell_command({ddplab.string(), "report", experiment.string()}));
 }
 

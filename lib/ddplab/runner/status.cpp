@@ -33,8 +33,9 @@ std::string run_state(std::optional<RunStatus> status, const std::string& job_st
 
 std::string status_table(const std::vector<StatusRow>& rows) {
   const StatusRow header{"RUN", "STATE", "EPOCH", "TEST ACC", "JOB", "SLURM"};
-  auto cells = [](const StatusRow& r) { return std::array<const std::string*, 6>{&r.run, &r.state, &r.epoch,
-                                                                                  &r.test_acc, &r.job, &r.slurm}; };
+  auto cells = [](const StatusRow& r) {
+    return std::array<const std::string*, 6>{&r.run, &r.state, &r.epoch, &r.test_acc, &r.job, &r.slurm};
+  };
   std::array<size_t, 6> width{};
   for (size_t c = 0; c < width.size(); ++c) width[c] = cells(header)[c]->size();
   for (const auto& r : rows)
@@ -149,9 +150,10 @@ std::string ending_of(const fs::path& dir, const std::string& state) {
   if (const auto nl = message.find_last_not_of('\n'); nl != std::string::npos) message.resize(nl + 1);
   if (const auto nl = message.rfind('\n'); nl != std::string::npos) message = message.substr(nl + 1);
   const auto code = manifest.find("exit_code");
-  return fmt::format("{}{}: {}", state,
-                     code != manifest.end() && code->is_number_integer() ? fmt::format(" (exit code {})", code->get<int>()) : "",
-                     message.empty() ? "no message recorded" : message);
+  return fmt::format(
+      "{}{}: {}", state,
+      code != manifest.end() && code->is_number_integer() ? fmt::format(" (exit code {})", code->get<int>()) : "",
+      message.empty() ? "no message recorded" : message);
 }
 
 // The runs of the sweep in experiment directory `dir` that have no directory yet, in the sweep's
@@ -173,9 +175,10 @@ std::vector<std::string> pending_runs(const fs::path& dir, const std::vector<fs:
 int status_command(const std::string& where) {
   const fs::path dir(where);
   if (!fs::is_directory(dir))
-    throw Error(fmt::format("{}: not a directory (ddplab status [DIR]: an experiment or run directory; default: "
-                            "the spec's default output)",
-                            where));
+    throw Error(
+        fmt::format("{}: not a directory (ddplab status [DIR]: an experiment or run directory; default: "
+                    "the spec's default output)",
+                    where));
   std::vector<fs::path> runs;
   find_runs(dir, runs);
   const auto pending = is_run_dir(dir) ? std::vector<std::string>{} : pending_runs(dir, runs);

@@ -31,7 +31,9 @@ using rundir::RunStatus;
 
 bool skips_run(std::optional<RunStatus> status, bool force) { return !force && status && rundir::is_finished(*status); }
 
-RunStart run_start(bool resumable, bool force) { return !force && resumable ? RunStart::kResume : RunStart::kStartOver; }
+RunStart run_start(bool resumable, bool force) {
+  return !force && resumable ? RunStart::kResume : RunStart::kStartOver;
+}
 
 Tally tally_of(int exit_code, std::optional<RunStatus> status) {
   if (exit_code == kExitOk) return Tally::kDone;
@@ -72,8 +74,8 @@ int sweep_exit_code(const SweepTally& tally) {
 }
 
 std::string sweep_summary(const std::string& name, const SweepTally& t) {
-  std::string line = fmt::format("ddplab: sweep {}: {} done, {} skipped, {} failed", name, t.done, t.skipped,
-                                 t.failures.size());
+  std::string line =
+      fmt::format("ddplab: sweep {}: {} done, {} skipped, {} failed", name, t.done, t.skipped, t.failures.size());
   if (t.diverged > 0) line += fmt::format(", {} diverged", t.diverged);
   if (t.stopped()) line += fmt::format(", stopped after {} of {}", t.ran + t.skipped, t.runs);
   return line;
@@ -124,7 +126,8 @@ void record_sweep_runs(const std::vector<config::SweepRun>& runs) {
   if (ec) throw Error(fmt::format("{}: cannot create the sweep's directory: {}", dir.string(), ec.message()));
   nlohmann::json ids = nlohmann::json::array();
   for (const auto& run : runs) ids.push_back(run.run_id);
-  rundir::write_file_atomic(rundir::sweep_runs_file(dir.parent_path()), fmt::format("{}\n", nlohmann::json{{"runs", ids}}.dump(2)));
+  rundir::write_file_atomic(rundir::sweep_runs_file(dir.parent_path()),
+                            fmt::format("{}\n", nlohmann::json{{"runs", ids}}.dump(2)));
 }
 
 int check_before_running(const std::vector<config::SweepRun>& runs) {
@@ -151,7 +154,8 @@ std::string disk_use_line(const config::ExperimentSpec& spec) {
   const fs::path dir = rundir::experiment_dir(spec);
   std::uintmax_t bytes = 0;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
     if (it->is_regular_file(ec)) bytes += it->file_size(ec);
   return fmt::format("ddplab: {} holds {:.1f} MB", dir.string(), static_cast<double>(bytes) / 1e6);
 }
@@ -184,8 +188,7 @@ void write_experiment_report(const config::ExperimentSpec& spec) {
 namespace {
 
 // --dry-run: the runs, what each changes and whether it would be skipped; then the data files.
-int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs, const std::string& path,
-            bool force) {
+int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs, const std::string& path, bool force) {
   const bool sweep = config::has_sweep(doc);
   const size_t n = runs.size();
   nlohmann::json base = runs.front().spec.resolved;
@@ -197,11 +200,12 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
   }
   say("ddplab: {}: {} run{} (dry run: nothing is run or written)", runs.front().spec.name, n, n == 1 ? "" : "s");
   for (size_t i = 0; i < n; ++i) {
-    const auto changes = force ? std::vector<std::string>{} : rundir::spec_changes(rundir::run_dir(runs[i].spec), runs[i].spec);
+    const auto changes =
+        force ? std::vector<std::string>{} : rundir::spec_changes(rundir::run_dir(runs[i].spec), runs[i].spec);
     const char* note = !changes.empty() ? "  (changed: holds a run of another spec; --force replaces it)"
                        : !skips_run(status_unless_forced(runs[i], force), force) ? ""
-                       : sweep ? "  (done: would be skipped)"
-                               : "  (done: --force runs it again)";
+                       : sweep                                                   ? "  (done: would be skipped)"
+                                                                                 : "  (done: --force runs it again)";
     std::string lines = fmt::format("[{}/{}] {}{}", i + 1, n, runs[i].run_id, note);
     for (const auto& line : changes) lines += fmt::format("\n    changed {}", line);
     for (const auto& line : config::resolved_differences(base, runs[i].spec.resolved))
@@ -256,9 +260,10 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
     run_and_count(run, force, tally);
     spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (tally.stopped())
-      complain("ddplab: sweep {} interrupted during {}; run it again to finish the remaining runs (done runs are "
-               "skipped)",
-               name, run.run_id);
+      complain(
+          "ddplab: sweep {} interrupted during {}; run it again to finish the remaining runs (done runs are "
+          "skipped)",
+          name, run.run_id);
   }
   say("{}", sweep_summary(name, tally));
   for (const auto& [id, why] : tally.failures) say("ddplab:   failed {}: {}", id, why);
@@ -290,16 +295,11 @@ int run_with_id(const std::string& path, const std::vector<std::string>& overrid
                 const std::string& run_id) {
   const auto doc = config::load_document(path, overrides);
   if (config::has_sweep(doc))
-    throw Error(fmt::format("--run-id: names the run directory of one run, but {} has sweep keys (sweep, sweep_zip "
-                            "or repeats); give a spec without them",
-                            path));
-  const bool safe = !run_id.empty() && run_id.size() <= config::kMaxRunIdChars && run_id.find("..") == std::string::npos &&
-                    run_id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=,+-") ==
-                        std::string::npos;
-  if (!safe)
-    throw Error(fmt::format("--run-id: must be a directory name of [A-Za-z0-9._=,+-] without \"..\", at most {} "
-                            "characters, got \"{}\"",
-                            config::kMaxRunIdChars, run_id));
+    throw Error(
+        fmt::format("--run-id: names the run directory of one run, but {} has sweep keys (sweep, sweep_zip "
+                    "or repeats); give a spec without them",
+                    path));
+  config::check_run_id_flag(run_id);
   auto spec = config::resolve(doc, path);
   spec.run_id = run_id;
   return run_one(spec, force);

@@ -58,7 +58,7 @@ std::string failure_reason(const std::string& exception_message, const std::stri
 struct SweepTally {
   size_t runs = 0;  // in the sweep
   size_t done = 0, skipped = 0, diverged = 0;
-  size_t ran = 0;   // runs started (done, diverged, failed, interrupted)
+  size_t ran = 0;                                             // runs started (done, diverged, failed, interrupted)
   std::vector<std::pair<std::string, std::string>> failures;  // run id, why
   int stop_code = 0;  // non-zero: an interrupted run stopped the sweep with this exit code
 

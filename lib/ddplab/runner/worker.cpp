@@ -9,6 +9,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/stop_signals.h"
+#include "ddplab/config/spec_error.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/distributed/comm.h"
@@ -20,9 +21,8 @@
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/outcome.h"
-#include "ddplab/train/trainer.h"
 #include "ddplab/train/options.h"
-#include "ddplab/config/spec_error.h"
+#include "ddplab/train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -48,13 +48,13 @@ struct WorkerRun {
   fs::path dir;
   bool launched = false;  // by ddplab's launcher, which owns the run directory
   bool resume = false;
-  std::optional<rundir::RunLog> own;        // rank 0 under torchrun or srun
-  std::optional<data::DatasetPair> data;    // loaded by rank 0 before it made the directory
+  std::optional<rundir::RunLog> own;      // rank 0 under torchrun or srun
+  std::optional<data::DatasetPair> data;  // loaded by rank 0 before it made the directory
 };
 
 // Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
-void own_run_directory(const config::ExperimentSpec& s, const distributed::World& world,
-                       const launch::WorkerEnv& env, WorkerRun& run) {
+void own_run_directory(const config::ExperimentSpec& s, const distributed::World& world, const launch::WorkerEnv& env,
+                       WorkerRun& run) {
   run.dir = rundir::run_dir(s);
   // A restarted attempt (torchrun --max-restarts, a requeued SLURM job) or one asked to
   // (DDPLAB_RESUME=1: the jobs of `ddplab run --launcher slurm`) continues the unfinished run
@@ -65,16 +65,17 @@ void own_run_directory(const config::ExperimentSpec& s, const distributed::World
   run.data = data::load_dataset(train::dataset_options(s.dataset));
   train::check_setup(s, *run.data);
   if (run.resume)
-    run.own = rundir::RunLog::resume(s, world.restart_count > 0 ? fmt::format("{} restart {}", world.launcher,
-                                                                              world.restart_count)
-                                                                : std::string("resubmitted"));
+    run.own = rundir::RunLog::resume(s, world.restart_count > 0
+                                            ? fmt::format("{} restart {}", world.launcher, world.restart_count)
+                                            : std::string("resubmitted"));
   // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
   const std::optional<rundir::RunStatus> status =
       world.restart_count == 0 ? rundir::read_status(run.dir) : std::optional<rundir::RunStatus>{};
   if (status && rundir::is_finished(*status) && !env.force)
-    throw Error(fmt::format("{}: holds a finished run (status {}); set DDPLAB_FORCE=1 to replace it, or give another "
-                            "name or output",
-                            run.dir.string(), rundir::name(*status)));
+    throw Error(
+        fmt::format("{}: holds a finished run (status {}); set DDPLAB_FORCE=1 to replace it, or give another "
+                    "name or output",
+                    run.dir.string(), rundir::name(*status)));
   if (!run.own) run.own = rundir::RunLog::create(s, true);
   run.own->update_manifest({{"launcher", world.launcher}});
 }
@@ -133,13 +134,13 @@ int run_worker(const config::ExperimentSpec& spec) {
 int worker_command(const std::string& path, const std::vector<std::string>& overrides, const std::string& run_id) {
   const auto doc = config::load_document(path, overrides);
   auto spec = config::resolve(doc, path);
-  if (!run_id.empty() && (run_id == "." || run_id == ".." || run_id.find('/') != std::string::npos))
-    throw Error(fmt::format("--run-id: expected a directory name (no '/', not . or ..), got \"{}\"", run_id));
+  if (!run_id.empty()) config::check_run_id_flag(run_id);
   spec.run_id = run_id;
   if (config::has_sweep(doc))
-    throw Error(fmt::format("{}: has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
-                            "sweep with `ddplab run`, or give the worker a spec file without them",
-                            path));
+    throw Error(
+        fmt::format("{}: has sweep keys (sweep, sweep_zip or repeats), but a worker runs one spec: run the "
+                    "sweep with `ddplab run`, or give the worker a spec file without them",
+                    path));
   return run_worker(spec);
 }
 

@@ -3,11 +3,12 @@
 #include <torch/torch.h>
 
 #ifdef DDPLAB_WITH_CUDA
+#include <cuda_runtime_api.h>
+
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
 #endif
 
 namespace ddplab::runtime {

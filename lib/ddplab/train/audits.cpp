@@ -9,8 +9,7 @@
 
 namespace ddplab::train {
 
-void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch,
-                               const std::string& what) {
+void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch, const std::string& what) {
   const auto mismatch = distributed::first_replica_mismatch(comm, named);
   if (!mismatch) return;
   throw AuditFailure(fmt::format(
@@ -37,9 +36,10 @@ void check_gradients_and_updates(const NamedTensors& named, const std::vector<at
     const auto& [name, p] = named[i];
     if (!p.requires_grad()) continue;
     if (!received[i])
-      throw AuditFailure(fmt::format("gradient audit failed in epoch {}: parameter '{}' received no gradient (is it "
-                                     "used in forward? is the loss connected to it?)",
-                                     epoch, name));
+      throw AuditFailure(
+          fmt::format("gradient audit failed in epoch {}: parameter '{}' received no gradient (is it "
+                      "used in forward? is the loss connected to it?)",
+                      epoch, name));
     const auto& grad = p.grad();
     if (torch::equal(p, snapshot[i]) && grad.defined() && !grad.any().item<bool>())
       throw AuditFailure(fmt::format(

@@ -39,8 +39,7 @@ class AuditFailure : public std::runtime_error {
 };
 
 // (a); a collective: every rank of `comm` calls it with the same names.
-void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch,
-                               const std::string& what);
+void check_replica_consistency(distributed::Comm& comm, const NamedTensors& named, int epoch, const std::string& what);
 
 // (b) and (c) for every parameter of `named` that requires a gradient, in order (the first
 // failing parameter is named; for one parameter (b) comes before (c)). `snapshot[i]` is

@@ -26,7 +26,8 @@ double read_scalar_or(torch::serialize::InputArchive& a, const std::string& key,
 }
 
 // A list of tensors as `<key>_size` and a sub-archive `<key>` of "0", "1", ...; nothing when empty.
-void write_tensor_list(torch::serialize::OutputArchive& a, const std::string& key, const std::vector<at::Tensor>& list) {
+void write_tensor_list(torch::serialize::OutputArchive& a, const std::string& key,
+                       const std::vector<at::Tensor>& list) {
   if (list.empty()) return;
   torch::serialize::OutputArchive sub;
   for (size_t i = 0; i < list.size(); ++i) sub.write(fmt::format("{}", i), list[i]);

@@ -20,11 +20,11 @@
 namespace ddplab::train {
 
 struct CheckpointState {
-  int64_t epochs_done = 0;     // completed epochs
-  int64_t step_in_epoch = 0;   // steps done of epoch `epochs_done` (0 at an epoch boundary)
+  int64_t epochs_done = 0;    // completed epochs
+  int64_t step_in_epoch = 0;  // steps done of epoch `epochs_done` (0 at an epoch boundary)
   int64_t global_step = 0;
-  int64_t records = 0;         // lines of epochs.jsonl this checkpoint goes with
-  double wall_s = 0;           // training wall time so far
+  int64_t records = 0;  // lines of epochs.jsonl this checkpoint goes with
+  double wall_s = 0;    // training wall time so far
   // Partial metrics of the interrupted epoch (zero at a boundary).
   double loss_sum = 0, correct = 0, grad_norm_sum = 0, comm_wait_s = 0, epoch_elapsed_s = 0;
   int64_t comm_bytes = 0;
@@ -42,8 +42,8 @@ struct CheckpointState {
   std::vector<at::Tensor> weight_ema;
 };
 
-void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
-                     torch::optim::Optimizer& optimizer, const CheckpointState& state);
+void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state);
 
 // Loads into `model` and `optimizer` (which must have the spec's architecture) and returns the
 // state. Tensors land on the model's device, whatever device rank 0 saved them from (every rank

@@ -31,14 +31,14 @@ struct EpochSums {
 
 // What an epoch's record needs besides its totals and sums.
 struct EpochContext {
-  int epoch = 0;             // 1-based
-  int64_t global_step = 0;   // optimizer steps taken so far
-  int64_t steps = 0;         // per epoch (of global_batch samples each)
+  int epoch = 0;            // 1-based
+  int64_t global_step = 0;  // optimizer steps taken so far
+  int64_t steps = 0;        // per epoch (of global_batch samples each)
   int64_t global_batch = 0;
   int64_t test_samples = 0;
   int replicas = 1;
-  double epoch_s = 0;        // training time of the epoch
-  double wall_s = 0;         // since the start of training
+  double epoch_s = 0;  // training time of the epoch
+  double wall_s = 0;   // since the start of training
 };
 
 // The record of an epoch. Train metrics are per sample of the epoch's steps x global_batch,

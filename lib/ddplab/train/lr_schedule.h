@@ -18,8 +18,8 @@ namespace ddplab::train {
 
 class LrSchedule {
  public:
-  LrSchedule(const config::OptimizerSpec& optimizer, const config::ScheduleSpec& schedule,
-             int64_t global_batch, int epochs);
+  LrSchedule(const config::OptimizerSpec& optimizer, const config::ScheduleSpec& schedule, int64_t global_batch,
+             int epochs);
 
   double scale() const { return scale_; }
   double operator()(double epoch) const;  // epoch >= 0, fractional

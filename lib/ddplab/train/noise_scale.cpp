@@ -7,16 +7,15 @@
 namespace ddplab::train {
 
 NoiseScaleStep noise_scale_step(double small_sq, double big_sq, int64_t b_small, int64_t b_big) {
-  TORCH_INTERNAL_ASSERT(b_big > b_small && b_small > 0, "noise scale needs 0 < b_small < b_big, got ", b_small,
-                        " and ", b_big);
+  TORCH_INTERNAL_ASSERT(b_big > b_small && b_small > 0, "noise scale needs 0 < b_small < b_big, got ", b_small, " and ",
+                        b_big);
   const double bs = static_cast<double>(b_small), bb = static_cast<double>(b_big);
   return {(small_sq - big_sq) / (1.0 / bs - 1.0 / bb), (bb * big_sq - bs * small_sq) / (bb - bs)};
 }
 
 GradNoiseScale::GradNoiseScale(int64_t b_small, int64_t b_big, NoiseScaleOptions options)
     : b_small_(b_small), b_big_(b_big), options_(options) {
-  TORCH_INTERNAL_ASSERT(options_.decay >= 0 && options_.decay < 1, "EMA decay must be in [0, 1), got ",
-                        options_.decay);
+  TORCH_INTERNAL_ASSERT(options_.decay >= 0 && options_.decay < 1, "EMA decay must be in [0, 1), got ", options_.decay);
 }
 
 void GradNoiseScale::update(const at::Tensor& small_sq, const at::Tensor& big_sq) {

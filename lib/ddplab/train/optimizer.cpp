@@ -1,9 +1,9 @@
 #include "ddplab/train/optimizer.h"
 
+#include <regex>
+
 #include <fmt/format.h>
 #include <torch/torch.h>
-
-#include <regex>
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/spec_error.h"

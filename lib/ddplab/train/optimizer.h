@@ -21,7 +21,8 @@ using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
 
 // `params` as module.named_parameters() lists them. Throws ddplab::Error naming the JSON pointer
 // (/optimizer/weight_decay_groups/<i>/match) when an entry takes no parameter, listing the names.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec, const NamedParameters& params);
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec,
+                                                        const NamedParameters& params);
 
 // Sets the learning rate of every parameter group.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);

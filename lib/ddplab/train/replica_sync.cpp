@@ -31,7 +31,7 @@ ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, distributed
   if (local_steps_after(spec_, steps_per_epoch_, global_step) % spec_.period != 0) return r;
   r.communicated = true;
   const auto agreed = spec_.method == config::SyncMethod::kEasgd ? averager_->elastic_step(spec_.alpha, local)
-                                                                  : averager_->average(local);
+                                                                 : averager_->average(local);
   r.stop = agreed.stop;
   r.diverged = agreed.diverged;
   r.bytes = distributed::ring_allreduce_bytes(averager_->payload_bytes(), averager_->replicas());
@@ -40,7 +40,8 @@ ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, distributed
 
 bool ReplicaSync::replicas_agree_after(int64_t global_step) const {
   if (!local_from(global_step)) return true;
-  return spec_.method == config::SyncMethod::kLocalSgd && local_steps_after(spec_, steps_per_epoch_, global_step) % spec_.period == 0;
+  return spec_.method == config::SyncMethod::kLocalSgd &&
+         local_steps_after(spec_, steps_per_epoch_, global_step) % spec_.period == 0;
 }
 
 std::optional<ReplicaSync::EpochView> ReplicaSync::epoch_view() {

@@ -24,9 +24,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddplab/config/spec.h"
 #include "ddplab/distributed/comm.h"
 #include "ddplab/distributed/param_average.h"
-#include "ddplab/config/spec.h"
 
 namespace ddplab::train {
 

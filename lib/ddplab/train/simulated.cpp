@@ -21,8 +21,7 @@ void copy_all(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& 
 }  // namespace
 
 SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
-                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device,
-                                     bool bf16_wire)
+                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device, bool bf16_wire)
     : model_(model),
       params_(std::move(params)),
       mean_(mean),
@@ -86,9 +85,12 @@ void SimulatedReplicas::end_step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
     // Write into the existing .grad (a GradSync bucket view), so the buckets stay in place.
-    if (!used_[i]) p.mutable_grad() = at::Tensor();
-    else if (p.grad().defined()) p.mutable_grad().copy_(grad_sum_[i]);
-    else p.mutable_grad() = grad_sum_[i].to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    if (!used_[i])
+      p.mutable_grad() = at::Tensor();
+    else if (p.grad().defined())
+      p.mutable_grad().copy_(grad_sum_[i]);
+    else
+      p.mutable_grad() = grad_sum_[i].to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   }
   copy_all(model_.buffers(), rank0_buffers_);
 }

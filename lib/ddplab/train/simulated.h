@@ -68,10 +68,10 @@ class SimulatedReplicas {
   bool bf16_wire_;
   at::Generator generator_;
   std::vector<at::Tensor> rng_states_;
-  std::vector<at::Tensor> grad_sum_;     // per parameter: sum_k g_k (/ N under mean), bf16 under bf16_wire
-  std::vector<bool> used_;               // per parameter: some shard's backward reached it
-  at::Tensor norm_sum_;                  // sum_k |g_k|^2
-  std::vector<at::Tensor> step_buffers_; // rank 0's buffers at the start of the step
+  std::vector<at::Tensor> grad_sum_;       // per parameter: sum_k g_k (/ N under mean), bf16 under bf16_wire
+  std::vector<bool> used_;                 // per parameter: some shard's backward reached it
+  at::Tensor norm_sum_;                    // sum_k |g_k|^2
+  std::vector<at::Tensor> step_buffers_;   // rank 0's buffers at the start of the step
   std::vector<at::Tensor> rank0_buffers_;  // rank 0's buffers after its forward
 };
 

@@ -37,7 +37,7 @@ class StepLog {
  private:
   int64_t every_steps_, steps_per_epoch_, global_batch_;
   int epoch_ = 0;
-  int64_t closed_steps_ = 0;          // steps of the epoch up to the last closed interval
+  int64_t closed_steps_ = 0;           // steps of the epoch up to the last closed interval
   double loss_sum_ = 0, correct_ = 0;  // the epoch's sums at the last read interval
   std::deque<rundir::StepRecord> unread_;
   std::vector<rundir::StepRecord> done_;

@@ -14,12 +14,12 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/stop_signals.h"
+#include "ddplab/config/spec_error.h"
 #include "ddplab/train/autocast.h"
 #include "ddplab/train/loss.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer_impl.h"
-#include "ddplab/config/spec_error.h"
 
 namespace ddplab::train {
 namespace {
@@ -38,10 +38,11 @@ models::InputShape input_shape(const data::Transform& transform, const data::Dat
 // One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
 void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
   if (spec.global_batch > data.train.size())
-    throw config::spec_error("/batch", fmt::format("the global batch {} ({} x {}) is larger than the {} training "
-                                                  "samples{}; not one step would run",
-                                                  spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
-                            spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
+    throw config::spec_error(
+        "/batch", fmt::format("the global batch {} ({} x {}) is larger than the {} training "
+                              "samples{}; not one step would run",
+                              spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
+                              spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
 }
 
 // Local SGD and EASGD evaluate and save averaged weights (the replicas' mean, the center). A model
@@ -49,8 +50,7 @@ void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPai
 // weights, not for the averaged ones: a biased test accuracy and saved model. Refused rather than
 // measured wrong (docs/ddp-semantics.md, item 2).
 void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module& model) {
-  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 ||
-      model.buffers().empty())
+  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 || model.buffers().empty())
     return;
   throw config::spec_error(
       "/replicas/sync",
@@ -146,9 +146,10 @@ void Trainer::place_on_device() {
   const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const int local_rank = world_.local_rank;
   if (gpus == 0 || (spec_.replicas.backend == config::Backend::kNccl && gpus <= local_rank))
-    throw config::spec_error("/replicas/device", fmt::format("cuda: local rank {} needs GPU {}, but {} GPU(s) are visible "
-                                                           "(NCCL needs one GPU per rank; backend gloo can share one)",
-                                                           local_rank, local_rank, gpus));
+    throw config::spec_error("/replicas/device",
+                             fmt::format("cuda: local rank {} needs GPU {}, but {} GPU(s) are visible "
+                                         "(NCCL needs one GPU per rank; backend gloo can share one)",
+                                         local_rank, local_rank, gpus));
   device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
   runtime::select_device(device_);
   model_->to(device_);

@@ -26,9 +26,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/distributed/world.h"
-#include "ddplab/config/spec.h"
 
 namespace ddplab::distributed {
 struct Comm;
@@ -37,9 +37,9 @@ struct Comm;
 namespace ddplab::train {
 
 struct ReplicaOptions {
-  std::filesystem::path run_dir;  // where rank 0 writes records; must exist (RunLog made)
-  bool progress = true;           // progress lines: rank 0's live one on a TTY, else log.progress_s's
-  bool quiet = false;             // no per-epoch console lines
+  std::filesystem::path run_dir;            // where rank 0 writes records; must exist (RunLog made)
+  bool progress = true;                     // progress lines: rank 0's live one on a TTY, else log.progress_s's
+  bool quiet = false;                       // no per-epoch console lines
   const data::DatasetPair* data = nullptr;  // already loaded data (else loaded from spec.dataset)
   // The process group (else made here when world.size > 1). A caller that owns it keeps the
   // connections open while it reports a failure, so peers see this rank's error first.

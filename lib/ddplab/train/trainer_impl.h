@@ -8,9 +8,9 @@
 // saves the final model. Every rank calls the same collectives in the same order (c10d needs it):
 // per step GradSync's all-reduces and ReplicaSync's averaging, a buffer broadcast before every
 // forward and before evaluation; with log.every_steps, per interval the all-reduce of the epoch's
-// training sums (after the step's gradient reduction, before ReplicaSync's); per epoch the metric all-reduce, then the consistency audit;
-// per checkpoint the gather of the dropout RNG states (after the partial metrics' all-reduce
-// of a clean stop).
+// training sums (after the step's gradient reduction, before ReplicaSync's); per epoch the metric all-reduce, then the
+// consistency audit; per checkpoint the gather of the dropout RNG states (after the partial metrics' all-reduce of a
+// clean stop).
 #pragma once
 #include <chrono>
 #include <deque>
@@ -75,8 +75,7 @@ class Trainer {
   void stage_next(int64_t step);
   bool fault_now() const;
   void inject_fault();
-  bool train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y,
-                  EpochTotals& totals);
+  bool train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals);
   void compute_gradients(const at::Tensor& batch_x, const at::Tensor& batch_y, bool reduce, EpochTotals& totals);
   void accumulate_gradients(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals);
   std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
@@ -149,9 +148,9 @@ class Trainer {
   std::optional<WeightEma> weight_ema_;  // model.ema_decay > 0
   LrSchedule schedule_;
   std::optional<rundir::RunLog> run_;  // only rank 0 writes the run directory
-  bool tty_ = false;             // rank 0 on a terminal: the live progress line
-  bool plain_progress_ = false;  // no terminal: a plain line every log.progress_s seconds
-  std::vector<int> local_replicas_;  // the replicas this process computes (and whose test shards it evaluates)
+  bool tty_ = false;                   // rank 0 on a terminal: the live progress line
+  bool plain_progress_ = false;        // no terminal: a plain line every log.progress_s seconds
+  std::vector<int> local_replicas_;    // the replicas this process computes (and whose test shards it evaluates)
   at::Generator dropout_generator_;
   std::filesystem::path checkpoint_file_;
   CheckpointState resumed_;
@@ -160,7 +159,7 @@ class Trainer {
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
-  bool audit_pending_ = false;             // local SGD: check the replicas at their next agreement
+  bool audit_pending_ = false;            // local SGD: check the replicas at their next agreement
   std::vector<at::Tensor> final_params_;  // local SGD / EASGD / weight EMA: what the last epoch evaluated
   Clock::time_point train_start_;
 
@@ -170,7 +169,7 @@ class Trainer {
   Clock::time_point epoch_start_, last_progress_;
   std::optional<runtime::HostReadback> readback_;
   struct Unread {
-    int64_t step = 0;    // global step
+    int64_t step = 0;  // global step
     double lr = 0;
     bool local = false;  // the pushed gradient norm is this replica's own (local SGD / EASGD, N > 1)
   };
@@ -179,8 +178,8 @@ class Trainer {
   // rank stops at the next agreement (an averaging point or the epoch's end) instead of this one
   // alone (its peers would then fail on a closed connection).
   std::optional<Diverged> local_divergence_;
-  bool fault_stop_ = false;  // debug fault stop fired: asked at every agreement point until one comes
-  std::optional<StepLog> step_log_;                 // log.every_steps (rank 0 keeps the records)
+  bool fault_stop_ = false;          // debug fault stop fired: asked at every agreement point until one comes
+  std::optional<StepLog> step_log_;  // log.every_steps (rank 0 keeps the records)
   std::optional<runtime::HostReadback> step_readback_;  // the training sums of a closed interval
 };
 
