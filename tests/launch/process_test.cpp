@@ -93,20 +93,25 @@ TEST(Process, TheParentDyingKillsTheChild) {
   ASSERT_EQ(::pipe(p.data()), 0);
   const pid_t middle = ::fork();
   if (middle == 0) {
-    SpawnOptions o = shell("echo ready; exec sleep 30");
-    o.out = Output::kPipe;
-    o.parent_death_signal = SIGKILL;
-    const Child child = spawn(o);
-    char c = 0;
-    if (::read(child.out_fd, &c, 1) != 1) ::_exit(1);
-    (void)!::write(p[1], &child.pid, sizeof child.pid);
+    try {
+      SpawnOptions o = shell("echo ready; exec sleep 30");
+      o.out = Output::kPipe;
+      o.parent_death_signal = SIGKILL;
+      const Child child = spawn(o);
+      char c = 0;
+      if (::read(child.out_fd, &c, 1) != 1) ::_exit(2);
+      if (::write(p[1], &child.pid, sizeof child.pid) != static_cast<ssize_t>(sizeof child.pid)) ::_exit(3);
+    } catch (...) {
+      ::_exit(4);
+    }
     ::_exit(0);
   }
   ::close(p[1]);
   pid_t child = -1;
   ASSERT_EQ(::read(p[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
   ::close(p[0]);
-  EXPECT_EQ(exit_code_of(wait_for(middle)), 0);
+  const int middle_status = wait_for(middle);
+  ASSERT_EQ(exit_code_of(middle_status), 0) << "the middle process " << describe_status(middle_status);
   const auto start = std::chrono::steady_clock::now();
   std::optional<int> status;
   while (!status && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
@@ -115,7 +120,7 @@ TEST(Process, TheParentDyingKillsTheChild) {
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   ASSERT_TRUE(status.has_value()) << "the child outlived its parent";
-  EXPECT_EQ(exit_code_of(*status), 128 + SIGKILL);
+  EXPECT_EQ(exit_code_of(*status), 128 + SIGKILL) << describe_status(*status);
 }
 
 }  // namespace

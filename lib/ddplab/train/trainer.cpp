@@ -1,7 +1,5 @@
 #include "ddplab/train/trainer.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -16,6 +14,7 @@
 #include "ddplab/base/stop_signals.h"
 #include "ddplab/config/spec_error.h"
 #include "ddplab/train/autocast.h"
+#include "ddplab/train/console.h"
 #include "ddplab/train/loss.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
@@ -23,11 +22,6 @@
 
 namespace ddplab::train {
 namespace {
-
-std::string format_duration(double s) {
-  const int t = static_cast<int>(s + 0.5);
-  return fmt::format("{}:{:02}", t / 60, t % 60);
-}
 
 // The model's input: what the transform makes (24x24 for tf_tutorial), train and eval alike.
 models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
@@ -206,9 +200,8 @@ void Trainer::build_loader() {
   replica_sync_.emplace(spec_.replicas.sync, steps_, params_, comm_);
   step_log_.emplace(spec_.log.every_steps, steps_, spec_.global_batch);
   if (lead_) run_ = rundir::RunLog::open(options_.run_dir);
-  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
-  tty_ = options_.progress && lead_ && terminal;
-  plain_progress_ = options_.progress && !terminal && spec_.log.progress_s > 0;
+  observer_ = options_.observer ? options_.observer
+                                : std::make_shared<Console>(spec_, world_, options_.progress, options_.quiet);
   for (int r = simulated_ ? 0 : rank_; r < (simulated_ ? replicas_ : rank_ + 1); ++r) local_replicas_.push_back(r);
   // Dropout draws from the default generator of the device it runs on (Philox on CUDA).
   dropout_generator_ = at::globalContext().defaultGenerator(device_.is_cuda() ? device_ : c10::Device(c10::kCPU));
@@ -231,12 +224,11 @@ void Trainer::resume() {
       dropout_generator_.set_state(states[rank_]);
     }
   } else if (lead_) {
-    fmt::print(stderr,
-               "ddplab: note: the checkpoint holds {} dropout generator states of {} bytes, this run has {} replicas "
-               "whose {} generators keep {} bytes (another replica count or device); dropout streams restart from "
-               "the seed\n",
-               states.size(), states.empty() ? 0 : states[0].numel(), replicas_,
-               c10::DeviceTypeName(device_.type(), /*lower_case=*/true), state_bytes);
+    observer_->on_note(fmt::format(
+        "the checkpoint holds {} dropout generator states of {} bytes, this run has {} replicas whose {} generators "
+        "keep {} bytes (another replica count or device); dropout streams restart from the seed",
+        states.size(), states.empty() ? 0 : states[0].numel(), replicas_,
+        c10::DeviceTypeName(device_.type(), /*lower_case=*/true), state_bytes));
   }
   noise_scale_.set_state(resumed_.gns_trace, resumed_.gns_grad_sq, resumed_.gns_steps);
   replica_sync_->set_center(resumed_.easgd_center);
@@ -262,21 +254,20 @@ void Trainer::run_epoch(int epoch) {
   EpochTotals totals = start_epoch(epoch);
   train_steps(epoch, totals);
   runtime::synchronize(device_);
-  const double epoch_s = seconds_since(epoch_start_);
+  const double epoch_s = seconds_since(this_epoch_->start);
   totals.comm_wait_s += sync_->take_comm_wait_s();
   const Evaluation test = evaluate_epoch_model();
   const EpochSums sums = reduce_sums(epoch, totals, test);
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
-  if (first_step_ < steps_)
-    audits_.run([&] { check_gradients_and_updates(named_, snapshot_, sync_->received_grad(), epoch + 1); });
+  if (this_epoch_->first_step < steps_)
+    audits_.run([&] { check_gradients_and_updates(named_, this_epoch_->snapshot, sync_->received_grad(), epoch + 1); });
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
   audits_.run([&] { check_loss_is_cross_entropy(rec.train_loss, rec.train_acc, epoch + 1); });
   rec.audit_warnings = audits_.take();  // debug.audits warn: rank 0 records its own findings
   if (lead_) {
     run_->append_steps(step_log_->take());
     run_->append(rec);
-    print_epoch(rec);
-    print_audit_warnings(rec);
+    observer_->on_epoch(rec);
   }
   check_not_blown_up(rec);
   result_.epochs_done = epoch + 1;
@@ -289,13 +280,13 @@ void Trainer::run_epoch(int epoch) {
 // this epoch (rank 0 holds the summed train metrics of all ranks).
 EpochTotals Trainer::start_epoch(int epoch) {
   const bool partial = epoch == resumed_.epochs_done && resumed_.step_in_epoch > 0;
-  first_step_ = partial ? resumed_.step_in_epoch : 0;
+  this_epoch_.emplace(device_);
+  this_epoch_->first_step = partial ? resumed_.step_in_epoch : 0;
   model_->train();
   sync_->reset_received();
-  snapshot_.clear();
   {
     torch::NoGradGuard no_grad;
-    for (auto& p : params_) snapshot_.push_back(p.detach().clone());
+    for (auto& p : params_) this_epoch_->snapshot.push_back(p.detach().clone());
   }
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   const bool restore_partial = partial && lead_;
@@ -306,28 +297,24 @@ EpochTotals Trainer::start_epoch(int epoch) {
   totals.grad_norm_sum = partial ? resumed_.grad_norm_sum : 0;
   totals.comm_wait_s = partial ? resumed_.comm_wait_s : 0;
   // The record's lr is the last step's: already taken if a stop came in the epoch's last step.
-  totals.lr = first_step_ > 0 ? schedule_(epoch + static_cast<double>(first_step_ - 1) / steps_) : 0;
+  totals.lr =
+      this_epoch_->first_step > 0 ? schedule_(epoch + static_cast<double>(this_epoch_->first_step - 1) / steps_) : 0;
   totals.comm_bytes = partial ? resumed_.comm_bytes : 0;
-  epoch_start_ = Clock::now() - as_duration(partial ? resumed_.epoch_elapsed_s : 0.0);
-  last_progress_ = epoch_start_;
-  loader_->start_epoch(epoch, first_step_);
-  // Each step's gradient norm and stop flag are read on the host one step late (on CUDA the
-  // host then never waits for the step it just queued); the epoch's last step is read at once.
-  readback_.emplace(device_);
-  unread_.clear();
-  step_readback_.emplace(device_);
-  step_log_->start_epoch(epoch, first_step_, partial ? resumed_.loss_sum : 0.0, partial ? resumed_.correct : 0.0);
+  this_epoch_->start = Clock::now() - as_duration(partial ? resumed_.epoch_elapsed_s : 0.0);
+  loader_->start_epoch(epoch, this_epoch_->first_step);
+  step_log_->start_epoch(epoch, this_epoch_->first_step, partial ? resumed_.loss_sum : 0.0,
+                         partial ? resumed_.correct : 0.0);
   return totals;
 }
 
 void Trainer::train_steps(int epoch, EpochTotals& totals) {
-  for (int64_t step = first_step_; step < steps_; ++step, ++global_step_) {
+  for (int64_t step = this_epoch_->first_step; step < steps_; ++step, ++global_step_) {
     if (!mover_->staged()) stage_next(step);
     auto [batch_x, batch_y] = mover_->take();
     if (step + 1 < steps_) stage_next(step + 1);
     inject_fault();
     if (train_step(epoch, step, batch_x, batch_y, totals)) stop_cleanly(epoch, step, totals);
-    print_progress(epoch, step, totals);
+    report_step(epoch, step, totals);
   }
 }
 
@@ -362,14 +349,14 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   compute_gradients(batch_x, batch_y, reduce, totals);
   const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
   if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
-  readback_->push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
-  unread_.push_back({global_step_, totals.lr, !reduce && size_ > 1});
+  this_epoch_->readback.push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
+  this_epoch_->unread.push_back({global_step_, totals.lr, !reduce && size_ > 1});
   if (spec_.debug.has(config::Fault::kUpdateFirstOnly))
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
   if (weight_ema_) weight_ema_->update(params_, global_step_);
   bool stop = false;
-  while (readback_->pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
+  while (this_epoch_->readback.pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
   log_interval(step, totals);
   const auto synced = replica_sync_->after_step(global_step_, {stop_wanted, local_divergence_.has_value()});
   if (synced.diverged) diverge_agreed(epoch);
@@ -447,9 +434,9 @@ void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) 
 // Reads the oldest pushed step: a NaN or Inf gradient norm diverges the run (a local one at the
 // next agreement, diverge_agreed()). Returns whether the replicas agreed to stop after that step.
 bool Trainer::read_step(int epoch, EpochTotals& totals) {
-  const auto values = readback_->pop();
-  const Unread at = unread_.front();
-  unread_.pop_front();
+  const auto values = this_epoch_->readback.pop();
+  const Unread at = this_epoch_->unread.front();
+  this_epoch_->unread.pop_front();
   const double grad_norm = std::sqrt(values[0]);
   if (!std::isfinite(grad_norm)) {
     Diverged diverged(fmt::format("diverged at epoch {}, step {}: the {}gradient norm is {} (lr {:g})", epoch + 1,
@@ -472,14 +459,14 @@ void Trainer::log_interval(int64_t step, const EpochTotals& totals) {
   auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)});
   if (comm_) distributed::allreduce_sum(*comm_, sums);
   if (!lead_) return;
-  while (step_readback_->pending() > 0) read_interval();
-  step_readback_->push(sums);
+  while (this_epoch_->step_readback.pending() > 0) read_interval();
+  this_epoch_->step_readback.push(sums);
   step_log_->close(step, global_step_ + 1, totals.lr, seconds_since(train_start_));
   if (step + 1 == steps_) read_interval();
 }
 
 void Trainer::read_interval() {
-  const auto sums = step_readback_->pop();
+  const auto sums = this_epoch_->step_readback.pop();
   step_log_->read(sums[0], sums[1]);
 }
 
@@ -487,7 +474,7 @@ void Trainer::read_interval() {
 // writes the records before the checkpoint, so a resumed run goes on from the stop's step.
 void Trainer::close_interval_at_stop(int64_t step, double lr, double loss_sum, double correct, double wall_s) {
   if (!lead_ || !step_log_->enabled()) return;
-  while (step_readback_->pending() > 0) read_interval();
+  while (this_epoch_->step_readback.pending() > 0) read_interval();
   if (!step_log_->closes_interval(step)) {
     step_log_->close(step, global_step_ + 1, lr, wall_s);
     step_log_->read(loss_sum, correct);
@@ -506,7 +493,7 @@ void Trainer::diverge_agreed(int epoch) {
 
 // A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
 void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
-  while (readback_->pending() > 0) read_step(epoch, totals);
+  while (this_epoch_->readback.pending() > 0) read_step(epoch, totals);
   totals.comm_wait_s += sync_->take_comm_wait_s();
   const int sig = StopSignals::last() != 0 ? StopSignals::last() : SIGTERM;
   const double wall_s = seconds_since(train_start_);
@@ -516,7 +503,7 @@ void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   partial.steps_done = step + 1;
   partial.loss_sum = partial_sums[0].item<double>();
   partial.correct = partial_sums[1].item<double>();
-  partial.elapsed_s = seconds_since(epoch_start_);
+  partial.elapsed_s = seconds_since(this_epoch_->start);
   close_interval_at_stop(step, totals.lr, partial.loss_sum, partial.correct, wall_s);
   write_checkpoint(make_checkpoint_state(epoch, global_step_ + 1, wall_s, totals, partial));
   throw Interrupted(fmt::format("stopped by {} after step {} (epoch {})", strsignal(sig), global_step_ + 1, epoch + 1),
@@ -682,52 +669,22 @@ void Trainer::save_model() {
   std::filesystem::rename(tmp, model_file);
 }
 
-// ---- Console ------------------------------------------------------------------------------------
+// ---- Observer ----------------------------------------------------------------------------------
 
-// The progress line: on a terminal rank 0's live line, at most every half second; elsewhere every
-// rank's plain line every log.progress_s seconds, with its mean training loss so far in the epoch
-// (read from the device then: one wait per line, none per step).
-void Trainer::print_progress(int epoch, int64_t step, const EpochTotals& totals) {
-  const double every_s = tty_ ? 0.5 : spec_.log.progress_s;
-  if (!(tty_ || plain_progress_) || !(seconds_since(last_progress_) > every_s)) return;
-  last_progress_ = Clock::now();
-  const double el = seconds_since(epoch_start_);
-  const double ips = (step + 1) * spec_.global_batch / el;
-  const std::string where = fmt::format("epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}", epoch + 1, spec_.epochs,
-                                        step + 1, steps_, ips, format_duration(el / (step + 1) * (steps_ - step - 1)));
-  if (tty_) {
-    fmt::print("\r  {}   ", where);
-  } else {
+void Trainer::report_step(int epoch, int64_t step, const EpochTotals& totals) {
+  StepProgress p;
+  p.epoch = epoch;
+  p.step = step;
+  p.steps = steps_;
+  p.epoch_elapsed_s = seconds_since(this_epoch_->start);
+  p.mean_loss = [&] {
     // Rank 0 of a run resumed inside this epoch starts from the checkpoint's sums over all replicas.
-    const bool restored = lead_ && first_step_ > 0 && epoch == resumed_.epochs_done;
-    const double samples = static_cast<double>((step + 1 - first_step_) * spec_.per_replica_batch) *
+    const bool restored = lead_ && this_epoch_->first_step > 0 && epoch == resumed_.epochs_done;
+    const double samples = static_cast<double>((step + 1 - this_epoch_->first_step) * spec_.per_replica_batch) *
                            static_cast<double>(local_replicas_.size());
-    const double loss = (totals.loss_sum.item<double>() - (restored ? resumed_.loss_sum : 0.0)) / samples;
-    fmt::print("{}{}  loss {:.4f}\n", size_ > 1 ? fmt::format("rank {}: ", rank_) : "", where, loss);
-  }
-  std::fflush(stdout);
-}
-
-// Clears the progress line, then the epoch's line unless quiet.
-void Trainer::print_epoch(const rundir::EpochRecord& rec) const {
-  if (tty_) fmt::print("\r{:80}\r", "");
-  if (options_.quiet) return;
-  std::string line = fmt::format(
-      "epoch {}/{}  lr {:.4g}  train loss {:.4f} acc {:.2f}%  test loss {:.4f} acc {:.2f}%  {:.1f} s  {:.0f} img/s",
-      rec.epoch, spec_.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss, 100 * rec.test_acc,
-      rec.epoch_s, rec.images_per_s);
-  if (size_ > 1) line += fmt::format("  comm wait {:.2f} s", rec.comm_wait_s);
-  if (rec.grad_noise_scale) line += fmt::format("  B_simple {:.0f}", *rec.grad_noise_scale);
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
-}
-
-// debug.audits "warn": each failed audit of the epoch, after its line (quiet or not), on stdout:
-// the launcher sends rank 0's stdout to the console and every rank's stderr to its log file.
-void Trainer::print_audit_warnings(const rundir::EpochRecord& rec) const {
-  for (const auto& warning : rec.audit_warnings)
-    fmt::print("ddplab: audit warning (debug.audits is warn, training goes on): {}\n", warning);
-  std::fflush(stdout);
+    return (totals.loss_sum.item<double>() - (restored ? resumed_.loss_sum : 0.0)) / samples;
+  };
+  observer_->on_step(p);
 }
 
 double Trainer::seconds_since(Clock::time_point t) const {

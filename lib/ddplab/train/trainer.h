@@ -36,6 +36,8 @@ struct Comm;
 
 namespace ddplab::train {
 
+class TrainObserver;
+
 struct ReplicaOptions {
   std::filesystem::path run_dir;            // where rank 0 writes records; must exist (RunLog made)
   bool progress = true;                     // progress lines: rank 0's live one on a TTY, else log.progress_s's
@@ -47,6 +49,9 @@ struct ReplicaOptions {
   // Continue from <run_dir>/checkpoint.pt (see checkpoint.h); debug faults crash/throw do not
   // fire in a resumed attempt.
   bool resume = false;
+  // Who hears of the steps, the epochs' records and notes (observer.h); the Trainer prints nothing
+  // itself. Null: the console (console.h) as `progress` and `quiet` say.
+  std::shared_ptr<TrainObserver> observer;
 };
 
 struct ReplicaResult {

@@ -37,6 +37,7 @@
 #include "ddplab/train/epoch_totals.h"
 #include "ddplab/train/lr_schedule.h"
 #include "ddplab/train/noise_scale.h"
+#include "ddplab/train/observer.h"
 #include "ddplab/train/replica_sync.h"
 #include "ddplab/train/simulated.h"
 #include "ddplab/train/step_log.h"
@@ -107,10 +108,8 @@ class Trainer {
   void restore_final_params();
   void save_model();
 
-  // Console.
-  void print_progress(int epoch, int64_t step, const EpochTotals& totals);
-  void print_epoch(const rundir::EpochRecord& rec) const;
-  void print_audit_warnings(const rundir::EpochRecord& rec) const;
+  // Tells the observer where training is (StepProgress, observer.h).
+  void report_step(int epoch, int64_t step, const EpochTotals& totals);
 
   double seconds_since(Clock::time_point t) const;
 
@@ -147,10 +146,9 @@ class Trainer {
   std::optional<ReplicaSync> replica_sync_;
   std::optional<WeightEma> weight_ema_;  // model.ema_decay > 0
   LrSchedule schedule_;
-  std::optional<rundir::RunLog> run_;  // only rank 0 writes the run directory
-  bool tty_ = false;                   // rank 0 on a terminal: the live progress line
-  bool plain_progress_ = false;        // no terminal: a plain line every log.progress_s seconds
-  std::vector<int> local_replicas_;    // the replicas this process computes (and whose test shards it evaluates)
+  std::optional<rundir::RunLog> run_;        // only rank 0 writes the run directory
+  std::shared_ptr<TrainObserver> observer_;  // options_.observer, else the console (console.h)
+  std::vector<int> local_replicas_;          // the replicas this process computes (and whose test shards it evaluates)
   at::Generator dropout_generator_;
   std::filesystem::path checkpoint_file_;
   CheckpointState resumed_;
@@ -163,24 +161,30 @@ class Trainer {
   std::vector<at::Tensor> final_params_;  // local SGD / EASGD / weight EMA: what the last epoch evaluated
   Clock::time_point train_start_;
 
-  // The current epoch.
-  int64_t first_step_ = 0;
-  std::vector<at::Tensor> snapshot_;  // the parameters at its start, for the update audit
-  Clock::time_point epoch_start_, last_progress_;
-  std::optional<runtime::HostReadback> readback_;
+  // What lives for one epoch; start_epoch makes it.
   struct Unread {
     int64_t step = 0;  // global step
     double lr = 0;
     bool local = false;  // the pushed gradient norm is this replica's own (local SGD / EASGD, N > 1)
   };
-  std::deque<Unread> unread_;  // of each value pushed
+  struct EpochState {
+    explicit EpochState(c10::Device device) : readback(device), step_readback(device) {}
+    int64_t first_step = 0;            // a resumed epoch starts at the checkpoint's step
+    std::vector<at::Tensor> snapshot;  // the parameters at its start, for the update audit
+    Clock::time_point start;           // a resumed epoch's start lies before the stop
+    // Each step's gradient norm and stop flag, read on the host one step late (on CUDA the host
+    // then never waits for the step it just queued); the epoch's last step is read at once.
+    runtime::HostReadback readback;
+    std::deque<Unread> unread;            // of each value pushed
+    runtime::HostReadback step_readback;  // the training sums of a closed interval (log.every_steps)
+  };
+  std::optional<EpochState> this_epoch_;
   // Local SGD / EASGD: the first NaN or Inf local gradient norm, which only this rank saw; every
   // rank stops at the next agreement (an averaging point or the epoch's end) instead of this one
   // alone (its peers would then fail on a closed connection).
   std::optional<Diverged> local_divergence_;
   bool fault_stop_ = false;          // debug fault stop fired: asked at every agreement point until one comes
   std::optional<StepLog> step_log_;  // log.every_steps (rank 0 keeps the records)
-  std::optional<runtime::HostReadback> step_readback_;  // the training sums of a closed interval
 };
 
 }  // namespace ddplab::train
