@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddplab/distributed/grad_sync.h"
+
 namespace ddplab::train {
 namespace {
 
@@ -173,6 +175,34 @@ TEST(SimulatedReplicas, BatchNormStartsEveryReplicaFromRankZerosBuffersAndKeepsR
   EXPECT_TRUE(torch::allclose(net.norm->running_mean, mean_after0)) << "rank 0's updated buffers are kept";
   EXPECT_FALSE(torch::allclose(mean_after0, mean_after1));
   EXPECT_EQ(net.norm->num_batches_tracked.item<int64_t>(), 1);
+}
+
+// Two replicas, a parameter only the first shard uses: its summed gradient lands in its GradSync
+// bucket, so the reduced gradient's norm (grad_norm, the divergence check and the noise scale
+// read it) holds what the optimizer steps on. Before, the last shard's finalize() left its .grad
+// undefined and end_step() gave it a fresh tensor: the norm left it out (here 192 where the step used 240).
+TEST(SimulatedReplicas, AParameterTheLastShardLeftUnusedKeepsItsBucketView) {
+  auto a = torch::full({3}, 2.0).requires_grad_();
+  auto b = torch::full({3}, 2.0).requires_grad_();
+  const std::vector<at::Tensor> params{a, b};
+  distributed::GradSync sync(params, /*comm=*/nullptr);
+  nn::Module holder;
+  SimulatedReplicas sim(holder, params, {1, 2}, /*mean=*/false, torch::kCPU);
+  sim.begin_step();
+  for (int k = 0; k < 2; ++k) {
+    sim.begin_replica(k);
+    sync.prepare_for_backward();
+    const auto loss = k == 0 ? (a * a).sum() + (b * b).sum() : (a * a).sum();
+    loss.backward();
+    sync.finalize();
+    sim.end_replica(k);
+  }
+  sim.end_step(&sync);
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_TRUE(torch::equal(b.grad(), torch::full({3}, 4.0))) << "shard 0's 2b, summed";
+  EXPECT_TRUE(torch::equal(a.grad(), torch::full({3}, 8.0))) << "2a from each shard";
+  EXPECT_EQ(b.grad().data_ptr(), sync.grad_view(1).data_ptr()) << "b's .grad is its bucket view";
+  EXPECT_DOUBLE_EQ(sync.grad_norm_squared().item<double>(), 3 * 64.0 + 3 * 16.0);
 }
 
 }  // namespace

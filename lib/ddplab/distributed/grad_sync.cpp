@@ -246,6 +246,14 @@ void GradSync::maybe_rebuild() {
     if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
 }
 
+at::Tensor GradSync::grad_view(size_t param) const {
+  for (const auto& b : buckets_)
+    for (size_t k = 0; k < b.params.size(); ++k)
+      if (b.params[k] == param)
+        return b.flat.narrow(0, b.offsets[k], params_[param].numel()).view(params_[param].sizes());
+  TORCH_INTERNAL_ASSERT(false, "parameter ", param, " is in no gradient bucket");
+}
+
 at::Tensor GradSync::grad_norm_squared() const {
   if (buckets_.empty()) return torch::zeros({});
   // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.

@@ -115,6 +115,10 @@ class GradSync {
   // DDP's require_backward_grad_sync: false keeps every replica's local gradient (see above for
   // no_sync()'s accumulation).
   void set_require_sync(bool sync) { require_sync_ = sync; }
+  // Parameter `param`'s place in its bucket, shaped as the parameter: what its .grad is between
+  // prepare_for_backward() and the next finalize() (unless autograd replaced it), and where
+  // grad_norm_squared() reads it. Simulated replicas write a summed gradient there.
+  at::Tensor grad_view(size_t param) const;
   // Per parameter: whether its hook fired since the last reset_received().
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();

@@ -36,6 +36,8 @@
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
 
+#include "ddplab/distributed/grad_sync.h"
+
 namespace ddplab::train {
 
 class SimulatedReplicas {
@@ -52,7 +54,11 @@ class SimulatedReplicas {
   void begin_replica(int k);
   // Call after shard k's backward and GradSync::finalize(): reads its gradient from every .grad.
   void end_replica(int k);
-  void end_step();
+  // With `sync` (the process's GradSync), a parameter some shard used but the last one left
+  // unused (its .grad undefined by that shard's finalize()) gets its bucket view back, so the
+  // reduced gradient GradSync reads (its norm: grad_norm, the divergence check, the noise scale)
+  // holds what the optimizer steps on. Without it such a .grad is a fresh tensor.
+  void end_step(const distributed::GradSync* sync = nullptr);
 
   // After end_step(): mean over the replicas of |g_k|^2 (0-dim float64 tensor, no host sync).
   at::Tensor local_norm_squared_mean() const;

@@ -381,7 +381,7 @@ void Trainer::compute_gradients(const at::Tensor& batch_x, const at::Tensor& bat
     accumulate_gradients(x, y, reduce, totals);
     if (sim_) sim_->end_replica(static_cast<int>(k));
   }
-  if (sim_) sim_->end_step();
+  if (sim_) sim_->end_step(&*sync_);
 }
 
 // batch.accumulate_steps micro-batches of one replica's shard, as a DDP no_sync() loop: every
