@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "distributed/ranks.h"
+#include "test_util.h"
 
 namespace ddplab::distributed {
 namespace {
@@ -59,6 +60,20 @@ TEST(GradSync, SmallModelFitsInOneBucket) {
   ASSERT_EQ(sync.bucket_count(), 1);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 1, 0}));
   EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
+}
+
+// A checkpoint's layout (rebuilt_layout()) rebuilds the buckets in its order; a layout that is
+// not a permutation of this model's parameters is refused.
+TEST(GradSync, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {
+  auto ps = params_of_sizes({10, 20, 30});
+  GradSync sync(ps, nullptr);
+  EXPECT_TRUE(sync.rebuilt_layout().empty()) << "not rebuilt yet";
+  sync.restore_layout({0, 2, 1});
+  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{0, 2, 1}));
+  EXPECT_EQ(sync.rebuilt_layout(), (std::vector<int64_t>{0, 2, 1}));
+  EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 0, 1}); }).find("parameter 0"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 1}); }).find("leaves out parameter 2"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 1, 7}); }).find("parameter 7"), std::string::npos);
 }
 
 TEST(GradSync, ParametersWithoutRequiresGradGetNoBucket) {

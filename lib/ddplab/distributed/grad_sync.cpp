@@ -1,8 +1,11 @@
 #include "ddplab/distributed/grad_sync.h"
 
+#include <fmt/format.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
+
+#include "ddplab/base/error.h"
 
 namespace ddplab::distributed {
 namespace {
@@ -244,6 +247,35 @@ void GradSync::maybe_rebuild() {
   used_ = used;
   for (size_t i = 0; i < params_.size(); ++i)
     if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
+}
+
+std::vector<int64_t> GradSync::rebuilt_layout() const {
+  std::vector<int64_t> order;
+  if (!rebuilt_) return order;
+  for (const auto& b : buckets_)
+    for (size_t i : b.params) order.push_back(static_cast<int64_t>(i));
+  return order;
+}
+
+void GradSync::restore_layout(const std::vector<int64_t>& order) {
+  std::vector<bool> seen(params_.size(), false);
+  std::vector<size_t> layout;
+  for (int64_t i : order) {
+    const bool valid = i >= 0 && static_cast<size_t>(i) < params_.size() && !seen[static_cast<size_t>(i)] &&
+                       params_[static_cast<size_t>(i)].requires_grad();
+    if (!valid)
+      throw Error(
+          fmt::format("the checkpoint's gradient bucket layout names parameter {}, which this "
+                      "model has not (or twice)",
+                      i));
+    seen[static_cast<size_t>(i)] = true;
+    layout.push_back(static_cast<size_t>(i));
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].requires_grad() && !seen[i])
+      throw Error(fmt::format("the checkpoint's gradient bucket layout leaves out parameter {} of this model", i));
+  build_buckets(layout);
+  rebuilt_ = true;
 }
 
 at::Tensor GradSync::grad_view(size_t param) const {

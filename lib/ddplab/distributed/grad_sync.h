@@ -115,6 +115,14 @@ class GradSync {
   // DDP's require_backward_grad_sync: false keeps every replica's local gradient (see above for
   // no_sync()'s accumulation).
   void set_require_sync(bool sync) { require_sync_ = sync; }
+  // The order of the parameters in the buckets once rebuilt (bucket 0's first); empty before the
+  // rebuild. A checkpoint keeps it and restore_layout() gives the resumed run the same buckets:
+  // with 3+ ranks the ring all-reduce sums an element in an order that depends on where it sits
+  // in its bucket, so a resumed run on the initial layout would drift in the last bits.
+  std::vector<int64_t> rebuilt_layout() const;
+  // Builds the buckets in `order` (rebuilt_layout() of a run of this model) and skips the rebuild.
+  // Throws ddplab::Error when `order` is not a permutation of the trainable parameters.
+  void restore_layout(const std::vector<int64_t>& order);
   // Parameter `param`'s place in its bucket, shaped as the parameter: what its .grad is between
   // prepare_for_backward() and the next finalize() (unless autograd replaced it), and where
   // grad_norm_squared() reads it. Simulated replicas write a summed gradient there.

@@ -78,6 +78,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
   write_tensor_list(archive, "easgd_center", s.easgd_center);
   write_tensor_list(archive, "weight_ema", s.weight_ema);
+  if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
 
   // Serialise to memory first: LibTorch's file writer terminates the process when the disk fills
   // (its destructor writes again after the failed write). write_file_atomic keeps the previous checkpoint.
@@ -126,6 +127,10 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
     s.easgd_center = read_tensor_list(archive, "easgd_center");
     s.weight_ema = read_tensor_list(archive, "weight_ema");
+    if (at::Tensor layout; archive.try_read("bucket_layout", layout)) {
+      layout = layout.cpu();
+      s.bucket_layout.assign(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel());
+    }
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: cannot resume from this checkpoint: {} (`ddplab run --force` starts the run over)",
                             file.string(), e.what_without_backtrace()));

@@ -40,6 +40,9 @@ struct CheckpointState {
   std::vector<at::Tensor> easgd_center;
   // The weight EMA's averages (model.ema_decay, weight_ema.h), one per parameter; empty when off.
   std::vector<at::Tensor> weight_ema;
+  // GradSync's rebuilt bucket layout (GradSync::rebuilt_layout()); empty before the rebuild, for
+  // one replica, and in checkpoints that predate it.
+  std::vector<int64_t> bucket_layout;
 };
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,

@@ -214,6 +214,7 @@ at::Tensor Trainer::dropout_state() {
 
 void Trainer::resume() {
   resumed_ = load_checkpoint(checkpoint_file_, *model_, *optimizer_);
+  if (!resumed_.bucket_layout.empty()) sync_->restore_layout(resumed_.bucket_layout);
   const auto& states = resumed_.rng_states;
   const int64_t state_bytes = dropout_state().numel();
   if (static_cast<int>(states.size()) == replicas_ && states[0].numel() == state_bytes) {
@@ -643,6 +644,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.gns_steps = noise_scale_.steps();
   state.easgd_center = replica_sync_->center();
   if (weight_ema_) state.weight_ema = weight_ema_->averages();
+  state.bucket_layout = sync_->rebuilt_layout();
   if (!lead_) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
   run_->update_manifest({{"checkpoint",
