@@ -232,6 +232,36 @@ TEST(Reliability, ThreeProcessesWithSeveralBucketsResumeExactly) {
   }
 }
 
+// Local SGD and EASGD keep a model and momentum per replica. A stop between two averaging points
+// (rank 1 asks in step 13, every rank agrees at the next averaging point) and a resume continue
+// each replica from its own state: the records equal the uninterrupted run's. Before, every rank
+// loaded rank 0's model and optimizer (a full average injected, EASGD's replicas reset).
+TEST(Reliability, LocalSgdAndEasgdResumeEachReplicaExactly) {
+  const std::vector<nlohmann::json> syncs{{{"local_sgd", {{"period", 4}}}},
+                                          {{"easgd", {{"period", 4}, {"alpha", 0.25}}}}};
+  for (const auto& sync : syncs) {
+    SCOPED_TRACE(sync.dump());
+    Workspace ws(1024, 100);
+    auto spec = reliability_spec(ws, "full", 2);
+    spec["model"]["dropout"] = 0.0;
+    spec["replicas"]["sync"] = sync;
+    auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+    ASSERT_EQ(full.exit_code, 0) << full.output;
+    spec["name"] = "stopped";
+    spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 13}};
+    const std::string path = ws.write_spec(spec, "stopped.json");
+    auto first = run_ddplab("run " + path);
+    EXPECT_EQ(manifest(ws, "stopped")["status"], "interrupted") << first.output;
+    auto again = run_ddplab("run " + path);
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    const auto full_records = read_records(run_dir(ws, "full"));
+    const auto resumed_records = read_records(run_dir(ws, "stopped"));
+    expect_same_metrics(full_records, resumed_records);
+    for (size_t e = 0; e < full_records.size() && e < resumed_records.size(); ++e)
+      EXPECT_EQ(full_records[e]["replica_drift"], resumed_records[e]["replica_drift"]) << "epoch " << e + 1;
+  }
+}
+
 TEST(Reliability, NanFromAHugeLearningRateIsRecordedAsDiverged) {
   Workspace ws(1024, 100);
   for (int replicas : {1, 2}) {

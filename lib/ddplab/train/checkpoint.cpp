@@ -1,5 +1,7 @@
 #include "ddplab/train/checkpoint.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -52,6 +54,35 @@ std::vector<at::Tensor> read_tensor_list(torch::serialize::InputArchive& a, cons
 
 }  // namespace
 
+at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  model.save(model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t n) {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  auto blob = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(blob.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return blob;
+}
+
+void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  const at::Tensor bytes = blob.to(torch::kCPU).contiguous();
+  const auto params = model.parameters();
+  const c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  archive.load_from(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()),
+                    device);
+  archive.read("model", model_archive);
+  model.load(model_archive);
+  archive.read("optimizer", optimizer_archive);
+  optimizer.load(optimizer_archive);
+}
+
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const CheckpointState& s) {
   torch::serialize::OutputArchive archive, model_archive, optimizer_archive, rng_archive;
@@ -78,6 +109,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
   write_tensor_list(archive, "easgd_center", s.easgd_center);
   write_tensor_list(archive, "weight_ema", s.weight_ema);
+  write_tensor_list(archive, "replica_states", s.replica_states);
   if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
 
   // Serialise to memory first: LibTorch's file writer terminates the process when the disk fills
@@ -127,6 +159,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
     s.easgd_center = read_tensor_list(archive, "easgd_center");
     s.weight_ema = read_tensor_list(archive, "weight_ema");
+    s.replica_states = read_tensor_list(archive, "replica_states");
     if (at::Tensor layout; archive.try_read("bucket_layout", layout)) {
       layout = layout.cpu();
       s.bucket_layout.assign(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel());

@@ -35,15 +35,24 @@ struct CheckpointState {
   double gns_trace = 0, gns_grad_sq = 0;
   int64_t gns_steps = 0;
   // EASGD's center variable (rank 0's, identical on every rank), one tensor per parameter; empty
-  // for other syncs. (Local SGD and EASGD keep per-replica parameters and optimizer state that a
-  // checkpoint of rank 0 does not hold: their resume continues from rank 0's, not exactly.)
+  // for other syncs.
   std::vector<at::Tensor> easgd_center;
   // The weight EMA's averages (model.ema_decay, weight_ema.h), one per parameter; empty when off.
   std::vector<at::Tensor> weight_ema;
+  // Local SGD / EASGD with 2+ processes: each rank's own model and optimizer state
+  // (replica_state_blob), index = rank; every rank resumes from its own. Empty otherwise (the
+  // replicas are identical, rank 0's model and optimizer above are every rank's).
+  std::vector<at::Tensor> replica_states;
   // GradSync's rebuilt bucket layout (GradSync::rebuilt_layout()); empty before the rebuild, for
   // one replica, and in checkpoints that predate it.
   std::vector<int64_t> bucket_layout;
 };
+
+// One replica's model and optimizer state, serialized as save_checkpoint writes rank 0's, in a
+// uint8 tensor (on the CPU) that can be gathered to rank 0.
+at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+// Loads what replica_state_blob made into `model` and `optimizer` (tensors onto the model's device).
+void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state);

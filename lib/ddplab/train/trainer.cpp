@@ -215,6 +215,14 @@ at::Tensor Trainer::dropout_state() {
 void Trainer::resume() {
   resumed_ = load_checkpoint(checkpoint_file_, *model_, *optimizer_);
   if (!resumed_.bucket_layout.empty()) sync_->restore_layout(resumed_.bucket_layout);
+  if (!resumed_.replica_states.empty()) {
+    if (static_cast<int>(resumed_.replica_states.size()) != size_)
+      throw Error(
+          fmt::format("{}: holds the states of {} replicas, this run has {} processes; `ddplab run --force` "
+                      "starts the run over",
+                      checkpoint_file_.string(), resumed_.replica_states.size(), size_));
+    load_replica_state_blob(resumed_.replica_states[static_cast<size_t>(rank_)], *model_, *optimizer_);
+  }
   const auto& states = resumed_.rng_states;
   const int64_t state_bytes = dropout_state().numel();
   if (static_cast<int>(states.size()) == replicas_ && states[0].numel() == state_bytes) {
@@ -631,6 +639,25 @@ void Trainer::maybe_checkpoint(int epoch, const EpochTotals& totals) {
     write_checkpoint(make_checkpoint_state(epoch, global_step_, seconds_since(train_start_), totals, std::nullopt));
 }
 
+// Local SGD / EASGD over processes: every replica holds weights and momentum of its own.
+bool Trainer::replicas_differ() const {
+  return comm_ && size_ > 1 && replica_sync_->method() != config::SyncMethod::kAllreduce;
+}
+
+// Every rank's replica_state_blob, on every rank (blobs of unequal length are padded for the
+// all-gather and cut back).
+std::vector<at::Tensor> Trainer::gather_replica_states() {
+  const at::Tensor blob = replica_state_blob(*model_, *optimizer_);
+  const auto sizes = distributed::allgather(*comm_, torch::tensor({blob.numel()}, torch::kInt64));
+  int64_t longest = 0;
+  for (const auto& n : sizes) longest = std::max(longest, n.item<int64_t>());
+  auto padded = torch::zeros({longest}, torch::kUInt8);
+  padded.narrow(0, 0, blob.numel()).copy_(blob);
+  auto blobs = distributed::allgather(*comm_, padded);
+  for (size_t r = 0; r < blobs.size(); ++r) blobs[r] = blobs[r].narrow(0, 0, sizes[r].item<int64_t>());
+  return blobs;
+}
+
 // Every rank takes part (the RNG states are gathered); rank 0 writes the file.
 void Trainer::write_checkpoint(CheckpointState state) {
   if (sim_) {
@@ -645,6 +672,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.easgd_center = replica_sync_->center();
   if (weight_ema_) state.weight_ema = weight_ema_->averages();
   state.bucket_layout = sync_->rebuilt_layout();
+  if (replicas_differ()) state.replica_states = gather_replica_states();
   if (!lead_) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
   run_->update_manifest({{"checkpoint",

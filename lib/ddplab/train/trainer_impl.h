@@ -105,6 +105,8 @@ class Trainer {
   void check_not_blown_up(const rundir::EpochRecord& rec) const;
   void maybe_checkpoint(int epoch, const EpochTotals& totals);
   void write_checkpoint(CheckpointState state);
+  bool replicas_differ() const;
+  std::vector<at::Tensor> gather_replica_states();
   void restore_final_params();
   void save_model();
 
