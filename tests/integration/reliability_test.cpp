@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include "ddplab/models/models.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -66,6 +68,18 @@ fs::path run_dir(const Workspace& ws, const std::string& name) { return ws.out()
 
 nlohmann::json manifest(const Workspace& ws, const std::string& name) {
   return nlohmann::json::parse(read_file(run_dir(ws, name) / "manifest.json"));
+}
+
+// Runs `spec` as `name`, stopped by debug fault `stop` on `rank` at `step`, then the same command
+// again, which must finish the run.
+void stop_then_resume(const Workspace& ws, nlohmann::json spec, const std::string& name, int rank, int step) {
+  spec["name"] = name;
+  spec["debug"] = {{"fault", "stop"}, {"rank", rank}, {"step", step}};
+  const std::string path = ws.write_spec(spec, name + ".json");
+  auto first = run_ddplab("run " + path);
+  EXPECT_EQ(manifest(ws, name)["status"], "interrupted") << first.output;
+  auto again = run_ddplab("run " + path);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
 }
 
 TEST(Reliability, AKilledRunResumesFromItsCheckpointWithIdenticalRecords) {
@@ -220,13 +234,7 @@ TEST(Reliability, ThreeProcessesWithSeveralBucketsResumeExactly) {
   ASSERT_EQ(full.exit_code, 0) << full.output;
   for (int step : {3, 7, 12}) {
     const std::string name = "stopped3_" + std::to_string(step);
-    spec["name"] = name;
-    spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", step}};
-    const std::string path = ws.write_spec(spec, name + ".json");
-    auto first = run_ddplab("run " + path);
-    EXPECT_EQ(manifest(ws, name)["status"], "interrupted") << first.output;
-    auto again = run_ddplab("run " + path);
-    ASSERT_EQ(again.exit_code, 0) << again.output;
+    stop_then_resume(ws, spec, name, 1, step);
     SCOPED_TRACE("stopped at step " + std::to_string(step));
     expect_same_metrics(read_records(run_dir(ws, "full3")), read_records(run_dir(ws, name)));
   }
@@ -247,19 +255,43 @@ TEST(Reliability, LocalSgdAndEasgdResumeEachReplicaExactly) {
     spec["replicas"]["sync"] = sync;
     auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
     ASSERT_EQ(full.exit_code, 0) << full.output;
-    spec["name"] = "stopped";
-    spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 13}};
-    const std::string path = ws.write_spec(spec, "stopped.json");
-    auto first = run_ddplab("run " + path);
-    EXPECT_EQ(manifest(ws, "stopped")["status"], "interrupted") << first.output;
-    auto again = run_ddplab("run " + path);
-    ASSERT_EQ(again.exit_code, 0) << again.output;
+    stop_then_resume(ws, spec, "stopped", 1, 13);
     const auto full_records = read_records(run_dir(ws, "full"));
     const auto resumed_records = read_records(run_dir(ws, "stopped"));
     expect_same_metrics(full_records, resumed_records);
     for (size_t e = 0; e < full_records.size() && e < resumed_records.size(); ++e)
       EXPECT_EQ(full_records[e]["replica_drift"], resumed_records[e]["replica_drift"]) << "epoch " << e + 1;
   }
+}
+
+// A weight EMA over a model with BatchNorm (resnet20) is evaluated and saved with the average of
+// the running statistics, not the live model's: training is the same with and without the EMA, so
+// the run without it saved the live statistics, and the EMA run's model.pt must hold others. A
+// stop and resume continues both averages exactly.
+TEST(Reliability, AWeightEmaKeepsBatchNormStatisticsOfItsOwnAndResumesExactly) {
+  Workspace ws(256, 64);
+  auto spec = ws.base_spec("live");
+  spec["model"] = {{"name", "resnet20"}};
+  spec["batch"] = {{"global", 32}};
+  auto live = run_ddplab("run " + ws.write_spec(spec, "live.json"));
+  ASSERT_EQ(live.exit_code, 0) << live.output;
+  spec["name"] = "ema";
+  spec["model"]["ema_decay"] = 0.9;
+  auto ema = run_ddplab("run " + ws.write_spec(spec, "ema.json"));
+  ASSERT_EQ(ema.exit_code, 0) << ema.output;
+  auto running_means = [&](const std::string& name) {
+    auto model = models::make_model(models::ModelOptions{config::ModelName::kResnet20}, models::InputShape{});
+    torch::load(model, (run_dir(ws, name) / "model.pt").string());
+    std::vector<float> flat;
+    for (const auto& b : model->named_buffers())
+      if (b.key().find("running_mean") != std::string::npos)
+        flat.insert(flat.end(), b.value().data_ptr<float>(), b.value().data_ptr<float>() + b.value().numel());
+    return flat;
+  };
+  EXPECT_NE(running_means("live"), running_means("ema")) << "the EMA was saved with the live statistics";
+  stop_then_resume(ws, spec, "stopped", 0, 10);
+  expect_same_metrics(read_records(run_dir(ws, "ema")), read_records(run_dir(ws, "stopped")));
+  EXPECT_EQ(running_means("ema"), running_means("stopped"));
 }
 
 TEST(Reliability, NanFromAHugeLearningRateIsRecordedAsDiverged) {

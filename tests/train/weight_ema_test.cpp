@@ -42,5 +42,23 @@ TEST(WeightEma, SetAveragesRestoresACheckpointedAverage) {
   EXPECT_EQ(p.sum().item<float>(), 0.0f) << "the parameters are not touched";
 }
 
+// BatchNorm's running statistics are averaged as the parameters are (AveragedModel's
+// use_buffers=True), so the average is evaluated with statistics of its own.
+TEST(WeightEma, AveragesTheFloatingBuffersAsTheParameters) {
+  auto p = torch::tensor({1.0}, torch::kFloat64);
+  auto mean = torch::tensor({0.0, 4.0}, torch::kFloat64);
+  WeightEma ema({p}, 0.5, {mean});
+  std::vector<double> expected{0.0, 4.0};
+  for (int64_t step = 0; step < 12; ++step) {
+    mean.add_(1.0);
+    const double d = std::min(0.5, (1.0 + step) / (10.0 + step));
+    for (int i = 0; i < 2; ++i) expected[i] = d * expected[i] + (1 - d) * mean[i].item<double>();
+    ema.update({p}, step, {mean});
+  }
+  ASSERT_EQ(ema.buffer_averages().size(), 1u);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(ema.buffer_averages()[0][i].item<double>(), expected[i], 1e-12);
+  EXPECT_NE(ema.buffer_averages()[0][0].item<double>(), mean[0].item<double>()) << "not the live statistics";
+}
+
 }  // namespace
 }  // namespace ddplab::train

@@ -109,6 +109,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
   write_tensor_list(archive, "easgd_center", s.easgd_center);
   write_tensor_list(archive, "weight_ema", s.weight_ema);
+  write_tensor_list(archive, "weight_ema_buffers", s.weight_ema_buffers);
   write_tensor_list(archive, "replica_states", s.replica_states);
   if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
 
@@ -159,6 +160,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
     s.easgd_center = read_tensor_list(archive, "easgd_center");
     s.weight_ema = read_tensor_list(archive, "weight_ema");
+    s.weight_ema_buffers = read_tensor_list(archive, "weight_ema_buffers");
     s.replica_states = read_tensor_list(archive, "replica_states");
     if (at::Tensor layout; archive.try_read("bucket_layout", layout)) {
       layout = layout.cpu();

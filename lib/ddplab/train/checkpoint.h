@@ -39,6 +39,8 @@ struct CheckpointState {
   std::vector<at::Tensor> easgd_center;
   // The weight EMA's averages (model.ema_decay, weight_ema.h), one per parameter; empty when off.
   std::vector<at::Tensor> weight_ema;
+  // Its averages of the model's floating-point buffers (BatchNorm statistics); empty without.
+  std::vector<at::Tensor> weight_ema_buffers;
   // Local SGD / EASGD with 2+ processes: each rank's own model and optimizer state
   // (replica_state_blob), index = rank; every rank resumes from its own. Empty otherwise (the
   // replicas are identical, rank 0's model and optimizer above are every rank's).

@@ -5,20 +5,9 @@
 #include <ATen/Context.h>
 #include <torch/torch.h>
 
+#include "ddplab/train/tensor_lists.h"
+
 namespace ddplab::train {
-namespace {
-
-std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : ts) out.push_back(t.detach().clone());
-  return out;
-}
-
-void copy_all(const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
-  for (size_t i = 0; i < to.size(); ++i) to[i].detach().copy_(from[i]);
-}
-
-}  // namespace
 
 SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
                                      const std::vector<uint64_t>& seeds, bool mean, c10::Device device, bool bf16_wire)

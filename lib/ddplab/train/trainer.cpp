@@ -18,6 +18,7 @@
 #include "ddplab/train/loss.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
+#include "ddplab/train/tensor_lists.h"
 #include "ddplab/train/trainer_impl.h"
 
 namespace ddplab::train {
@@ -53,6 +54,14 @@ void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module
                   "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
                   config::name(spec.replicas.sync.method), config::name(spec.model.name),
                   config::name(spec.replicas.sync.method)));
+}
+
+// BatchNorm's running statistics, not its integer batch count: what the weight EMA averages.
+std::vector<at::Tensor> floating(const std::vector<at::Tensor>& buffers) {
+  std::vector<at::Tensor> out;
+  for (const auto& b : buffers)
+    if (b.is_floating_point()) out.push_back(b);
+  return out;
 }
 
 NamedTensors named_parameters(torch::nn::Module& model) {
@@ -181,7 +190,7 @@ void Trainer::build_training() {
   optimizer_ = make_optimizer(spec_.optimizer, named_);
   sync_options_ = grad_sync_options(spec_.replicas);
   sync_.emplace(params_, comm_, sync_options_);
-  if (spec_.model.ema_decay > 0) weight_ema_.emplace(params_, spec_.model.ema_decay);
+  if (spec_.model.ema_decay > 0) weight_ema_.emplace(params_, spec_.model.ema_decay, floating(buffers_));
   if (simulated_) {
     std::vector<uint64_t> seeds;
     for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
@@ -242,6 +251,8 @@ void Trainer::resume() {
   noise_scale_.set_state(resumed_.gns_trace, resumed_.gns_grad_sq, resumed_.gns_steps);
   replica_sync_->set_center(resumed_.easgd_center);
   if (weight_ema_ && !resumed_.weight_ema.empty()) weight_ema_->set_averages(resumed_.weight_ema);
+  if (weight_ema_ && !resumed_.weight_ema_buffers.empty())
+    weight_ema_->set_buffer_averages(resumed_.weight_ema_buffers);
 }
 
 // ---- The epoch loop -----------------------------------------------------------------------------
@@ -363,7 +374,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   if (spec_.debug.has(config::Fault::kUpdateFirstOnly))
     for (size_t i = 1; i < params_.size(); ++i) params_[i].mutable_grad() = at::Tensor();
   optimizer_->step();
-  if (weight_ema_) weight_ema_->update(params_, global_step_);
+  if (weight_ema_) weight_ema_->update(params_, global_step_, floating(buffers_));
   bool stop = false;
   while (this_epoch_->readback.pending() > (step + 1 < steps_ ? 1 : 0)) stop = read_step(epoch, totals) || stop;
   log_interval(step, totals);
@@ -532,20 +543,26 @@ Trainer::Evaluation Trainer::evaluate_epoch_model() {
   if (weight_ema_) {
     TORCH_INTERNAL_ASSERT(!view, "config refuses model.ema_decay with local SGD / EASGD");
     view = ReplicaSync::EpochView{};
-    for (const auto& a : weight_ema_->averages()) view->eval_params.push_back(a.clone());
+    view->eval_params = clone_all(weight_ema_->averages());
   }
-  std::vector<at::Tensor> own_params;
+  std::vector<at::Tensor> own_params, own_buffers;
   if (view) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      own_params.push_back(params_[i].detach().clone());
-      params_[i].detach().copy_(view->eval_params[i]);
-    }
+    own_params = clone_all(params_);
+    copy_all(params_, view->eval_params);
+  }
+  // The average is evaluated with its own BatchNorm statistics (weight_ema.h).
+  const std::vector<at::Tensor> stats = weight_ema_ ? floating(buffers_) : std::vector<at::Tensor>{};
+  if (!stats.empty()) {
+    own_buffers = clone_all(stats);
+    copy_all(stats, weight_ema_->buffer_averages());
   }
   Evaluation test = evaluate();
+  if (!stats.empty()) {
+    final_buffers_ = clone_all(stats);
+    copy_all(stats, own_buffers);
+  }
   if (view) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(own_params[i]);
+    copy_all(params_, own_params);
     final_params_ = std::move(view->eval_params);
     if (!weight_ema_) test.drift = view->drift;
   }
@@ -671,6 +688,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.gns_steps = noise_scale_.steps();
   state.easgd_center = replica_sync_->center();
   if (weight_ema_) state.weight_ema = weight_ema_->averages();
+  if (weight_ema_) state.weight_ema_buffers = weight_ema_->buffer_averages();
   state.bucket_layout = sync_->rebuilt_layout();
   if (replicas_differ()) state.replica_states = gather_replica_states();
   if (!lead_) return;
@@ -685,9 +703,8 @@ void Trainer::write_checkpoint(CheckpointState state) {
 
 // Local SGD / EASGD / weight EMA: the saved model is the one the last epoch evaluated.
 void Trainer::restore_final_params() {
-  if (final_params_.empty()) return;
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(final_params_[i]);
+  if (!final_params_.empty()) copy_all(params_, final_params_);
+  if (!final_buffers_.empty()) copy_all(floating(buffers_), final_buffers_);
 }
 
 void Trainer::save_model() {

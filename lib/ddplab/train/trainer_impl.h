@@ -159,8 +159,9 @@ class Trainer {
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
-  bool audit_pending_ = false;            // local SGD: check the replicas at their next agreement
-  std::vector<at::Tensor> final_params_;  // local SGD / EASGD / weight EMA: what the last epoch evaluated
+  bool audit_pending_ = false;             // local SGD: check the replicas at their next agreement
+  std::vector<at::Tensor> final_params_;   // local SGD / EASGD / weight EMA: what the last epoch evaluated
+  std::vector<at::Tensor> final_buffers_;  // weight EMA: the BatchNorm statistics the last epoch evaluated with
   Clock::time_point train_start_;
 
   // What lives for one epoch; start_epoch makes it.
