@@ -102,17 +102,10 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       options_(options),
       rank_(world.rank),
       size_(world.size),
-      lead_(world.rank == 0),
-      simulated_(spec.replicas.mode == config::ReplicaMode::kSimulated),
-      replicas_(simulated_ ? spec.replicas.count : world.size),
-      bf16_(spec.precision == config::Precision::kBf16),
-      skip_broadcast_(spec.debug.has(config::Fault::kSkipBroadcast)),
-      one_sided_loss_(spec.debug.has(config::Fault::kOneSidedSigmoidLoss)),
-      eval_first_half_(spec.debug.has(config::Fault::kEvalFirstHalf)),
       noise_scale_(spec.per_replica_batch, spec.global_batch),
       schedule_(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs),
       audits_(spec.debug.audits) {
-  TORCH_INTERNAL_ASSERT(!simulated_ || size_ == 1, "simulated replicas run in one process, got world size ", size_);
+  TORCH_INTERNAL_ASSERT(!simulated() || size_ == 1, "simulated replicas run in one process, got world size ", size_);
   at::set_num_threads(spec_.replicas.threads);
   load_data();
   build_model();
@@ -135,7 +128,7 @@ void Trainer::load_data() {
 // Every rank draws the same initial weights (rank 0's are broadcast anyway), except under debug
 // fault skip_broadcast, which must leave the replicas different.
 void Trainer::build_model() {
-  torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (skip_broadcast_ ? rank_ : 0));
+  torch::manual_seed(static_cast<uint64_t>(spec_.seed) + (spec_.debug.has(config::Fault::kSkipBroadcast) ? rank_ : 0));
   model_ = models::make_model(model_options(spec_.model), input_shape(*transform_, *data_));
   check_sync_fits_model(spec_, *model_);
   place_on_device();
@@ -169,7 +162,7 @@ void Trainer::connect() {
     std::vector<at::Tensor> state;
     for (auto& p : model_->parameters()) state.push_back(p);
     for (auto& b : model_->buffers()) state.push_back(b);
-    if (!skip_broadcast_) distributed::broadcast_coalesced(*comm_, state, 0);
+    if (!spec_.debug.has(config::Fault::kSkipBroadcast)) distributed::broadcast_coalesced(*comm_, state, 0);
     if (spec_.model.sync_bn) {
       auto comm = comm_;
       model_->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
@@ -191,16 +184,16 @@ void Trainer::build_training() {
   sync_options_ = grad_sync_options(spec_.replicas);
   sync_.emplace(params_, comm_, sync_options_);
   if (spec_.model.ema_decay > 0) weight_ema_.emplace(params_, spec_.model.ema_decay, floating(buffers_));
-  if (simulated_) {
+  if (simulated()) {
     std::vector<uint64_t> seeds;
-    for (int r = 0; r < replicas_; ++r) seeds.push_back(dropout_seed(r));
+    for (int r = 0; r < replicas(); ++r) seeds.push_back(dropout_seed(r));
     sim_.emplace(*model_, params_, seeds, sync_options_.mean, device_, sync_options_.compress_bf16);
   }
 }
 
 // A simulating process loads the whole global batch and splits it into the replicas' shards.
 void Trainer::build_loader() {
-  loader_.emplace(*data_, transform_, spec_.global_batch, simulated_ ? 0 : rank_, simulated_ ? 1 : size_, spec_.seed,
+  loader_.emplace(*data_, transform_, spec_.global_batch, simulated() ? 0 : rank_, simulated() ? 1 : size_, spec_.seed,
                   spec_.dataset.order, /*prefetch=*/4, /*pin_memory=*/device_.is_cuda());
   mover_.emplace(device_);  // on CUDA, batch k+1's copy overlaps step k
   check_batch_fits(spec_, *data_);
@@ -208,10 +201,10 @@ void Trainer::build_loader() {
   TORCH_INTERNAL_ASSERT(steps_ > 0, "no step in an epoch of ", data_->train.size(), " samples");
   replica_sync_.emplace(spec_.replicas.sync, steps_, params_, comm_);
   step_log_.emplace(spec_.log.every_steps, steps_, spec_.global_batch);
-  if (lead_) run_ = rundir::RunLog::open(options_.run_dir);
+  if (lead()) run_ = rundir::RunLog::open(options_.run_dir);
   observer_ = options_.observer ? options_.observer
                                 : std::make_shared<Console>(spec_, world_, options_.progress, options_.quiet);
-  for (int r = simulated_ ? 0 : rank_; r < (simulated_ ? replicas_ : rank_ + 1); ++r) local_replicas_.push_back(r);
+  for (int r = simulated() ? 0 : rank_; r < (simulated() ? replicas() : rank_ + 1); ++r) local_replicas_.push_back(r);
   // Dropout draws from the default generator of the device it runs on (Philox on CUDA).
   dropout_generator_ = at::globalContext().defaultGenerator(device_.is_cuda() ? device_ : c10::Device(c10::kCPU));
 }
@@ -234,18 +227,18 @@ void Trainer::resume() {
   }
   const auto& states = resumed_.rng_states;
   const int64_t state_bytes = dropout_state().numel();
-  if (static_cast<int>(states.size()) == replicas_ && states[0].numel() == state_bytes) {
+  if (static_cast<int>(states.size()) == replicas() && states[0].numel() == state_bytes) {
     if (sim_) {
       sim_->set_rng_states(states);
     } else {
       std::lock_guard<std::mutex> lock(dropout_generator_.mutex());
       dropout_generator_.set_state(states[rank_]);
     }
-  } else if (lead_) {
+  } else if (lead()) {
     observer_->on_note(fmt::format(
         "the checkpoint holds {} dropout generator states of {} bytes, this run has {} replicas whose {} generators "
         "keep {} bytes (another replica count or device); dropout streams restart from the seed",
-        states.size(), states.empty() ? 0 : states[0].numel(), replicas_,
+        states.size(), states.empty() ? 0 : states[0].numel(), replicas(),
         c10::DeviceTypeName(device_.type(), /*lower_case=*/true), state_bytes));
   }
   noise_scale_.set_state(resumed_.gns_trace, resumed_.gns_grad_sq, resumed_.gns_steps);
@@ -261,7 +254,7 @@ ReplicaResult Trainer::run() {
   try {
     for (int epoch = static_cast<int>(resumed_.epochs_done); epoch < spec_.epochs; ++epoch) run_epoch(epoch);
   } catch (...) {
-    if (lead_) run_->append_steps(step_log_->take());  // the steps read before a divergence or failure
+    if (lead()) run_->append_steps(step_log_->take());  // the steps read before a divergence or failure
     throw;
   }
   restore_final_params();
@@ -284,7 +277,7 @@ void Trainer::run_epoch(int epoch) {
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
   audits_.run([&] { check_loss_is_cross_entropy(rec.train_loss, rec.train_acc, epoch + 1); });
   rec.audit_warnings = audits_.take();  // debug.audits warn: rank 0 records its own findings
-  if (lead_) {
+  if (lead()) {
     run_->append_steps(step_log_->take());
     run_->append(rec);
     observer_->on_epoch(rec);
@@ -309,7 +302,7 @@ EpochTotals Trainer::start_epoch(int epoch) {
     for (auto& p : params_) this_epoch_->snapshot.push_back(p.detach().clone());
   }
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-  const bool restore_partial = partial && lead_;
+  const bool restore_partial = partial && lead();
   EpochTotals totals;
   totals.loss_sum = torch::full({}, restore_partial ? resumed_.loss_sum : 0.0, f64);
   totals.correct =
@@ -368,7 +361,7 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   broadcast_buffers();
   compute_gradients(batch_x, batch_y, reduce, totals);
   const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
-  if (reduce && replicas_ > 1) account_reduction(grad_sq, totals);
+  if (reduce && replicas() > 1) account_reduction(grad_sq, totals);
   this_epoch_->readback.push(torch::cat({grad_sq.reshape({1}), sync_->stop_flag()}).to(torch::kFloat64));
   this_epoch_->unread.push_back({global_step_, totals.lr, !reduce && size_ > 1});
   if (spec_.debug.has(config::Fault::kUpdateFirstOnly))
@@ -425,7 +418,7 @@ void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, boo
 std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x, const at::Tensor& y) {
   at::Tensor logits, loss;
   {
-    AutocastScope autocast(device_.type(), bf16_);
+    AutocastScope autocast(device_.type(), bf16());
     logits = model_->forward(x);
     loss = compute_loss(logits, y, at::Reduction::Mean);
   }
@@ -436,14 +429,15 @@ std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x,
 
 // Cross-entropy, or under debug fault one_sided_sigmoid_loss the seed's one-sided loss.
 at::Tensor Trainer::compute_loss(const at::Tensor& logits, const at::Tensor& y, int64_t reduction) const {
-  return one_sided_loss_ ? one_sided_sigmoid_loss(logits, y, reduction) : cross_entropy(logits, y, reduction);
+  return spec_.debug.has(config::Fault::kOneSidedSigmoidLoss) ? one_sided_sigmoid_loss(logits, y, reduction)
+                                                              : cross_entropy(logits, y, reduction);
 }
 
 // The noise scale and traffic of a step whose gradients were all-reduced over 2+ replicas.
 void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) {
-  totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas_);
+  totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas());
   // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
-  const auto mean_sq = sync_options_.mean ? grad_sq : grad_sq / (static_cast<double>(replicas_) * replicas_);
+  const auto mean_sq = sync_options_.mean ? grad_sq : grad_sq / (static_cast<double>(replicas()) * replicas());
   // Under sync_bn a replica's gradient is not that of B/N independent samples (SyncBatchNorm's
   // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
   // so nothing is measured (docs/ddp-semantics.md).
@@ -478,7 +472,7 @@ void Trainer::log_interval(int64_t step, const EpochTotals& totals) {
   if (!step_log_->closes_interval(step)) return;
   auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)});
   if (comm_) distributed::allreduce_sum(*comm_, sums);
-  if (!lead_) return;
+  if (!lead()) return;
   while (this_epoch_->step_readback.pending() > 0) read_interval();
   this_epoch_->step_readback.push(sums);
   step_log_->close(step, global_step_ + 1, totals.lr, seconds_since(train_start_));
@@ -493,7 +487,7 @@ void Trainer::read_interval() {
 // A clean stop closes the open interval with the stop's all-reduced partial sums, and rank 0
 // writes the records before the checkpoint, so a resumed run goes on from the stop's step.
 void Trainer::close_interval_at_stop(int64_t step, double lr, double loss_sum, double correct, double wall_s) {
-  if (!lead_ || !step_log_->enabled()) return;
+  if (!lead() || !step_log_->enabled()) return;
   while (this_epoch_->step_readback.pending() > 0) read_interval();
   if (!step_log_->closes_interval(step)) {
     step_log_->close(step, global_step_ + 1, lr, wall_s);
@@ -576,9 +570,9 @@ Trainer::Evaluation Trainer::evaluate() {
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
   Evaluation test{torch::zeros({}, f64), torch::zeros({}, f64.dtype(torch::kInt64)), std::nullopt};
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(device_.type(), bf16_);
+  AutocastScope autocast(device_.type(), bf16());
   for (int r : local_replicas_) {
-    const auto [test_begin, test_end] = data::eval_shard(test_samples(), r, replicas_);
+    const auto [test_begin, test_end] = data::eval_shard(test_samples(), r, replicas());
     for (int64_t b = test_begin; b < test_end; b += 1000) {
       auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
       auto batch = data::make_batch(data_->test, idx, *transform_, /*train=*/false);
@@ -595,7 +589,7 @@ Trainer::Evaluation Trainer::evaluate() {
 // The test samples evaluated: the first half only under debug fault eval_first_half.
 int64_t Trainer::test_samples() const {
   const int64_t n = data_->test.size();
-  return eval_first_half_ ? n / 2 : n;
+  return spec_.debug.has(config::Fault::kEvalFirstHalf) ? n / 2 : n;
 }
 
 // The epoch's train and test metrics summed over all replicas, then the replica audit (both
@@ -636,7 +630,7 @@ rundir::EpochRecord Trainer::epoch_record(int epoch, double epoch_s, const Epoch
   context.steps = steps_;
   context.global_batch = spec_.global_batch;
   context.test_samples = test_samples();
-  context.replicas = replicas_;
+  context.replicas = replicas();
   context.epoch_s = epoch_s;
   context.wall_s = seconds_since(train_start_);
   const bool reduced = replica_sync_->reduces_gradients(global_step_ - 1);  // the epoch's last step
@@ -691,7 +685,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   if (weight_ema_) state.weight_ema_buffers = weight_ema_->buffer_averages();
   state.bucket_layout = sync_->rebuilt_layout();
   if (replicas_differ()) state.replica_states = gather_replica_states();
-  if (!lead_) return;
+  if (!lead()) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
   run_->update_manifest({{"checkpoint",
                           {{"epochs_done", state.epochs_done},
@@ -708,7 +702,7 @@ void Trainer::restore_final_params() {
 }
 
 void Trainer::save_model() {
-  if (!lead_) return;
+  if (!lead()) return;
   const auto model_file = rundir::model_file(options_.run_dir);
   const auto tmp = rundir::temp_file(model_file);
   model_->to(torch::kCPU);
@@ -726,7 +720,7 @@ void Trainer::report_step(int epoch, int64_t step, const EpochTotals& totals) {
   p.epoch_elapsed_s = seconds_since(this_epoch_->start);
   p.mean_loss = [&] {
     // Rank 0 of a run resumed inside this epoch starts from the checkpoint's sums over all replicas.
-    const bool restored = lead_ && this_epoch_->first_step > 0 && epoch == resumed_.epochs_done;
+    const bool restored = lead() && this_epoch_->first_step > 0 && epoch == resumed_.epochs_done;
     const double samples = static_cast<double>((step + 1 - this_epoch_->first_step) * spec_.per_replica_batch) *
                            static_cast<double>(local_replicas_.size());
     return (totals.loss_sum.item<double>() - (restored ? resumed_.loss_sum : 0.0)) / samples;

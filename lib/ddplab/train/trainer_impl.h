@@ -114,18 +114,17 @@ class Trainer {
   void report_step(int epoch, int64_t step, const EpochTotals& totals);
 
   double seconds_since(Clock::time_point t) const;
+  // Rank 0 writes the run directory and reports epochs.
+  bool lead() const { return rank_ == 0; }
+  // N replicas in this one process (simulated.h), else one per process.
+  bool simulated() const { return spec_.replicas.mode == config::ReplicaMode::kSimulated; }
+  int replicas() const { return simulated() ? spec_.replicas.count : size_; }
+  bool bf16() const { return spec_.precision == config::Precision::kBf16; }
 
   const config::ExperimentSpec& spec_;
   const distributed::World& world_;
   const ReplicaOptions& options_;
   const int rank_, size_;
-  const bool lead_;
-  const bool simulated_;  // N replicas in this one process (simulated.h), else one per process
-  const int replicas_;
-  const bool bf16_;
-  const bool skip_broadcast_;
-  const bool one_sided_loss_;   // debug fault one_sided_sigmoid_loss (loss.h)
-  const bool eval_first_half_;  // debug fault eval_first_half: the test set's first half only
 
   data::DatasetPair loaded_;  // when options_.data is null
   const data::DatasetPair* data_ = nullptr;
