@@ -294,6 +294,18 @@ TEST(Reliability, AWeightEmaKeepsBatchNormStatisticsOfItsOwnAndResumesExactly) {
   EXPECT_EQ(running_means("ema"), running_means("stopped"));
 }
 
+// Two simulated replicas in one process (dropout on: each replica's RNG stream is in the
+// checkpoint) stopped mid-epoch and resumed give the uninterrupted run's records.
+TEST(Reliability, TwoSimulatedReplicasResumeExactly) {
+  Workspace ws(1024, 100);
+  auto spec = reliability_spec(ws, "full", 2);
+  spec["replicas"]["mode"] = "simulated";
+  auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  stop_then_resume(ws, spec, "stopped", 0, 21);
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+}
+
 TEST(Reliability, NanFromAHugeLearningRateIsRecordedAsDiverged) {
   Workspace ws(1024, 100);
   for (int replicas : {1, 2}) {
