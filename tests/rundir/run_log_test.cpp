@@ -556,5 +556,17 @@ TEST(RunLog, ManifestThatIsNotAnObjectWithAStringStatusIsAnErrorNamingIt) {
   EXPECT_EQ(read_manifest(tmp.path())["status"], "done");
 }
 
+TEST(CheckpointMark, RoundTripsThroughTheManifestAndIsAbsentWithoutOne) {
+  const CheckpointMark mark{2, 17, 145, 2, "2026-12-04T23:00:00Z"};
+  const auto back = CheckpointMark::of(nlohmann::json{{"status", "interrupted"}, {"checkpoint", mark.to_json()}});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->epochs_done, 2);
+  EXPECT_EQ(back->step_in_epoch, 17);
+  EXPECT_EQ(back->global_step, 145);
+  EXPECT_EQ(back->records, 2);
+  EXPECT_EQ(back->time, mark.time);
+  EXPECT_FALSE(CheckpointMark::of(nlohmann::json{{"status", "running"}}).has_value());
+}
+
 }  // namespace
 }  // namespace ddplab::rundir

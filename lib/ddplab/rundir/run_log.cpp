@@ -394,7 +394,7 @@ bool holds_resumable_run(const fs::path& dir) {
     return false;
   const auto manifest = read_manifest(dir);
   const auto status = parse_status(manifest.value("status", ""));
-  return status.has_value() && !is_finished(*status) && manifest.contains("checkpoint");
+  return status.has_value() && !is_finished(*status) && CheckpointMark::of(manifest).has_value();
 }
 
 namespace {
@@ -415,6 +415,22 @@ void keep_steps_through(const fs::path& file, int64_t last) {
 }
 }  // namespace
 
+nlohmann::json CheckpointMark::to_json() const {
+  return {{"epochs_done", epochs_done},
+          {"step_in_epoch", step_in_epoch},
+          {"global_step", global_step},
+          {"records", records},
+          {"time", time}};
+}
+
+std::optional<CheckpointMark> CheckpointMark::of(const nlohmann::json& manifest) {
+  if (!manifest.contains("checkpoint") || !manifest["checkpoint"].is_object()) return std::nullopt;
+  const auto& c = manifest["checkpoint"];
+  return CheckpointMark{c.value("epochs_done", int64_t{0}), c.value("step_in_epoch", int64_t{0}),
+                        c.value("global_step", int64_t{0}), c.value("records", int64_t{0}),
+                        c.value("time", std::string())};
+}
+
 std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const std::string& reason) {
   fs::path dir = run_dir(spec);
   if (!holds_resumable_run(dir)) return std::nullopt;
@@ -423,7 +439,8 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   if (const auto changes = spec_changes(dir, spec); !changes.empty())
     throw Error(fmt::format("{}: holds an unfinished run of a different spec ({}); pass --force to replace it",
                             dir.string(), fmt::join(changes, "; ")));
-  const int64_t keep = manifest["checkpoint"].value("records", 0);
+  const CheckpointMark mark = CheckpointMark::of(manifest).value();  // holds_resumable_run: there is one
+  const int64_t keep = mark.records;
   auto keep_lines = [&](const fs::path& file, int64_t n) {
     std::ifstream in(file);
     std::string line, text;
@@ -432,13 +449,13 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
   };
   keep_lines(epochs_file(dir), keep);
   keep_lines(epochs_csv_file(dir), keep + 1);
-  keep_steps_through(steps_file(dir), manifest["checkpoint"].value("global_step", int64_t{0}));
+  keep_steps_through(steps_file(dir), mark.global_step);
   auto restarts = manifest.value("restarts", nlohmann::json::array());
   restarts.push_back({{"time", utc_now()},
                       {"reason", reason},
                       {"previous_status", status},
-                      {"from_epochs_done", manifest["checkpoint"].value("epochs_done", 0)},
-                      {"from_global_step", manifest["checkpoint"].value("global_step", 0)}});
+                      {"from_epochs_done", mark.epochs_done},
+                      {"from_global_step", mark.global_step}});
   RunLog run(dir);
   run.update_manifest(
       {{"status", name(RunStatus::kRunning)}, {"end", nullptr}, {"message", nullptr}, {"restarts", restarts}});

@@ -125,6 +125,20 @@ void append_line(const std::filesystem::path& file, const std::string& line);
 // Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 
+// The manifest's "checkpoint" entry: where the run's checkpoint.pt stands. The trainer writes it
+// with the file; resuming and the stop message read it.
+struct CheckpointMark {
+  int64_t epochs_done = 0;    // completed epochs
+  int64_t step_in_epoch = 0;  // steps done of the next epoch
+  int64_t global_step = 0;
+  int64_t records = 0;  // lines of epochs.jsonl the checkpoint goes with
+  std::string time;     // when it was written (utc_now())
+
+  nlohmann::json to_json() const;
+  // The mark in `manifest` (read_manifest); nullopt when it has none. A missing field reads 0.
+  static std::optional<CheckpointMark> of(const nlohmann::json& manifest);
+};
+
 // Parses a JSON file. Throws ddplab::Error naming the file (cannot read, or where the JSON breaks).
 nlohmann::json read_json(const std::filesystem::path& file);
 // <dir>/manifest.json: a JSON object whose "status" (if any) is a string and "checkpoint" (if any)

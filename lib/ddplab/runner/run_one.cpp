@@ -48,12 +48,10 @@ std::string this_command() {
 // What a stopped run kept and how to go on: "the checkpoint at step 62 (epoch 1, step 62 of
 // it) is in DIR; `COMMAND` resumes it", or that it starts over.
 std::string stopped_note(const rundir::RunLog& run) {
-  const auto manifest = rundir::read_manifest(run.dir());
-  const auto checkpoint = manifest.value("checkpoint", nlohmann::json());
-  if (!checkpoint.is_object()) return fmt::format("no checkpoint was written yet; `{}` starts it over", this_command());
-  return fmt::format("the checkpoint at step {} (epoch {}, step {} of it) is in {}; `{}` resumes it",
-                     checkpoint.value("global_step", int64_t{0}), checkpoint.value("epochs_done", 0) + 1,
-                     checkpoint.value("step_in_epoch", int64_t{0}), run.dir().string(), this_command());
+  const auto mark = rundir::CheckpointMark::of(rundir::read_manifest(run.dir()));
+  if (!mark) return fmt::format("no checkpoint was written yet; `{}` starts it over", this_command());
+  return fmt::format("the checkpoint at step {} (epoch {}, step {} of it) is in {}; `{}` resumes it", mark->global_step,
+                     mark->epochs_done + 1, mark->step_in_epoch, run.dir().string(), this_command());
 }
 
 // "ddplab: WHAT; " and the stopped_note, on a line of its own (off the live progress line).

@@ -687,12 +687,9 @@ void Trainer::write_checkpoint(CheckpointState state) {
   if (replicas_differ()) state.replica_states = gather_replica_states();
   if (!lead()) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);
-  run_->update_manifest({{"checkpoint",
-                          {{"epochs_done", state.epochs_done},
-                           {"step_in_epoch", state.step_in_epoch},
-                           {"global_step", state.global_step},
-                           {"records", state.records},
-                           {"time", rundir::utc_now()}}}});
+  const rundir::CheckpointMark mark{state.epochs_done, state.step_in_epoch, state.global_step, state.records,
+                                    rundir::utc_now()};
+  run_->update_manifest({{"checkpoint", mark.to_json()}});
 }
 
 // Local SGD / EASGD / weight EMA: the saved model is the one the last epoch evaluated.
