@@ -52,19 +52,49 @@ std::vector<at::Tensor> read_tensor_list(torch::serialize::InputArchive& a, cons
   return list;
 }
 
-}  // namespace
-
-at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+// The model's and the optimizer's state as the sub-archives "model" and "optimizer".
+void write_model_and_optimizer(torch::serialize::OutputArchive& archive, torch::nn::Module& model,
+                               torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive model_archive, optimizer_archive;
   model.save(model_archive);
   optimizer.save(optimizer_archive);
   archive.write("model", model_archive);
   archive.write("optimizer", optimizer_archive);
+}
+
+void read_model_and_optimizer(torch::serialize::InputArchive& archive, torch::nn::Module& model,
+                              torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive model_archive, optimizer_archive;
+  archive.read("model", model_archive);
+  model.load(model_archive);
+  archive.read("optimizer", optimizer_archive);
+  optimizer.load(optimizer_archive);
+}
+
+// Serialised to memory: LibTorch's file writer terminates the process when the disk fills (its
+// destructor writes again after the failed write).
+std::string bytes_of(torch::serialize::OutputArchive& archive) {
   std::string bytes;
   archive.save_to([&](const void* data, size_t n) {
     bytes.append(static_cast<const char*>(data), n);
     return n;
   });
+  return bytes;
+}
+
+// Where loaded tensors go: the model's device (without one LibTorch restores each tensor on the
+// device it was saved from, rank 0's cuda:0, and Module::load then moves rank r's there).
+c10::Device device_of(torch::nn::Module& model) {
+  const auto params = model.parameters();
+  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+}
+
+}  // namespace
+
+at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  write_model_and_optimizer(archive, model, optimizer);
+  const std::string bytes = bytes_of(archive);
   auto blob = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
   std::memcpy(blob.data_ptr<uint8_t>(), bytes.data(), bytes.size());
   return blob;
@@ -72,24 +102,16 @@ at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer&
 
 void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   const at::Tensor bytes = blob.to(torch::kCPU).contiguous();
-  const auto params = model.parameters();
-  const c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
-  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  torch::serialize::InputArchive archive;
   archive.load_from(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()),
-                    device);
-  archive.read("model", model_archive);
-  model.load(model_archive);
-  archive.read("optimizer", optimizer_archive);
-  optimizer.load(optimizer_archive);
+                    device_of(model));
+  read_model_and_optimizer(archive, model, optimizer);
 }
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const CheckpointState& s) {
-  torch::serialize::OutputArchive archive, model_archive, optimizer_archive, rng_archive;
-  model.save(model_archive);
-  optimizer.save(optimizer_archive);
-  archive.write("model", model_archive);
-  archive.write("optimizer", optimizer_archive);
+  torch::serialize::OutputArchive archive, rng_archive;
+  write_model_and_optimizer(archive, model, optimizer);
   write_scalar(archive, "epochs_done", static_cast<double>(s.epochs_done));
   write_scalar(archive, "step_in_epoch", static_cast<double>(s.step_in_epoch));
   write_scalar(archive, "global_step", static_cast<double>(s.global_step));
@@ -112,31 +134,16 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_tensor_list(archive, "weight_ema_buffers", s.weight_ema_buffers);
   write_tensor_list(archive, "replica_states", s.replica_states);
   if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
-
-  // Serialise to memory first: LibTorch's file writer terminates the process when the disk fills
-  // (its destructor writes again after the failed write). write_file_atomic keeps the previous checkpoint.
-  std::string bytes;
-  archive.save_to([&](const void* data, size_t n) {
-    bytes.append(static_cast<const char*>(data), n);
-    return n;
-  });
-  rundir::write_file_atomic(file, bytes);
+  rundir::write_file_atomic(file, bytes_of(archive));  // keeps the previous checkpoint until it is whole
 }
 
 CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer) {
   CheckpointState s;
   try {
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive, rng_archive;
-    // Without a device LibTorch restores each tensor on the device it was saved from (rank 0's
-    // cuda:0), and Module::load then moves rank r's parameters there with set_data.
-    const auto params = model.parameters();
-    const c10::Device device = params.empty() ? c10::Device(c10::kCPU) : params.front().device();
-    archive.load_from(file.string(), device);
-    archive.read("model", model_archive);
-    model.load(model_archive);
-    archive.read("optimizer", optimizer_archive);
-    optimizer.load(optimizer_archive);
+    torch::serialize::InputArchive archive, rng_archive;
+    archive.load_from(file.string(), device_of(model));
+    read_model_and_optimizer(archive, model, optimizer);
     s.epochs_done = static_cast<int64_t>(read_scalar(archive, "epochs_done"));
     s.step_in_epoch = static_cast<int64_t>(read_scalar(archive, "step_in_epoch"));
     s.global_step = static_cast<int64_t>(read_scalar(archive, "global_step"));

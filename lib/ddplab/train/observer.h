@@ -3,8 +3,9 @@
 // thread, in training order; an observer must not throw.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
+
+#include <ATen/core/Tensor.h>
 
 #include "ddplab/rundir/run_log.h"
 
@@ -16,9 +17,15 @@ struct StepProgress {
   int64_t step = 0;            // in the epoch, 0-based
   int64_t steps = 0;           // steps per epoch
   double epoch_elapsed_s = 0;  // since the epoch began (a resumed epoch counts its part before the stop)
-  // This process's mean training loss over the steps it ran in this epoch. It reads the device
-  // (a wait for the step just queued), so an observer calls it only when it shows the value.
-  std::function<double()> mean_loss;
+  // This process's training loss sum so far in the epoch (0-dim, on the device), the part of it
+  // that came from a checkpoint (rank 0 of a run resumed inside the epoch), and the samples this
+  // process ran since: mean_loss() is their quotient.
+  at::Tensor loss_sum;
+  double restored_loss_sum = 0;
+  double samples = 0;
+
+  // Reads the device (a wait for the step just queued): an observer calls it only when it shows it.
+  double mean_loss() const { return (loss_sum.item<double>() - restored_loss_sum) / samples; }
 };
 
 class TrainObserver {

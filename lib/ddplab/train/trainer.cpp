@@ -715,13 +715,12 @@ void Trainer::report_step(int epoch, int64_t step, const EpochTotals& totals) {
   p.step = step;
   p.steps = steps_;
   p.epoch_elapsed_s = seconds_since(this_epoch_->start);
-  p.mean_loss = [&] {
-    // Rank 0 of a run resumed inside this epoch starts from the checkpoint's sums over all replicas.
-    const bool restored = lead() && this_epoch_->first_step > 0 && epoch == resumed_.epochs_done;
-    const double samples = static_cast<double>((step + 1 - this_epoch_->first_step) * spec_.per_replica_batch) *
-                           static_cast<double>(local_replicas_.size());
-    return (totals.loss_sum.item<double>() - (restored ? resumed_.loss_sum : 0.0)) / samples;
-  };
+  p.loss_sum = totals.loss_sum;
+  // Rank 0 of a run resumed inside this epoch starts from the checkpoint's sums over all replicas.
+  const bool restored = lead() && this_epoch_->first_step > 0 && epoch == resumed_.epochs_done;
+  p.restored_loss_sum = restored ? resumed_.loss_sum : 0.0;
+  p.samples = static_cast<double>((step + 1 - this_epoch_->first_step) * spec_.per_replica_batch) *
+              static_cast<double>(local_replicas_.size());
   observer_->on_step(p);
 }
 
