@@ -4,7 +4,7 @@
 # by side, alternating for `rounds`; prints each wall time, their ratio, how busy the cores were
 # (CPU time of the sweep and its runs / cores x wall) and whether every run's epochs.jsonl is
 # the same in both (all fields but the wall-clock ones epoch_s, wall_s, images_per_s,
-# comm_wait_s). A benchmark, never a test.
+# comm_wait_s, host load). A benchmark, never a test.
 #
 #   bench/sweep_packing.sh [train_limit=6000] [epochs=1] [rounds=1]
 # Environment: BUILD (build: where bin/ddplab is), JOBS (2), DATA (the Fashion-MNIST directory;
@@ -61,7 +61,7 @@ grep -h "took" "$out"/packed*.log || true
 # Each round writes its own directories (a second sweep into the same one would skip done runs).
 python3 - "$out/seq1/pack" "$out/packed1/pack" <<'PY'
 import json, pathlib, sys
-timing = {"epoch_s", "wall_s", "images_per_s", "comm_wait_s"}
+timing = {"epoch_s", "wall_s", "images_per_s", "comm_wait_s", "host_cpu_wait_pct", "host_steal_pct"}  # EpochRecord::machine_fields
 a, b = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 runs = sorted(p.parent.name for p in a.glob("*/epochs.jsonl"))
 def records(d):

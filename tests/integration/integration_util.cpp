@@ -8,7 +8,9 @@
 #include <torch/torch.h>
 
 #include "ddplab/config/spec.h"
+#include "ddplab/config/sweep.h"
 #include "ddplab/models/models.h"
+#include "ddplab/runner/sweep.h"
 #include "ddplab/train/options.h"
 
 namespace ddplab::testing {
@@ -85,6 +87,28 @@ double max_relative_difference(const std::vector<float>& a, const std::vector<fl
     scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
   }
   return diff / std::max(scale, 1e-12);
+}
+
+}  // namespace ddplab::testing
+
+namespace ddplab::testing {
+
+std::vector<std::string> run_ids_in_run_order(const nlohmann::json& spec) {
+  const auto runs = config::expand_sweep(spec, "spec.json");
+  std::vector<std::string> ids;
+  for (size_t i : runner::run_order(runs)) ids.push_back(runs[i].run_id);
+  return ids;
+}
+
+nlohmann::json sweep_running_in_order(nlohmann::json spec, const std::string& key,
+                                      const std::vector<nlohmann::json>& values) {
+  spec["sweep"] = {{key, values}};
+  const auto order = runner::run_order(config::expand_sweep(spec, "spec.json"));
+  nlohmann::json placed = nlohmann::json::array();
+  for (size_t i = 0; i < values.size(); ++i) placed.push_back(nullptr);
+  for (size_t k = 0; k < order.size(); ++k) placed[order[k]] = values[k];
+  spec["sweep"][key] = placed;
+  return spec;
 }
 
 }  // namespace ddplab::testing

@@ -30,6 +30,14 @@ class Workspace {
 
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
 
+// The run ids of the sweep `spec` in the order a sweep runs them (runner::run_order).
+std::vector<std::string> run_ids_in_run_order(const nlohmann::json& spec);
+// `spec` with the values of its one swept key `key` placed so that the sweep runs them in the
+// order `values` lists them: run_order shuffles the arms by the experiment's name and their
+// count alone, so a test that needs "this run second" places the value there.
+nlohmann::json sweep_running_in_order(nlohmann::json spec, const std::string& key,
+                                      const std::vector<nlohmann::json>& values);
+
 // What `ddplab run` of one spec left: its output, records and final parameters (if model.pt).
 struct RunOutput {
   CommandResult command;

@@ -3,6 +3,7 @@
 // packed sweeps (--jobs), whose runs must log what the sequential sweep's runs log.
 #include <gtest/gtest.h>
 
+#include "ddplab/rundir/run_log.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::testing {
@@ -43,8 +44,9 @@ TEST(SweepCli, TwoByTwoRunsIntoDistinctDirsAndRerunSkips) {
   auto path = ws.write_spec(two_by_two(ws));
   auto first = run_ddplab("run " + path);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("[1/4] " + kTwoByTwo[0] + " (ETA -:--)"), std::string::npos) << first.output;
-  EXPECT_NE(first.output.find("[4/4] " + kTwoByTwo[3] + " (ETA "), std::string::npos) << first.output;
+  const auto in_order = run_ids_in_run_order(two_by_two(ws));
+  EXPECT_NE(first.output.find("[1/4] " + in_order[0] + " (ETA -:--)"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("[4/4] " + in_order[3] + " (ETA "), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("4 done, 0 skipped, 0 failed"), std::string::npos) << first.output;
   std::vector<std::string> starts;
   for (const auto& id : kTwoByTwo) {
@@ -113,11 +115,9 @@ TEST(SweepCli, FailedRunDoesNotStopTheSweep) {
 
 TEST(SweepCli, InterruptedSweepFinishesOnTheNextRun) {
   Workspace ws(256, 100);
-  auto spec = small_spec(ws, "intr");
-  spec["sweep"] = {{"epochs", {1, 300, 2}}};
-  auto path = ws.write_spec(spec);
+  auto path = ws.write_spec(sweep_running_in_order(small_spec(ws, "intr"), "epochs", {1, 300, 2}));
   const fs::path root = ws.out() / "intr";
-  const std::vector<std::string> ids = {"epochs=1,seed=3", "epochs=300,seed=3", "epochs=2,seed=3"};
+  const std::vector<std::string> ids = {"epochs=1,seed=3", "epochs=300,seed=3", "epochs=2,seed=3"};  // as they run
   // SIGINT once the second run has logged an epoch; timeout is only a safety net. exec makes
   // the shell's pid ($$) that of ddplab, in the foreground, so SIGINT is not ignored.
   const std::string second = (root / ids[1] / "epochs.jsonl").string();
@@ -152,9 +152,9 @@ TEST(SweepCli, PlainSpecStillRunsOnceAsBefore) {
 
 // ---- Packed sweeps (--jobs, --cores: runner/pack.h) --------------------------------------------
 
-// An epoch record without its wall-clock fields (the rest must match bit for bit).
+// An epoch record without the fields that describe the machine (the rest must match bit for bit).
 nlohmann::json without_timing(nlohmann::json record) {
-  for (const char* k : {"epoch_s", "wall_s", "images_per_s", "comm_wait_s"}) record.erase(k);
+  for (const auto& k : rundir::EpochRecord::machine_fields()) record.erase(k);
   return record;
 }
 

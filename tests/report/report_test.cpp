@@ -43,6 +43,8 @@ struct FakeRun {
   std::vector<double> grad_sq;       // gns_grad_sq_ema per epoch; empty: field absent
   json spec_patch = json::object();  // merged into spec.json (merge_patch)
   std::vector<json> steps;           // lines of steps.jsonl; empty: no file
+  double host_cpu_wait_pct = -1;     // of every epoch; < 0: field absent
+  double wall_per_epoch = 12.0;      // wall_s of epoch k is k x this
 };
 
 // Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way rundir/run_log.h lays them out.
@@ -78,7 +80,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
                 {"test_loss", 1.2 / epoch},
                 {"test_acc", r.test_acc[i]},
                 {"epoch_s", 10.0},
-                {"wall_s", 12.0 * epoch},
+                {"wall_s", r.wall_per_epoch * epoch},
                 {"images_per_s", r.images_per_s},
                 {"comm_wait_s", 0.1},
                 {"grad_norm", 1.0},
@@ -88,6 +90,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
       rec["grad_noise_scale"] = std::isfinite(r.noise_scale[i]) ? json(r.noise_scale[i]) : json();
     if (i < r.grad_sq.size()) rec["gns_grad_sq_ema"] = r.grad_sq[i];
     if (r.comm_bytes >= 0) rec["comm_bytes"] = static_cast<int64_t>(r.comm_bytes);  // an integer, as ddplab writes it
+    if (r.host_cpu_wait_pct >= 0) rec["host_cpu_wait_pct"] = r.host_cpu_wait_pct;
     lines += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", lines);
@@ -719,6 +722,82 @@ TEST(Report, ThroughputShowsItsRangeAndAnEfficiencyAboveOneIsFlagged) {
       << md;
 }
 
+// A busy loop beside one seed: that run's host CPU wait stands out from its group's others, and
+// the report says so, naming the run; runs of a quiet machine raise nothing.
+TEST(Report, ARunOnABusierHostThanItsGroupsOthersIsFlagged) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.host_cpu_wait_pct = seed == 2 ? 62 : 2 + seed;
+    r.images_per_s = seed == 2 ? 55 : 100;
+    write_run(tmp.path() / "runs", r);
+  }
+  ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  ASSERT_EQ(d.warnings.size(), 1u) << ::testing::PrintToString(d.warnings);
+  EXPECT_EQ(d.warnings[0],
+            "replicas.count=1,schedule.scale_rule=none,seed=2 (exp): the host's CPU wait was 62% while it trained, 5% "
+            "over its group's 3 runs (median); its images/s and time to target measure the machine's load, not its "
+            "setting (55 images/s)");
+  write_report(o);
+  EXPECT_NE(read_file(o.out_dir / "report.md").find("| 62% / \xE2\x80\x94 |"), std::string::npos)
+      << "the runs table shows each run's host load";
+  EXPECT_NE(read_file(o.out_dir / "summary.csv").find(",62,,"), std::string::npos);
+
+  TempDir quiet;
+  for (int seed = 1; seed <= 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.host_cpu_wait_pct = 3 * seed;  // 3, 6, 9: within 10 points of the others
+    write_run(quiet.path() / "runs", r);
+  }
+  EXPECT_TRUE(analyze(options_for(quiet)).warnings.empty());
+}
+
+// Time to target that depends on the machine's load: a group whose mean is lower but whose runs
+// overlap another group's is not named first; a group whose slowest run beats the other's fastest is.
+TEST(Report, NoFirstToReachIsPickedInsideTheSpreadOfTheRuns) {
+  TempDir tmp;
+  const double walls[2][2] = {{10, 14}, {13, 15}};  // replicas 1: 20 and 28 s to epoch 2; replicas 2: 26 and 30 s
+  for (int replicas = 1; replicas <= 2; ++replicas)
+    for (int seed = 1; seed <= 2; ++seed) {
+      FakeRun r;
+      r.replicas = replicas;
+      r.seed = seed;
+      r.wall_per_epoch = walls[replicas - 1][seed - 1];
+      write_run(tmp.path() / "runs", r);
+    }
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  ReportData d = analyze(o);
+  std::string html = render_html(d);
+  EXPECT_EQ(html.find("First to reach"), std::string::npos) << html;
+  EXPECT_NE(html.find("No group is first to reach 70.00% test accuracy beyond the spread of its runs: "
+                      "replicas.count=1 (24.0 s, 20.0\xE2\x80\x93"
+                      "28.0 over 2 runs) and replicas.count=2 (28.0 s, 26.0\xE2\x80\x93"
+                      "30.0 over 2 runs) overlap"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("24.0 s \xE2\x86\x92 28.0 s (within the spread of the runs)"), std::string::npos) << html;
+
+  TempDir apart;
+  for (int replicas = 1; replicas <= 2; ++replicas)
+    for (int seed = 1; seed <= 2; ++seed) {
+      FakeRun r;
+      r.replicas = replicas;
+      r.seed = seed;
+      r.wall_per_epoch = replicas == 1 ? 10 + seed : 20 + seed;
+      write_run(apart.path() / "runs", r);
+    }
+  o = options_for(apart);
+  o.target_acc = 0.7;
+  html = render_html(analyze(o));
+  EXPECT_NE(html.find("First to reach 70.00% test accuracy: replicas.count=1 (23.0 s, epoch 2.0"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("(A first)"), std::string::npos) << html;
+}
+
 TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
   TempDir tmp;
   FakeRun r;
@@ -1278,8 +1357,9 @@ TEST(ReportAxes, TheSummaryOpensWithWhatEachSweptSettingDid) {
   EXPECT_NE(html.find("<td>-2.40 pts (-2.90 to -1.90)</td>"), std::string::npos) << html;
   EXPECT_NE(html.find("<td>2 worse</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>1.60\xC3\x97</td>"), std::string::npos) << "images/s 320 / 200";
-  EXPECT_NE(html.find("First to reach 70.00% test accuracy: replicas.count=1 (24.0 s, epoch 2.0"), std::string::npos)
-      << "a tie goes to the first group";
+  EXPECT_NE(html.find("No group is first to reach 70.00% test accuracy beyond the spread of its runs"),
+            std::string::npos)
+      << "every group reached it at 24 s: a tie names no group first";
   EXPECT_NE(render_markdown(d).find("## Summary: what each swept setting did"), std::string::npos);
 }
 

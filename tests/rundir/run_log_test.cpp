@@ -1,5 +1,6 @@
 #include "ddplab/rundir/run_log.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -62,6 +63,8 @@ EpochRecord full_record() {
   r.gns_grad_sq_ema = 3.75;
   r.comm_bytes = 12345678901;
   r.replica_drift = 0.0625;
+  r.host_cpu_wait_pct = 12.5;
+  r.host_steal_pct = 0.25;
   r.audit_warnings = {"update audit failed in epoch 3: parameter 'fc1.bias' did not change", "second"};
   return r;
 }
@@ -86,6 +89,8 @@ void expect_same(const EpochRecord& a, const EpochRecord& b) {
   EXPECT_EQ(a.replica_drift, b.replica_drift);
   EXPECT_EQ(a.replicas, b.replicas);
   EXPECT_EQ(a.global_batch, b.global_batch);
+  EXPECT_EQ(a.host_cpu_wait_pct, b.host_cpu_wait_pct);
+  EXPECT_EQ(a.host_steal_pct, b.host_steal_pct);
   EXPECT_EQ(a.audit_warnings, b.audit_warnings);
 }
 
@@ -111,7 +116,8 @@ TEST(RunLog, EpochRecordRoundTripsThroughJsonWithOptionalFieldsNull) {
   ASSERT_TRUE(j.at("grad_noise_scale").is_null());
   const EpochRecord back = EpochRecord::from_json(j);
   expect_same(back, r);
-  EXPECT_FALSE(back.grad_noise_scale || back.gns_trace_ema || back.gns_grad_sq_ema || back.replica_drift);
+  EXPECT_FALSE(back.grad_noise_scale || back.gns_trace_ema || back.gns_grad_sq_ema || back.replica_drift ||
+               back.host_cpu_wait_pct || back.host_steal_pct);
 }
 
 // debug.audits "warn": the failed audits' messages; a record without any has no such key (so a
@@ -144,13 +150,15 @@ TEST(RunLog, EpochRecordNonFiniteNumberReadsBackAsNaN) {
   EXPECT_TRUE(std::isnan(EpochRecord::from_json(j).train_loss));
 }
 
-// Records written before the noise-scale, drift and byte fields existed still read.
+// Records written before the noise-scale, drift, byte and host-load fields existed still read.
 TEST(RunLog, EpochRecordWithoutTheLaterFieldsReads) {
   auto j = full_record().to_json();
-  for (const char* k : {"grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift"})
+  for (const char* k : {"grad_noise_scale", "gns_trace_ema", "gns_grad_sq_ema", "comm_bytes", "replica_drift",
+                        "host_cpu_wait_pct", "host_steal_pct"})
     j.erase(k);
   const EpochRecord r = EpochRecord::from_json(j);
-  EXPECT_FALSE(r.grad_noise_scale || r.gns_trace_ema || r.gns_grad_sq_ema || r.replica_drift);
+  EXPECT_FALSE(r.grad_noise_scale || r.gns_trace_ema || r.gns_grad_sq_ema || r.replica_drift || r.host_cpu_wait_pct ||
+               r.host_steal_pct);
   EXPECT_EQ(r.comm_bytes, 0);
   EXPECT_EQ(r.global_batch, 128);
 }
@@ -242,8 +250,8 @@ TEST(RunLog, ResumeDropsTheStepRecordsAfterTheCheckpointsStep) {
 TEST(RunLog, CsvRowFormatsNumbersWithTenSignificantDigits) {
   EXPECT_EQ(full_record().csv_row(),
             "3,300,0.05,0.5,0.75,0.25,0.875,0.3333333333,12.5,123456789.1,0.125,2.5,1e-12,640.25,3.75,12345678901,"
-            "0.0625,2,128");
-  EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128");
+            "0.0625,2,128,12.5,0.25");
+  EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128,,");
 }
 
 TEST(RunLog, UtcNowIsIso8601Utc) {
@@ -318,7 +326,13 @@ TEST(RunLog, AppendWritesOneJsonLineAndOneCsvRowPerRecord) {
   size_t commas = 0;
   for (char c : csv[1]) commas += c == ',' ? 1 : 0;
   EXPECT_EQ(commas + 1, EpochRecord::csv_columns().size());
-  EXPECT_EQ(csv[1].substr(csv[1].rfind(',') + 1), "128");
+  const auto columns = EpochRecord::csv_columns();
+  const size_t batch_column = std::find(columns.begin(), columns.end(), "global_batch") - columns.begin();
+  std::vector<std::string> fields;
+  std::istringstream row(csv[1]);
+  for (std::string f; std::getline(row, f, ',');) fields.push_back(f);
+  ASSERT_LT(batch_column, fields.size());
+  EXPECT_EQ(fields[batch_column], "128");
 }
 
 TEST(RunLog, SecondCreateWithoutOverwriteThrowsNamingTheDirectory) {

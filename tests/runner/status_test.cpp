@@ -47,8 +47,7 @@ TEST(RunStatusCommand, AHalfRunSweepListsAllItsRunsAndWhyEachBadOneEnded) {
   auto spec = ws.base_spec("half");
   spec["epochs"] = 1;
   spec["debug"] = {{"rank", 0}, {"step", 1}};
-  spec["sweep"] = {{"debug.fault", {"throw", "stop", "none"}}};
-  const auto path = ws.write_spec(spec);
+  const auto path = ws.write_spec(testing::sweep_running_in_order(spec, "debug.fault", {"throw", "stop", "none"}));
   ::testing::internal::CaptureStdout();
   const int code = run_sweep(path, {}, false, false);
   ::testing::internal::GetCapturedStdout();

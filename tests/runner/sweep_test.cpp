@@ -2,6 +2,7 @@
 // through runner::run_sweep in this process (no binary is spawned).
 #include "ddplab/runner/sweep.h"
 
+#include <algorithm>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -78,6 +79,43 @@ TEST(RunnerSweepPolicy, ADivergedRunIsNoFailure) {
   EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 diverged");
 }
 
+// Two swept keys x 3 seeds: the seeds run in rounds, each round holds every arm once, and the
+// arms' order inside the rounds follows neither axis (a load that changes during the sweep then
+// falls on all arms alike). The same sweep always runs in the same order.
+TEST(RunnerSweepOrder, SeedsRunInRoundsAndTheArmsInAShuffledOrder) {
+  const nlohmann::json doc = {{"name", "order"},
+                              {"seed", 1},
+                              {"batch", {{"per_replica", 32}}},
+                              {"sweep", {{"replicas.count", {1, 2}}, {"batch.per_replica", {32, 64}}}},
+                              {"repeats", 3}};
+  const auto runs = config::expand_sweep(doc, "order.json", {"replicas.count", "batch.per_replica"});
+  ASSERT_EQ(runs.size(), 12u);
+  const std::vector<size_t> order = run_order(runs);
+  EXPECT_EQ(order, run_order(runs)) << "deterministic";
+  std::vector<size_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i) << "every run once";
+
+  auto arm = [&](size_t i) { return runs[i].run_id.substr(0, runs[i].run_id.rfind(",seed=")); };
+  std::vector<std::vector<std::string>> rounds(3);
+  for (size_t k = 0; k < order.size(); ++k) {
+    EXPECT_EQ(runs[order[k]].spec.seed, static_cast<int64_t>(1 + k / 4))
+        << "round " << k / 4 << " is seed " << 1 + k / 4;
+    rounds[k / 4].push_back(arm(order[k]));
+  }
+  const std::vector<std::string> expansion = {arm(0), arm(3), arm(6), arm(9)};
+  for (auto& r : rounds) {
+    auto arms = r;
+    std::sort(arms.begin(), arms.end());
+    auto expected = expansion;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(arms, expected) << "each arm once per round";
+  }
+  EXPECT_FALSE(rounds[0] == expansion && rounds[1] == expansion && rounds[2] == expansion)
+      << "the arms are shuffled, not run in the order of the axes";
+  EXPECT_FALSE(rounds[0] == rounds[1] && rounds[1] == rounds[2]) << "each round draws its own order";
+}
+
 TEST(RunnerSweepPolicy, FailureReasonAndEta) {
   EXPECT_EQ(failure_reason("thrown", "manifest", 1), "thrown");
   EXPECT_EQ(failure_reason("", "manifest", 1), "manifest");
@@ -122,6 +160,13 @@ TEST(RunnerSweep, ADoneRunIsSkippedAndForceRunsItAgain) {
   ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
   const fs::path dir = t.dir("skip", "seed=3");
   ASSERT_EQ(status_of(dir), RunStatus::kDone);
+  const auto records = testing::read_records(dir);
+  ASSERT_EQ(records.size(), 1u);
+  // Every epoch records the host's load; a 5 ms epoch may see no jiffy of /proc/stat go by (null).
+  EXPECT_TRUE(records[0].contains("host_steal_pct")) << records[0];
+  if (fs::exists("/proc/pressure/cpu")) {
+    EXPECT_TRUE(records[0].at("host_cpu_wait_pct").is_number()) << records[0];
+  }
   const std::string manifest = testing::read_file(rundir::manifest_file(dir));
 
   const auto [again, out] = sweep_captured(path);
@@ -288,7 +333,9 @@ TEST(RunnerSweep, ADryRunWritesNothing) {
   const auto path = t.ws.write_spec(spec);
   const auto [code, out] = sweep_captured(path, {}, false, /*dry_run=*/true);
   EXPECT_EQ(code, kExitOk);
-  EXPECT_NE(out.find("ddplab: dry: 2 runs (dry run: nothing is run or written)"), std::string::npos) << out;
+  EXPECT_NE(out.find("ddplab: dry: 2 runs in the order they would run (dry run: nothing is run or written)"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("[2/2] model.hidden=32,seed=3"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(t.ws.out() / "dry"));
 }

@@ -108,12 +108,18 @@ double RunData::final_test_acc_points(int k) const {
   return 100 * sum / static_cast<double>(n);
 }
 
-double RunData::mean_images_per_s() const {
+namespace {
+double mean_over_epochs(const std::vector<EpochPoint>& epochs, double EpochPoint::* field) {
   std::vector<double> xs;
   for (const auto& e : epochs)
-    if (std::isfinite(e.images_per_s)) xs.push_back(e.images_per_s);
+    if (std::isfinite(e.*field)) xs.push_back(e.*field);
   return mean(xs);
 }
+}  // namespace
+
+double RunData::mean_images_per_s() const { return mean_over_epochs(epochs, &EpochPoint::images_per_s); }
+double RunData::mean_host_cpu_wait_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_cpu_wait_pct); }
+double RunData::mean_host_steal_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_steal_pct); }
 
 const EpochPoint* RunData::first_reaching(double target) const {
   for (const auto& e : epochs)
@@ -215,6 +221,8 @@ EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   // A record older than the field has no byte count: unknown, not 0.
   p.comm_bytes = has_comm_bytes ? static_cast<double>(r.comm_bytes) : kNaN;
   p.gns_grad_sq_ema = r.gns_grad_sq_ema.value_or(kNaN);
+  p.host_cpu_wait_pct = r.host_cpu_wait_pct.value_or(kNaN);
+  p.host_steal_pct = r.host_steal_pct.value_or(kNaN);
   p.replicas = r.replicas;
   p.global_batch = r.global_batch;
   return p;
@@ -554,6 +562,8 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   }
   g.target_epochs = mean(s.t_epochs);
   g.target_wall_s = mean(s.t_wall);
+  g.target_wall_s_min = s.t_wall.empty() ? kNaN : *std::min_element(s.t_wall.begin(), s.t_wall.end());
+  g.target_wall_s_max = s.t_wall.empty() ? kNaN : *std::max_element(s.t_wall.begin(), s.t_wall.end());
   g.target_loss_steps = mean(s.loss_steps);
   g.target_loss_samples = mean(s.loss_samples);
   g.noise_scale_first = mean(s.ns_first);
@@ -729,6 +739,44 @@ std::vector<std::string> follower_notes(const std::vector<std::string>& follower
   for (const auto& k : followers) out.push_back(fmt::format("{} follows {}", k, kFollows.at(k)));
   return out;
 }
+
+// The median of the finite `values`; NaN when none is.
+double median_of(const std::vector<double>& values) {
+  std::vector<double> xs;
+  for (double v : values)
+    if (std::isfinite(v)) xs.push_back(v);
+  if (xs.empty()) return kNaN;
+  std::sort(xs.begin(), xs.end());
+  const size_t m = xs.size() / 2;
+  return xs.size() % 2 ? xs[m] : (xs[m - 1] + xs[m]) / 2;
+}
+
+// A warning for each finished run whose host load (CPU wait or steal) differs from the median of
+// its group's finished runs by more than kHostLoadFlagPts (of two runs, both when they differ by
+// twice that: which one is off cannot be told).
+void host_load_warnings(ReportData& data) {
+  const std::pair<const char*, double (RunData::*)() const> measures[] = {
+      {"CPU wait", &RunData::mean_host_cpu_wait_pct}, {"CPU steal", &RunData::mean_host_steal_pct}};
+  for (const auto& g : data.groups) {
+    std::vector<size_t> runs;
+    for (size_t ri : g.runs)
+      if (data.runs[ri].finished() && !data.runs[ri].epochs.empty()) runs.push_back(ri);
+    for (const auto& [what, measure] : measures) {
+      std::vector<double> values;
+      for (size_t ri : runs) values.push_back((data.runs[ri].*measure)());
+      const double median = median_of(values);
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (!(std::abs(values[i] - median) > kHostLoadFlagPts)) continue;
+        const RunData& r = data.runs[runs[i]];
+        data.warnings.push_back(fmt::format(
+            "{} ({}): the host's {} was {:.0f}% while it trained, {:.0f}% over its group's {} runs (median); its "
+            "images/s and time to target measure the machine's load, not its setting ({:.0f} images/s)",
+            r.run_id, g.label, what, values[i], median, runs.size(), r.mean_images_per_s()));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 ReportData analyze(const ReportOptions& options) {
@@ -753,6 +801,7 @@ ReportData analyze(const ReportOptions& options) {
   }
   sort_groups(data);
   scaling_efficiency(data);
+  host_load_warnings(data);
   compare_groups(data);
   return data;
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/report/report.h"
@@ -176,13 +177,21 @@ Table comparisons_table(const ReportData& d) {
   return t;
 }
 
+// "12%" of a value already in percent; a dash for NaN.
+std::string percent_cell(double v) { return std::isfinite(v) ? fmt::format("{:.0f}%", v) : kDash; }
+
 Table runs_table(const ReportData& d) {
-  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc*", "final train loss", "images/s"}};
+  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc*", "final train loss", "images/s",
+              "host CPU wait / steal"}};
   for (const auto& r : d.runs) {
     std::string status = r.status_text();
     if (!r.message.empty()) status += fmt::format(": {}", r.message);
+    const double wait = r.mean_host_cpu_wait_pct(), steal = r.mean_host_steal_pct();
+    const std::string host = std::isfinite(wait) || std::isfinite(steal)
+                                 ? fmt::format("{} / {}", percent_cell(wait), percent_cell(steal))
+                                 : kDash;
     t.push_back({r.run_id, d.groups[r.group].label, status, fmt::format("{}", r.epochs.size()), pct(r.final_test_acc()),
-                 pct(r.best_test_acc()), fixed(r.final_train_loss(), 4), fixed(r.mean_images_per_s(), 1)});
+                 pct(r.best_test_acc()), fixed(r.final_train_loss(), 4), fixed(r.mean_images_per_s(), 1), host});
   }
   return t;
 }
@@ -209,16 +218,33 @@ std::string ratio_cell(double b, double a) {
   return std::isfinite(b / a) && a > 0 ? fmt::format("{}\xC3\x97", fixed(b / a, 2)) : kDash;
 }
 
-// "12.3 s -> 7.1 s (B first)" for a's and b's times to the target.
-std::string arrow_cell(const std::string& a, const std::string& b, double va, double vb) {
+// Which of a and b (NaN: not reached) is first by value: " (A first)", " (B first)" or "".
+const char* first_by_value(double va, double vb) {
+  return !std::isfinite(vb) || va < vb ? " (A first)" : !std::isfinite(va) || vb < va ? " (B first)" : "";
+}
+
+// "12.3 s -> 7.1 s (B first)" for a's and b's times to the target; `first` says who was first.
+std::string arrow_cell(const std::string& a, const std::string& b, double va, double vb, const char* first) {
   if (!std::isfinite(va) && !std::isfinite(vb)) return kDash;
-  const char* first = !std::isfinite(vb) || va < vb ? " (A first)" : !std::isfinite(va) || vb < va ? " (B first)" : "";
   return fmt::format("{} \xE2\x86\x92 {}{}", std::isfinite(va) ? a : "not reached",
                      std::isfinite(vb) ? b : "not reached", first);
 }
 
 double time_to_target(const GroupStats& g) {
   return g.target_reached > 0 ? g.target_wall_s : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Whether a reached the target accuracy before b beyond the spread of their runs: a's slowest run
+// that reached it got there before b's fastest (a group that never reached it is later than any).
+bool first_beyond_spread(const GroupStats& a, const GroupStats& b) {
+  if (a.target_reached == 0) return false;
+  return b.target_reached == 0 || a.target_wall_s_max < b.target_wall_s_min;
+}
+
+const char* first_by_time(const GroupStats& a, const GroupStats& b) {
+  if (first_beyond_spread(a, b)) return " (A first)";
+  if (first_beyond_spread(b, a)) return " (B first)";
+  return a.target_reached > 0 && b.target_reached > 0 ? " (within the spread of the runs)" : "";
 }
 double steps_to_loss(const GroupStats& g) {
   return g.target_loss_reached > 0 ? g.target_loss_steps : std::numeric_limits<double>::quiet_NaN();
@@ -235,13 +261,41 @@ Table summary_table(const ReportData& d) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
-    t.push_back({setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b),
-                 change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)),
-                 short_verdict(c, d.equivalence_pts), ratio_cell(b.images_per_s, a.images_per_s),
-                 arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb),
-                 arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb)});
+    t.push_back(
+        {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
+         fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(c, d.equivalence_pts),
+         ratio_cell(b.images_per_s, a.images_per_s),
+         arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b)),
+         arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
   }
   return t;
+}
+
+// "A (12.3 s, 11.0-13.1 over 3 runs)": a group's time to the target accuracy and its spread.
+std::string time_with_spread(const GroupStats& g) {
+  if (g.target_reached < 2) return fmt::format("{} ({} s, one run)", g.label, fixed(g.target_wall_s, 1));
+  return fmt::format("{} ({} s, {}\xE2\x80\x93{} over {} runs)", g.label, fixed(g.target_wall_s, 1),
+                     fixed(g.target_wall_s_min, 1), fixed(g.target_wall_s_max, 1), g.target_reached);
+}
+
+// The line on who reached the target accuracy first: the fastest group, unless another group's
+// runs reached it within the spread of the fastest one's (then no group is named first).
+std::string first_to_target(const ReportData& d, const GroupStats& fastest) {
+  std::vector<std::string> inside;
+  for (const auto& g : d.groups)
+    if (&g != &fastest && g.target_reached > 0 && !first_beyond_spread(fastest, g))
+      inside.push_back(time_with_spread(g));
+  if (!inside.empty())
+    return fmt::format(
+        "No group is first to reach {} test accuracy beyond the spread of its runs: {} and {} overlap (mean seconds, "
+        "fastest to slowest run).",
+        pct(*fastest.target_acc), time_with_spread(fastest), fmt::join(inside, ", "));
+  return fmt::format(
+      "First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that reached "
+      "it{}).",
+      pct(*fastest.target_acc), fastest.label, fixed(fastest.target_wall_s, 1), fixed(fastest.target_epochs, 1),
+      fastest.target_reached, fastest.n,
+      fastest.target_reached < 2 ? "; one run, so no spread to weigh the margin against" : "");
 }
 
 // Which group reached the target accuracy first (wall clock) and the target loss in the fewest steps.
@@ -254,11 +308,7 @@ std::vector<std::string> firsts(const ReportData& d) {
     if (std::isfinite(steps_to_loss(g)) && (!fewest || steps_to_loss(g) < steps_to_loss(*fewest))) fewest = &g;
   }
   if (fastest)
-    out.push_back(
-        fmt::format("First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that "
-                    "reached it).",
-                    pct(*fastest->target_acc), fastest->label, fixed(fastest->target_wall_s, 1),
-                    fixed(fastest->target_epochs, 1), fastest->target_reached, fastest->n));
+    out.push_back(first_to_target(d, *fastest));
   else if (!d.groups.empty() && d.groups[0].target_acc)
     out.push_back(fmt::format("No group reached {} test accuracy.", pct(*d.groups[0].target_acc)));
   if (fewest)
@@ -604,7 +654,7 @@ std::string render_markdown(const ReportData& d) {
 std::string render_summary_csv(const ReportData& d) {
   std::string o =
       "experiment,run_id,group,status,message,seed,replicas,per_replica_batch,epochs,final_test_acc,best_test_acc,"
-      "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,dir\n";
+      "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,host_cpu_wait_pct,host_steal_pct,dir\n";
   for (const auto& r : d.runs) {
     const GroupStats& g = d.groups[r.group];
     std::string seed;
@@ -613,9 +663,10 @@ std::string render_summary_csv(const ReportData& d) {
     o += fmt::format("{},{},{},{},{},{},{},{},{},", csv_field(r.experiment), csv_field(r.run_id), csv_field(g.label),
                      csv_field(r.status_name), csv_field(r.message), seed, r.replicas(), r.per_replica_batch(),
                      r.epochs.size());
-    o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_num(r.final_test_acc()), csv_num(r.best_test_acc()),
+    o += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_num(r.final_test_acc()), csv_num(r.best_test_acc()),
                      csv_num(r.final_train_loss()), csv_num(r.final_test_loss()), csv_num(r.mean_images_per_s()),
-                     t ? fmt::format("{}", t->epoch) : "", t ? csv_num(t->wall_s) : "", csv_field(r.dir.string()));
+                     t ? fmt::format("{}", t->epoch) : "", t ? csv_num(t->wall_s) : "",
+                     csv_num(r.mean_host_cpu_wait_pct()), csv_num(r.mean_host_steal_pct()), csv_field(r.dir.string()));
   }
   return o;
 }
@@ -671,7 +722,7 @@ std::string render_comparisons_csv(const ReportData& d) {
                      csv_field(a.label), csv_field(b.label), metric, csv_num(a.metric.mean), csv_num(b.metric.mean));
     o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
                      s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
-                     csv_field(std::string(verdict_name(s.verdict))), csv_field(c.sentence));
+                     csv_field(verdict_text(c)), csv_field(c.sentence));
   }
   return o;
 }

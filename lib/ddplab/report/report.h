@@ -63,12 +63,19 @@ struct EpochPoint {
   double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
   double comm_bytes = 0;        // bytes rank 0 sent this epoch (NaN in records older than the field)
   double gns_grad_sq_ema = 0;   // the |G|^2 estimate behind grad_noise_scale (NaN when not logged)
+  // The host's CPU wait and steal over the epoch, in percent (EpochRecord; NaN when not recorded).
+  double host_cpu_wait_pct = 0, host_steal_pct = 0;
   int replicas = 1;
   int64_t global_batch = 0;
 };
 
 // The window of RunData::steps_to_loss, in training samples.
 constexpr double kLossWindowSamples = 8192;
+
+// A finished run whose mean host CPU wait or steal (percent) differs from the median of its
+// group's finished runs by more than this many points is named in the report's warnings:
+// its speed figures measure the machine's load, not its setting.
+constexpr double kHostLoadFlagPts = 10;
 
 struct RunData {
   std::filesystem::path dir;
@@ -96,6 +103,9 @@ struct RunData {
   double final_train_loss() const;
   double final_test_loss() const;
   double mean_images_per_s() const;  // mean over epochs
+  // Means over the epochs that recorded them, in percent; NaN when none did.
+  double mean_host_cpu_wait_pct() const;
+  double mean_host_steal_pct() const;
   // The first epoch whose test_acc >= target, or nullptr.
   const EpochPoint* first_reaching(double target) const;
   // Steps to a training loss, read from the curve and not from one record: the first step record
@@ -123,6 +133,7 @@ struct GroupStats {
   int target_reached = 0;    // finished runs that reached the target
   double target_epochs = 0;  // mean over those runs (NaN when none)
   double target_wall_s = 0;
+  double target_wall_s_min = 0, target_wall_s_max = 0;  // over those runs (NaN when none)
   // report.target_loss: finished runs whose step records reach it, and the mean over them of the
   // steps and samples to the first record at or below it (NaN when none).
   std::optional<double> target_loss;

@@ -105,7 +105,9 @@ nlohmann::json EpochRecord::plain_json() const {
           {"comm_bytes", comm_bytes},
           {"replica_drift", optional_json(replica_drift)},
           {"replicas", replicas},
-          {"global_batch", global_batch}};
+          {"global_batch", global_batch},
+          {"host_cpu_wait_pct", optional_json(host_cpu_wait_pct)},
+          {"host_steal_pct", optional_json(host_steal_pct)}};
 }
 
 EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
@@ -130,6 +132,8 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.replica_drift = optional_field(j, "replica_drift");
   r.replicas = integer_field<int>(j, "replicas");
   r.global_batch = integer_field<int64_t>(j, "global_batch");
+  r.host_cpu_wait_pct = optional_field(j, "host_cpu_wait_pct");
+  r.host_steal_pct = optional_field(j, "host_steal_pct");
   r.audit_warnings = string_array_field(j, "audit_warnings");
   return r;
 }
@@ -173,7 +177,15 @@ std::vector<std::string> EpochRecord::csv_columns() {
           "comm_bytes",
           "replica_drift",
           "replicas",
-          "global_batch"};
+          "global_batch",
+          "host_cpu_wait_pct",
+          "host_steal_pct"};
+}
+
+const std::vector<std::string>& EpochRecord::machine_fields() {
+  static const std::vector<std::string> fields = {"epoch_s",           "wall_s",        "images_per_s", "comm_wait_s",
+                                                  "host_cpu_wait_pct", "host_steal_pct"};
+  return fields;
 }
 
 std::string EpochRecord::csv_row() const {

@@ -56,6 +56,12 @@ struct EpochRecord {
   std::optional<double> replica_drift;
   int replicas = 1;
   int64_t global_batch = 0;
+  // How crowded rank 0's host was while this epoch trained (runtime/host_load.h), in percent:
+  // the share of wall time some task waited for a CPU (PSI), and the CPU time stolen by the
+  // hypervisor. Null where the kernel does not offer the counter. Like epoch_s, they describe the
+  // machine, not the training: the report flags a run whose values differ from its group's others.
+  std::optional<double> host_cpu_wait_pct;
+  std::optional<double> host_steal_pct;
   // debug.audits "warn" only: the messages of the audits that failed this epoch (each names the
   // audit, the epoch and what it found: "update audit failed in epoch 2: parameter 'fc1.bias' did
   // not change ..."), as rank 0 found them. Written only when not empty; not a CSV column.
@@ -67,13 +73,16 @@ struct EpochRecord {
   // The record `j` holds, as to_json writes it: integers epoch, step, comm_bytes, replicas and
   // global_batch; numbers (or null, read as NaN) for the other plain fields; a number or null
   // for the optional ones. The fields added after the first records were written may be absent
-  // (older run directories): grad_noise_scale, gns_trace_ema, gns_grad_sq_ema and replica_drift
-  // then read as null, comm_bytes as 0; audit_warnings (an array of strings) may be absent too
-  // (none). Other keys are ignored. Throws ddplab::Error naming the
-  // field and what was expected ("lr: expected a number, got \"fast\""); the caller adds the
-  // file and line.
+  // (older run directories): grad_noise_scale, gns_trace_ema, gns_grad_sq_ema, replica_drift,
+  // host_cpu_wait_pct and host_steal_pct then read as null, comm_bytes as 0; audit_warnings (an array of strings) may
+  // be absent too (none). Other keys are ignored. Throws ddplab::Error naming the field and what was expected ("lr:
+  // expected a number, got \"fast\""); the caller adds the file and line.
   static EpochRecord from_json(const nlohmann::json& j);
   static std::vector<std::string> csv_columns();
+  // The fields that describe the machine rather than the training: epoch_s, wall_s, images_per_s,
+  // comm_wait_s, host_cpu_wait_pct and host_steal_pct. Two runs of one spec on one build agree on
+  // every other field, bit for bit.
+  static const std::vector<std::string>& machine_fields();
   std::string csv_row() const;
 
  private:

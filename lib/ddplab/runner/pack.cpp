@@ -221,7 +221,7 @@ void PackedSweep::plan() {
     tally_.count_skipped();
     estimate_.back() = 0;  // counts for nothing in the ETA
   }
-  order_ = longest_first(estimate_, needs_);
+  order_ = longest_first(estimate_, needs_, run_order(runs_));
   display_.event(fmt::format("ddplab: sweep {}: {} runs, {} already done; packed into {}, longest first",
                              runs_.front().spec.name, n, skipped.size(), describe_budget(pool_.budget())));
   for (const auto& line : skipped) display_.event(line);

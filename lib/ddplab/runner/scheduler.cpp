@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -59,10 +60,15 @@ double work_estimate(const config::ExperimentSpec& spec) {
   return static_cast<double>(spec.epochs) * static_cast<double>(samples) / static_cast<double>(units);
 }
 
-std::vector<size_t> longest_first(const std::vector<double>& estimates, const std::vector<Needs>& needs) {
+std::vector<size_t> longest_first(const std::vector<double>& estimates, const std::vector<Needs>& needs,
+                                  std::vector<size_t> ties) {
   TORCH_INTERNAL_ASSERT(estimates.size() == needs.size());
-  std::vector<size_t> order(estimates.size());
-  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<size_t> order = std::move(ties);
+  if (order.empty()) {
+    order.resize(estimates.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+  }
+  TORCH_INTERNAL_ASSERT(order.size() == estimates.size());
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (estimates[a] != estimates[b]) return estimates[a] > estimates[b];
     return needs[a].cores + needs[a].gpus > needs[b].cores + needs[b].gpus;

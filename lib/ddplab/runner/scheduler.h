@@ -15,7 +15,8 @@
 // run's parallel units (its cores on CPU, its GPUs on CUDA), i.e. in sample-epochs per unit, a
 // stand-in for its wall time; the samples are dataset.train_limit, else the dataset's size
 // (60,000 for the MNIST family and for idx files, whose size is not read; 50,000 for CIFAR).
-// longest_first sorts by that, descending; ties by larger needs, then sweep order. A pending run
+// longest_first sorts by that, descending; ties by larger needs, then in the sweep's run order
+// (run_order in sweep.h). A pending run
 // starts as soon as its needs fit into what is free (first fit in that order, so a small run may
 // start while a larger one waits for more room).
 #pragma once
@@ -40,8 +41,10 @@ std::string describe_needs(const config::ExperimentSpec& spec);
 
 double work_estimate(const config::ExperimentSpec& spec);
 
-// Indices of `estimates` (with the runs' `needs`, same length), longest first, as above.
-std::vector<size_t> longest_first(const std::vector<double>& estimates, const std::vector<Needs>& needs);
+// Indices of `estimates` (with the runs' `needs`, same length), longest first, as above; equal
+// runs keep their order in `ties` (a permutation of the indices; empty: 0, 1, 2, ...).
+std::vector<size_t> longest_first(const std::vector<double>& estimates, const std::vector<Needs>& needs,
+                                  std::vector<size_t> ties = {});
 
 // What the command line asked for; 0 / -1: not given.
 struct PackOptions {

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -79,6 +80,43 @@ std::string sweep_summary(const std::string& name, const SweepTally& t) {
   if (t.diverged > 0) line += fmt::format(", {} diverged", t.diverged);
   if (t.stopped()) line += fmt::format(", stopped after {} of {}", t.ran + t.skipped, t.runs);
   return line;
+}
+
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void shuffle_in_place(std::vector<size_t>& items, uint64_t seed) {
+  std::mt19937_64 draw(seed);
+  for (size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[draw() % i]);
+}
+
+}  // namespace
+
+std::vector<size_t> run_order(const std::vector<config::SweepRun>& runs) {
+  std::map<std::string, size_t> arm_of;  // the swept values but the seed -> arm index
+  std::vector<std::vector<size_t>> arms;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto values = runs[i].assignments;
+    values.erase("seed");
+    const auto [it, added] = arm_of.try_emplace(values.dump(), arms.size());
+    if (added) arms.emplace_back();
+    arms[it->second].push_back(i);
+  }
+  const uint64_t name_hash = runs.empty() ? 0 : fnv1a(runs.front().spec.name);
+  std::vector<size_t> order;
+  for (size_t round = 0; order.size() < runs.size(); ++round) {
+    std::vector<size_t> in_round;
+    for (size_t a = 0; a < arms.size(); ++a)
+      if (round < arms[a].size()) in_round.push_back(a);
+    shuffle_in_place(in_round, name_hash ^ (round + 1));
+    for (size_t a : in_round) order.push_back(arms[a][round]);
+  }
+  return order;
 }
 
 std::string minutes_seconds(double seconds) {
@@ -198,15 +236,18 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
     base = config::resolve(plain, path).resolved;
   } catch (const Error&) {
   }
-  say("ddplab: {}: {} run{} (dry run: nothing is run or written)", runs.front().spec.name, n, n == 1 ? "" : "s");
-  for (size_t i = 0; i < n; ++i) {
+  say("ddplab: {}: {} run{} in the order they would run (dry run: nothing is run or written)", runs.front().spec.name,
+      n, n == 1 ? "" : "s");
+  const auto order = run_order(runs);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = order[k];
     const auto changes =
         force ? std::vector<std::string>{} : rundir::spec_changes(rundir::run_dir(runs[i].spec), runs[i].spec);
     const char* note = !changes.empty() ? "  (changed: holds a run of another spec; --force replaces it)"
                        : !skips_run(status_unless_forced(runs[i], force), force) ? ""
                        : sweep                                                   ? "  (done: would be skipped)"
                                                                                  : "  (done: --force runs it again)";
-    std::string lines = fmt::format("[{}/{}] {}{}", i + 1, n, runs[i].run_id, note);
+    std::string lines = fmt::format("[{}/{}] {}{}", k + 1, n, runs[i].run_id, note);
     for (const auto& line : changes) lines += fmt::format("\n    changed {}", line);
     for (const auto& line : config::resolved_differences(base, runs[i].spec.resolved))
       lines += fmt::format("\n    {}", line);
@@ -248,14 +289,16 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
   }
   say("ddplab: sweep {}: {} runs, {} already done", name, tally.runs, tally.runs - to_run);
   double spent_s = 0;
-  for (size_t i = 0; i < runs.size() && !tally.stopped(); ++i) {
+  const auto order = run_order(runs);
+  for (size_t k = 0; k < runs.size() && !tally.stopped(); ++k) {
+    const size_t i = order[k];
     const auto& run = runs[i];
     if (skips_run(statuses[i], force)) {
-      say("[{}/{}] skipping {}: {}", i + 1, tally.runs, run.run_id, rundir::name(*statuses[i]));
+      say("[{}/{}] skipping {}: {}", k + 1, tally.runs, run.run_id, rundir::name(*statuses[i]));
       tally.count_skipped();
       continue;
     }
-    say("[{}/{}] {} (ETA {})", i + 1, tally.runs, run.run_id, eta(spent_s, tally.ran, to_run));
+    say("[{}/{}] {} (ETA {})", k + 1, tally.runs, run.run_id, eta(spent_s, tally.ran, to_run));
     const auto start = std::chrono::steady_clock::now();
     run_and_count(run, force, tally);
     spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,6 +11,8 @@
 //     the sweep, which a second `ddplab run` finishes;
 //   - at the end a summary line ("ddplab: sweep NAME: 3 done, 1 skipped, 0 failed") and, unless
 //     stopped, the experiment's report (report/report.h).
+// Runs run in run_order, not in expansion order, so that a change of the machine's load during a
+// sweep falls on every arm alike instead of on one end of a swept axis.
 // Exit code: the interrupted run's (128 + signal) when stopped, else kExitFailure when a run
 // failed, else kExitOk (base/exit_codes.h). Diverged runs are not failures.
 //
@@ -67,6 +69,14 @@ struct SweepTally {
   // Counts a run that ran and ended as `tally` with `exit_code`; `reason` for a failed run.
   void count(Tally tally, int exit_code, const std::string& run_id, const std::string& reason = "");
 };
+
+// The order a sweep runs `runs` (as config::expand_sweep gives them) in, as indices into it.
+// An arm is the runs' swept values but the seed. Round k holds the k-th run (seed) of every arm
+// that has one; rounds run in turn, and inside each round the arms come in a shuffled order drawn
+// from std::mt19937_64 seeded by the round and the experiment's name (Fisher-Yates on the raw
+// draws, so every toolchain gives the same order). No swept axis, the seed included, then lines
+// up with the time a run started. The packed scheduler breaks its ties in this order too.
+std::vector<size_t> run_order(const std::vector<config::SweepRun>& runs);
 
 // The sweep's exit code (see above).
 int sweep_exit_code(const SweepTally& tally);

@@ -268,6 +268,7 @@ void Trainer::run_epoch(int epoch) {
   train_steps(epoch, totals);
   runtime::synchronize(device_);
   const double epoch_s = seconds_since(this_epoch_->start);
+  const runtime::HostLoad host = runtime::host_load_between(this_epoch_->host_start, runtime::sample_host());
   totals.comm_wait_s += sync_->take_comm_wait_s();
   const Evaluation test = evaluate_epoch_model();
   const EpochSums sums = reduce_sums(epoch, totals, test);
@@ -275,6 +276,8 @@ void Trainer::run_epoch(int epoch) {
   if (this_epoch_->first_step < steps_)
     audits_.run([&] { check_gradients_and_updates(named_, this_epoch_->snapshot, sync_->received_grad(), epoch + 1); });
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
+  rec.host_cpu_wait_pct = host.cpu_wait_pct;
+  rec.host_steal_pct = host.steal_pct;
   audits_.run([&] { check_loss_is_cross_entropy(rec.train_loss, rec.train_acc, epoch + 1); });
   rec.audit_warnings = audits_.take();  // debug.audits warn: rank 0 records its own findings
   if (lead()) {
@@ -314,6 +317,7 @@ EpochTotals Trainer::start_epoch(int epoch) {
       this_epoch_->first_step > 0 ? schedule_(epoch + static_cast<double>(this_epoch_->first_step - 1) / steps_) : 0;
   totals.comm_bytes = partial ? resumed_.comm_bytes : 0;
   this_epoch_->start = Clock::now() - as_duration(partial ? resumed_.epoch_elapsed_s : 0.0);
+  this_epoch_->host_start = runtime::sample_host();
   loader_->start_epoch(epoch, this_epoch_->first_step);
   step_log_->start_epoch(epoch, this_epoch_->first_step, partial ? resumed_.loss_sum : 0.0,
                          partial ? resumed_.correct : 0.0);

@@ -32,6 +32,7 @@
 #include "ddplab/models/models.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runtime/device.h"
+#include "ddplab/runtime/host_load.h"
 #include "ddplab/train/audits.h"
 #include "ddplab/train/checkpoint.h"
 #include "ddplab/train/epoch_totals.h"
@@ -174,6 +175,7 @@ class Trainer {
     int64_t first_step = 0;            // a resumed epoch starts at the checkpoint's step
     std::vector<at::Tensor> snapshot;  // the parameters at its start, for the update audit
     Clock::time_point start;           // a resumed epoch's start lies before the stop
+    runtime::HostSample host_start;    // the host's load counters when this process began the epoch
     // Each step's gradient norm and stop flag, read on the host one step late (on CUDA the host
     // then never waits for the step it just queued); the epoch's last step is read at once.
     runtime::HostReadback readback;
