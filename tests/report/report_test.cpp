@@ -284,6 +284,7 @@ TEST(Report, IdenticalMetricsAreEquivalentNotSignificant) {
       write_run(tmp.path() / "runs", r);
       r.scale_rule = "linear";
       r.seed = seed + offset;
+      r.test_acc = {0.6, 0.85};  // the same final metric from other runs (identical runs: no verdict)
       write_run(tmp.path() / "runs", r);
     }
     const ReportData d = analyze(options_for(tmp));
@@ -796,6 +797,108 @@ TEST(Report, NoFirstToReachIsPickedInsideTheSpreadOfTheRuns) {
   EXPECT_NE(html.find("First to reach 70.00% test accuracy: replicas.count=1 (23.0 s, epoch 2.0"), std::string::npos)
       << html;
   EXPECT_NE(html.find("(A first)"), std::string::npos) << html;
+}
+
+// A scale rule at the base batch (factor 1) changes nothing: its runs are those of "none", record
+// for record. Such a pair is labelled, gets no verdict and is not counted in Holm's m, which then
+// holds only the comparison that tests something. One epoch that differs in one seed is no longer
+// identical.
+TEST(Report, IdenticalRunsGetNoVerdictAndStayOutOfHolmsFamily) {
+  auto write_sweep = [](const fs::path& root, double seed3_epoch1) {
+    for (int seed = 1; seed <= 3; ++seed) {
+      FakeRun r;
+      r.seed = seed;
+      r.test_acc = {0.5 + 0.01 * seed, 0.7, 0.8 + 0.01 * seed};
+      write_run(root, r);
+      r.scale_rule = "linear";  // per_replica 64 = base_batch 64: factor 1
+      if (seed == 3) r.test_acc[0] = seed3_epoch1;
+      write_run(root, r);
+      r.scale_rule = "none";
+      r.replicas = 2;
+      r.test_acc.back() -= 0.02 + 0.001 * seed;
+      write_run(root, r);
+    }
+  };
+  TempDir tmp;
+  write_sweep(tmp.path() / "runs", 0.53);
+  ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  const GroupComparison* same = nullptr;
+  const GroupComparison* other = nullptr;
+  for (const auto& c : d.comparisons) (c.key == "schedule.scale_rule" ? same : other) = &c;
+  ASSERT_TRUE(same && other);
+  EXPECT_TRUE(same->identical);
+  EXPECT_EQ(same->identical_seeds, 3u);
+  EXPECT_EQ(same->stats.m, 0u);
+  EXPECT_FALSE(other->identical);
+  EXPECT_EQ(other->stats.m, 1u) << "only the replica comparison counts";
+  EXPECT_NE(same->sentence.find("identical runs"), std::string::npos) << same->sentence;
+  EXPECT_NE(same->sentence.find("changing schedule.scale_rule from linear to none did nothing here"), std::string::npos)
+      << same->sentence;
+  write_report(o);
+  EXPECT_NE(read_file(o.out_dir / "comparisons.csv").find(",0,identical runs,"), std::string::npos)
+      << read_file(o.out_dir / "comparisons.csv");
+  EXPECT_NE(read_file(o.out_dir / "report.md").find("| identical runs |"), std::string::npos);
+
+  TempDir differs;
+  write_sweep(differs.path() / "runs", 0.54);  // seed 3's first epoch moved
+  for (const auto& c : analyze(options_for(differs)).comparisons) {
+    EXPECT_FALSE(c.identical) << c.key;
+    EXPECT_EQ(c.stats.m, 2u);
+  }
+}
+
+// One seed of B collapsed to chance (10% on 10 classes) and one diverged: neither enters B's mean
+// or the comparison, the group table and the verdict say how many of how many runs were compared,
+// and the counts are compared by Fisher's exact test. Two spread seeds give a t interval (1 df)
+// far past +-100 points; it is cut to the metric's range.
+TEST(Report, CollapsedAndDivergedRunsAreCountedNotAveraged) {
+  TempDir tmp;
+  const double a_final[] = {0.80, 0.20, 0.85}, b_final[] = {0.20, 0.80, 0.10};
+  for (int seed = 1; seed <= 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.test_acc = {0.5, a_final[seed - 1]};
+    write_run(tmp.path() / "runs", r);
+    r.replicas = 2;
+    r.test_acc = {0.5, b_final[seed - 1]};
+    write_run(tmp.path() / "runs", r);
+  }
+  FakeRun diverged;
+  diverged.replicas = 2;
+  diverged.seed = 4;
+  diverged.status = "diverged";
+  write_run(tmp.path() / "runs", diverged);
+  ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  const GroupStats& b = group_labelled(d, "replicas.count=2");
+  EXPECT_EQ(b.n, 2);
+  EXPECT_EQ(b.collapsed, 1);
+  EXPECT_EQ(b.diverged, 1);
+  EXPECT_NEAR(b.final_test_acc.mean, 0.5, 1e-12) << "the collapsed seed's 10% is not averaged in";
+  EXPECT_EQ(ok_of_ended(b), "2 of 4 runs (1 collapsed, 1 diverged)");
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  const GroupComparison& c = d.comparisons[0];
+  EXPECT_EQ(c.stats.n_pairs, 2u) << "seeds 1 and 2: B's seed 3 collapsed";
+  EXPECT_EQ(c.stats.ci_low, -100.0);
+  EXPECT_EQ(c.stats.ci_high, 100.0);
+  ASSERT_TRUE(c.bad_runs_p);
+  EXPECT_NEAR(*c.bad_runs_p, 3.0 / 7, 1e-9) << "0 of 3 bad vs 2 of 4: Fisher's exact two-sided p = 3/7";
+  EXPECT_NE(c.sentence.find("Compared: 3 of 3 runs of replicas.count=1, 2 of 4 runs (1 collapsed, 1 diverged) of "
+                            "replicas.count=2"),
+            std::string::npos)
+      << c.sentence;
+  write_report(o);
+  const std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("| replicas.count=2 | 2 of 4 runs (1 collapsed, 1 diverged) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("(A: 3 of 3 runs; B: 2 of 4 runs (1 collapsed, 1 diverged))"), std::string::npos) << md;
+}
+
+TEST(ReportStats, FisherExactTestOfTwoCounts) {
+  EXPECT_NEAR(fisher_exact_two_sided(0, 3, 2, 2), 3.0 / 7, 1e-12);
+  EXPECT_NEAR(fisher_exact_two_sided(3, 0, 0, 3), 0.1, 1e-12) << "all of A, none of B: 2 / C(6, 3)";
+  EXPECT_NEAR(fisher_exact_two_sided(1, 2, 1, 2), 1.0, 1e-12);
+  EXPECT_EQ(fisher_exact_two_sided(0, 3, 0, 3), 1.0) << "no bad runs at all";
 }
 
 TEST(Report, TimeToTargetIsFirstEpochReachingIt) {

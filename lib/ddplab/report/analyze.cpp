@@ -121,6 +121,25 @@ double RunData::mean_images_per_s() const { return mean_over_epochs(epochs, &Epo
 double RunData::mean_host_cpu_wait_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_cpu_wait_pct); }
 double RunData::mean_host_steal_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_steal_pct); }
 
+std::optional<RunHealth> RunData::health(int classes) const {
+  if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
+  if (!finished() || epochs.empty()) return std::nullopt;
+  const EpochPoint& e = epochs.back();
+  if (!std::isfinite(e.train_loss)) return RunHealth::kDiverged;
+  const double uniform_loss = std::log(static_cast<double>(classes));
+  if (!(e.test_acc >= 1.5 / classes) || e.train_loss >= 0.98 * uniform_loss) return RunHealth::kCollapsed;
+  return RunHealth::kOk;
+}
+
+std::string ok_of_ended(const GroupStats& g) {
+  std::vector<std::string> bad;
+  if (g.collapsed > 0) bad.push_back(fmt::format("{} collapsed", g.collapsed));
+  if (g.diverged > 0) bad.push_back(fmt::format("{} diverged", g.diverged));
+  const int ended = g.n + g.collapsed + g.diverged;
+  return fmt::format("{} of {} run{}{}", g.n, ended, ended == 1 ? "" : "s",
+                     bad.empty() ? std::string() : fmt::format(" ({})", fmt::join(bad, ", ")));
+}
+
 const EpochPoint* RunData::first_reaching(double target) const {
   for (const auto& e : epochs)
     if (e.test_acc >= target) return &e;
@@ -489,10 +508,10 @@ void add_noise_scale(const RunData& r, GroupSamples& s) {
     s.ns_last.push_back(last->grad_noise_scale);
 }
 
-// A run that diverged or ended near chance says nothing about the noise scale of training.
-bool collapsed(const RunData& r, int classes) {
-  const EpochPoint& e = r.epochs.back();
-  return !std::isfinite(e.train_loss) || !(e.test_acc >= 1.5 / classes);
+bool has_noise_scale(const RunData& r) {
+  return std::any_of(r.epochs.begin(), r.epochs.end(), [](const EpochPoint& e) {
+    return std::isfinite(e.grad_noise_scale) || std::isfinite(e.gns_grad_sq_ema);
+  });
 }
 
 void add_run(const RunData& r, const std::optional<double>& target, int final_epochs, GroupStats& g, GroupSamples& s) {
@@ -504,15 +523,10 @@ void add_run(const RunData& r, const std::optional<double>& target, int final_ep
   s.test_loss.push_back(r.final_test_loss());
   s.thr.push_back(r.mean_images_per_s());
   double bytes = 0;
-  bool logged = false, noise = false;
-  for (const auto& e : r.epochs) {
+  bool logged = false;
+  for (const auto& e : r.epochs)
     if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
-    noise = noise || std::isfinite(e.grad_noise_scale) || std::isfinite(e.gns_grad_sq_ema);
-  }
-  if (noise && collapsed(r, classes_of(g.key_spec)))
-    ++g.noise_scale_runs_left_out;
-  else if (noise)
-    add_noise_scale(r, s);
+  if (has_noise_scale(r)) add_noise_scale(r, s);
   if (logged) s.comm.push_back(bytes);
   if (g.target_loss) {
     if (const rundir::StepRecord* p = r.steps_to_loss(*g.target_loss)) {
@@ -546,10 +560,16 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   GroupSamples s;
   g.target_acc = target;
   g.target_loss = data.target_loss;
+  const int classes = classes_of(g.key_spec);
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
     if (r.running()) ++g.in_progress;
-    if (r.finished() && !r.epochs.empty()) add_run(r, target, data.final_epochs, g, s);
+    const auto health = r.health(classes);
+    if (health == RunHealth::kOk) add_run(r, target, data.final_epochs, g, s);
+    if (!health || health == RunHealth::kOk) continue;
+    ++(health == RunHealth::kCollapsed ? g.collapsed : g.diverged);
+    // A run that diverged or ended near chance says nothing about the noise scale of training.
+    if (has_noise_scale(r)) ++g.noise_scale_runs_left_out;
   }
   g.final_test_acc = mean_std(g.final_accs);
   g.best_test_acc = mean_std(s.best);
@@ -641,6 +661,12 @@ void compare_metric(const ReportData& data, GroupComparison& c) {
   c.stats = compare_by_seed(ga.metric_by_seed, gb.metric_by_seed, options);
   if (std::isfinite(ga.test_sampling_error_pts) && std::isfinite(gb.test_sampling_error_pts))
     c.stats.resolution_floor = std::max(ga.test_sampling_error_pts, gb.test_sampling_error_pts);
+  // The metric is accuracy in points, so B - A lies in [-100, 100]: the t interval of two spread
+  // seeds can reach past that, and what lies past it is impossible.
+  for (double* end : {&c.stats.ci_low, &c.stats.ci_high, &c.stats.ci90_low, &c.stats.ci90_high})
+    if (std::isfinite(*end)) *end = std::clamp(*end, -100.0, 100.0);
+  if (ga.collapsed + ga.diverged + gb.collapsed + gb.diverged > 0)
+    c.bad_runs_p = fisher_exact_two_sided(ga.collapsed + ga.diverged, ga.n, gb.collapsed + gb.diverged, gb.n);
 }
 
 // Groups a and b compared on the metric, when they differ in exactly one setting (derived
@@ -710,6 +736,62 @@ std::optional<GroupComparison> planned_contrast(ReportData& data, const json& co
 
 // Every pair that differs in one setting and every planned contrast of the specs not already
 // among them, Holm-corrected over all of them, with its sentence.
+// Whether runs a and b trained alike: the same epochs with the same global batch, lr, step,
+// losses and accuracies, bit for bit.
+bool same_training(const RunData& a, const RunData& b) {
+  if (a.epochs.size() != b.epochs.size()) return false;
+  const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  for (size_t i = 0; i < a.epochs.size(); ++i) {
+    const EpochPoint &x = a.epochs[i], &y = b.epochs[i];
+    if (x.epoch != y.epoch || x.step != y.step || x.global_batch != y.global_batch || !same(x.lr, y.lr) ||
+        !same(x.train_loss, y.train_loss) || !same(x.train_acc, y.train_acc) || !same(x.test_loss, y.test_loss) ||
+        !same(x.test_acc, y.test_acc))
+      return false;
+  }
+  return true;
+}
+
+// The finished runs of `g` with records, by seed (a repeated seed keeps its first run).
+std::map<int64_t, const RunData*> finished_by_seed(const ReportData& data, const GroupStats& g) {
+  std::map<int64_t, const RunData*> out;
+  for (size_t ri : g.runs)
+    if (data.runs[ri].finished() && !data.runs[ri].epochs.empty()) out.emplace(seed_of(data.runs[ri]), &data.runs[ri]);
+  return out;
+}
+
+// Marks c identical when every seed that A and B both finished trained alike in both (and one did).
+void mark_identical(const ReportData& data, GroupComparison& c) {
+  const auto a = finished_by_seed(data, data.groups[c.a]), b = finished_by_seed(data, data.groups[c.b]);
+  size_t shared = 0;
+  for (const auto& [seed, run] : a) {
+    const auto it = b.find(seed);
+    if (it == b.end()) continue;
+    if (!same_training(*run, *it->second)) return;
+    ++shared;
+  }
+  c.identical = shared > 0;
+  c.identical_seeds = shared;
+}
+
+std::string identical_sentence(const GroupComparison& c, const ReportData& data) {
+  return fmt::format(
+      "identical runs: {} and {} trained alike, every epoch's records equal bit for bit in each of the {} seed{} "
+      "they share, so changing {} from {} to {} did nothing here (e.g. an lr scale rule at the base batch, factor "
+      "1); no verdict, and not counted in Holm's correction",
+      data.groups[c.a].label, data.groups[c.b].label, c.identical_seeds, c.identical_seeds == 1 ? "" : "s", c.key,
+      c.value_a, c.value_b);
+}
+
+// " Compared: ... Fisher's exact test ...": the runs left out of a comparison, when there are some.
+std::string bad_runs_sentence(const ReportData& data, const GroupComparison& c) {
+  if (!c.bad_runs_p) return "";
+  const GroupStats &a = data.groups[c.a], &b = data.groups[c.b];
+  return fmt::format(
+      ". Compared: {} of {}, {} of {}; the runs that collapsed to chance or diverged are left out, and how often each "
+      "group had them is compared by Fisher's exact test: p = {}",
+      ok_of_ended(a), a.label, ok_of_ended(b), b.label, fmt::format("{:.2g}", *c.bad_runs_p));
+}
+
 void compare_groups(ReportData& data) {
   for (size_t a = 0; a < data.groups.size(); ++a)
     for (size_t b = a + 1; b < data.groups.size(); ++b)
@@ -724,12 +806,23 @@ void compare_groups(ReportData& data) {
     if (c && !known) data.comparisons.push_back(std::move(*c));
   }
   std::vector<Comparison> stats;
-  for (const auto& c : data.comparisons) stats.push_back(c.stats);
+  std::vector<GroupComparison*> tested;  // the comparisons in Holm's family
+  for (auto& c : data.comparisons) {
+    mark_identical(data, c);
+    if (c.identical) {
+      c.stats.m = 0;
+      c.stats.p_adjusted = kNaN;
+      c.sentence = identical_sentence(c, data);
+      continue;
+    }
+    stats.push_back(c.stats);
+    tested.push_back(&c);
+  }
   adjust_for_multiple_comparisons(stats);
   for (size_t i = 0; i < stats.size(); ++i) {
-    GroupComparison& c = data.comparisons[i];
+    GroupComparison& c = *tested[i];
     c.stats = stats[i];
-    c.sentence = describe(c.stats, data.groups[c.a].label, data.groups[c.b].label);
+    c.sentence = describe(c.stats, data.groups[c.a].label, data.groups[c.b].label) + bad_runs_sentence(data, c);
   }
 }
 

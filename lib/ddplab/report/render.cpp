@@ -72,8 +72,9 @@ std::string throughput_cell(const GroupStats& g) {
                      fixed(g.images_per_s_max, 1));
 }
 std::string n_cell(const GroupStats& g) {
-  if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", g.n, g.in_progress);
-  return fmt::format("{}", g.n);
+  const std::string n = g.collapsed + g.diverged > 0 ? ok_of_ended(g) : fmt::format("{}", g.n);
+  if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", n, g.in_progress);
+  return n;
 }
 // Points to 2 decimals with a sign, never "-0.00".
 std::string signed_pts(double v) {
@@ -115,7 +116,15 @@ std::string test_se_cell(const GroupStats& g) {
   if (!std::isfinite(g.test_sampling_error_pts)) return kDash;
   return fmt::format("\xC2\xB1{} pts (n_test {})", fixed(g.test_sampling_error_pts, 2), *g.test_samples);
 }
-size_t holm_family(const ReportData& d) { return d.comparisons.empty() ? 0 : d.comparisons.front().stats.m; }
+size_t holm_family(const ReportData& d) {
+  size_t m = 0;
+  for (const auto& c : d.comparisons) m = std::max(m, c.stats.m);
+  return m;
+}
+// The verdict column of comparisons.csv: verdict_name, or "identical runs".
+std::string verdict_text(const GroupComparison& c) {
+  return c.identical ? std::string("identical runs") : std::string(verdict_name(c.stats.verdict));
+}
 
 // Rows of the tables shared by HTML and Markdown.
 using Table = std::vector<std::vector<std::string>>;
@@ -197,8 +206,9 @@ Table runs_table(const ReportData& d) {
 }
 
 // A verdict in a few words, naming B's value of the changed setting.
-std::string short_verdict(const GroupComparison& c, double delta) {
+std::string verdict_words(const GroupComparison& c, double delta) {
   const Comparison& s = c.stats;
+  if (c.identical) return "identical runs";
   switch (s.verdict) {
     case Verdict::b_better:
       return fmt::format("{} better", c.value_b);
@@ -212,6 +222,13 @@ std::string short_verdict(const GroupComparison& c, double delta) {
       return "can't tell";
   }
   return kDash;
+}
+
+// The verdict in a few words and, when runs were left out, how many of each group.
+std::string short_verdict(const ReportData& d, const GroupComparison& c) {
+  std::string words = verdict_words(c, d.equivalence_pts);
+  if (!c.bad_runs_p) return words;
+  return fmt::format("{} (A: {}; B: {})", words, ok_of_ended(d.groups[c.a]), ok_of_ended(d.groups[c.b]));
 }
 
 std::string ratio_cell(double b, double a) {
@@ -263,7 +280,7 @@ Table summary_table(const ReportData& d) {
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
     t.push_back(
         {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
-         fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(c, d.equivalence_pts),
+         fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(d, c),
          ratio_cell(b.images_per_s, a.images_per_s),
          arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b)),
          arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
@@ -526,12 +543,19 @@ std::string comparisons_note(const ReportData& d) {
   const std::string metric = d.final_epochs > 1
                                  ? fmt::format("the mean test accuracy of the last {} epochs", d.final_epochs)
                                  : std::string("the final test accuracy");
+  const auto identical =
+      std::count_if(d.comparisons.begin(), d.comparisons.end(), [](const GroupComparison& c) { return c.identical; });
   return fmt::format(
       "Groups that differ in one setting, compared on {} in points: paired by seed over the seeds both groups ran, "
       "else Welch's unequal-variance t. p values are corrected for {} comparison{} (Holm); a verdict is \"better\" or "
       "\"worse\" when the adjusted p < 0.05, \"equivalent\" when the 90% interval lies within \xC2\xB1{:g} points "
-      "(report.equivalence_pts), else \"can't tell\". See docs/report.md.",
-      metric, holm_family(d), holm_family(d) == 1 ? "" : "s", d.equivalence_pts);
+      "(report.equivalence_pts), else \"can't tell\".{} See docs/report.md.",
+      metric, holm_family(d), holm_family(d) == 1 ? "" : "s", d.equivalence_pts,
+      identical == 0 ? std::string()
+                     : fmt::format(" {} comparison{} of identical runs (the same records for every shared seed) {} no "
+                                   "verdict and {} not counted.",
+                                   identical, identical == 1 ? "" : "s", identical == 1 ? "has" : "have",
+                                   identical == 1 ? "is" : "are"));
 }
 
 // The opening paragraph of the HTML report: what a group is and which keys the groups differ in.

@@ -77,6 +77,14 @@ constexpr double kLossWindowSamples = 8192;
 // its speed figures measure the machine's load, not its setting.
 constexpr double kHostLoadFlagPts = 10;
 
+// How a run ended, for the statistics: only kOk runs' metrics are averaged and compared.
+//   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss;
+//   kCollapsed  finished, but near chance: a final test accuracy below 1.5 / classes, or a final
+//               training loss within 2% of ln(classes), the loss of uniform outputs;
+//   kOk         every other finished run with records.
+// (Runs not finished, with no records, or still running are none of these.)
+enum class RunHealth { kOk, kCollapsed, kDiverged };
+
 struct RunData {
   std::filesystem::path dir;
   std::string run_id;      // manifest run_id, else the directory name
@@ -91,6 +99,9 @@ struct RunData {
   size_t group = 0;                       // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
+  // How it ended (RunHealth above), for a dataset of `classes` classes; nullopt for a run that is
+  // neither finished with records nor diverged.
+  std::optional<RunHealth> health(int classes) const;
   bool running() const { return status == rundir::RunStatus::kRunning; }
   // "in progress" for running, else status_name.
   std::string status_text() const;
@@ -126,7 +137,9 @@ struct GroupStats {
   nlohmann::json values;     // the differing keys -> this group's values (object; dotted keys)
   nlohmann::json key_spec;   // the flattened spec that defines the group
   std::vector<size_t> runs;  // indices into ReportData::runs, by seed
-  int n = 0;                 // finished runs with at least one record
+  int n = 0;                 // finished runs with at least one record that did not collapse (RunHealth::kOk)
+  int collapsed = 0;         // finished runs near chance, left out of every statistic but their count
+  int diverged = 0;          // runs that diverged, likewise
   int in_progress = 0;       // runs with status running
   MeanStd final_test_acc, best_test_acc, final_train_loss, final_test_loss;
   std::optional<double> target_acc;
@@ -163,12 +176,16 @@ struct GroupStats {
   // left out, and so are epochs whose lr is below 10% of the run's peak lr ("last" is the last
   // epoch that is not).
   double noise_scale_first = 0, noise_scale_last = 0;
-  int noise_scale_runs_left_out = 0;  // finished runs left out as diverged or near chance
+  int noise_scale_runs_left_out = 0;  // runs with noise-scale records left out as diverged or near chance
   // Non-empty when the last epoch's |G|^2 estimate is not positive or near zero (B_simple above
   // 100 x the global batch): why the noise scale is "not reliable here" instead of a number.
   std::string noise_scale_unreliable;
   double comm_bytes = 0;  // total over the epochs, mean over finished runs (NaN when not logged)
 };
+
+// "2 of 3 runs (1 collapsed)": of a group's ended runs (ok, collapsed, diverged), how many are
+// in its statistics, and why the others are not.
+std::string ok_of_ended(const GroupStats& g);
 
 // A pair of groups that differ in exactly one key, compared on the metric (GroupStats::metric_by_seed)
 // with compare_by_seed: paired over shared seeds, else Welch; Holm-adjusted over every comparison
@@ -182,6 +199,15 @@ struct GroupComparison {
   std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
   Comparison stats;                    // B - A
   std::string sentence;                // describe(stats, label of a, label of b)
+  // Identical runs: A and B share at least one seed with a finished run, and for every such
+  // seed their epoch records agree bit for bit (global batch, lr, step, losses, accuracies; the machine's
+  // fields aside), e.g. a scale rule at batch == schedule.base_batch, whose factor is 1. Such a
+  // comparison gets no verdict and stays out of Holm's family (stats.m = 0): it tests nothing.
+  bool identical = false;
+  size_t identical_seeds = 0;  // the shared seeds behind `identical`
+  // When either group has collapsed or diverged runs: Fisher's exact two-sided p that both groups'
+  // runs ended badly equally often (nullopt when neither has any). Not in Holm's family.
+  std::optional<double> bad_runs_p;
 };
 
 struct ReportData {

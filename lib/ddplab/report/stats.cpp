@@ -134,4 +134,18 @@ HolmResult holm_adjust(const std::vector<double>& p, double alpha) {
   return r;
 }
 
+double fisher_exact_two_sided(int a_bad, int a_ok, int b_bad, int b_ok) {
+  const int bad = a_bad + b_bad, n_a = a_bad + a_ok, n = n_a + b_bad + b_ok;
+  const auto log_choose = [](int k, int r) {
+    return std::lgamma(k + 1.0) - std::lgamma(r + 1.0) - std::lgamma(k - r + 1.0);
+  };
+  // P(A has x of the bad runs) under fixed margins.
+  const auto log_p = [&](int x) { return log_choose(n_a, x) + log_choose(n - n_a, bad - x) - log_choose(n, bad); };
+  const double observed = log_p(a_bad);
+  double p = 0;
+  for (int x = std::max(0, bad - (n - n_a)); x <= std::min(bad, n_a); ++x)
+    if (log_p(x) <= observed + 1e-9) p += std::exp(log_p(x));
+  return std::min(1.0, p);
+}
+
 }  // namespace ddplab::report

@@ -23,6 +23,11 @@ double student_t_cdf(double t, double df);
 // on the tail probability (not 1 - cdf), so far tails keep their relative accuracy (~1e-12).
 double student_t_quantile(double p, double df);
 
+// Fisher's exact test of a 2x2 table of counts: did group A's runs end badly (a_bad of a_bad +
+// a_ok) as often as B's (b_bad of b_bad + b_ok)? The two-sided p: the probability, under fixed
+// margins (hypergeometric), of every table no more likely than the observed one. 1 when a margin is 0.
+double fisher_exact_two_sided(int a_bad, int a_ok, int b_bad, int b_ok);
+
 struct WelchResult {
   double t = 0;        // (mean(a) - mean(b)) / sqrt(var(a)/na + var(b)/nb); +-inf when both variances are 0
   double df = 0;       // Welch-Satterthwaite degrees of freedom
