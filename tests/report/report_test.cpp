@@ -894,6 +894,34 @@ TEST(Report, CollapsedAndDivergedRunsAreCountedNotAveraged) {
   EXPECT_NE(md.find("(A: 3 of 3 runs; B: 2 of 4 runs (1 collapsed, 1 diverged))"), std::string::npos) << md;
 }
 
+// Equivalent with the 90% interval 0.03 points inside the +-0.5 margin (95% interval across 0): borderline, and the
+// sentence says how many seeds a claim at this spread needs; 0.25 points inside: not borderline.
+TEST(ReportCompare, AnEquivalenceWhoseIntervalEndsAtTheMarginIsBorderline) {
+  const SeedValues a = {{1, 80}, {2, 81}, {3, 82}, {4, 83}, {5, 84}};
+  auto shifted = [&](const std::vector<double>& d) {
+    SeedValues b;
+    for (const auto& [seed, v] : a) b[seed] = v + d[static_cast<size_t>(seed - 1)];
+    return b;
+  };
+  const Comparison close = compare_by_seed(a, shifted({0.57, -0.23, 0.37, -0.03, 0.17}));
+  ASSERT_EQ(close.verdict, Verdict::equivalent);
+  EXPECT_NEAR(close.ci90_high, 0.4715, 1e-3);
+  EXPECT_TRUE(close.borderline);
+  ASSERT_TRUE(close.equivalence_seeds);
+  EXPECT_GT(*close.equivalence_seeds, 2);
+  const std::string sentence = describe(close);
+  EXPECT_NE(sentence.find("borderline: the interval ends 0.03 points inside the margin"), std::string::npos)
+      << sentence;
+  EXPECT_NE(sentence.find(fmt::format("about {} seeds make the claim hold 80% of the time", *close.equivalence_seeds)),
+            std::string::npos)
+      << sentence;
+
+  const Comparison clear = compare_by_seed(a, shifted({0.1, 0.3, -0.1, 0.2, 0.0}));
+  ASSERT_EQ(clear.verdict, Verdict::equivalent);
+  EXPECT_FALSE(clear.borderline);
+  EXPECT_EQ(describe(clear).find("borderline"), std::string::npos);
+}
+
 TEST(ReportStats, FisherExactTestOfTwoCounts) {
   EXPECT_NEAR(fisher_exact_two_sided(0, 3, 2, 2), 3.0 / 7, 1e-12);
   EXPECT_NEAR(fisher_exact_two_sided(3, 0, 0, 3), 0.1, 1e-12) << "all of A, none of B: 2 / C(6, 3)";

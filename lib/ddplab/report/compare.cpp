@@ -109,6 +109,14 @@ void decide(Comparison& c) {
   else
     c.verdict = Verdict::cant_tell;
   if (c.verdict == Verdict::cant_tell) c.seeds_needed = seeds_to_resolve(c);
+  const double room = c.options.delta - std::max(-c.ci90_low, c.ci90_high);  // between the interval and the margin
+  c.borderline = c.verdict == Verdict::equivalent && room < kBorderlineFraction * c.options.delta;
+  c.equivalence_seeds.reset();
+  if (c.verdict == Verdict::equivalent || c.verdict == Verdict::cant_tell) {
+    const double sd = c.method == CompareMethod::paired ? c.sd_diff : std::sqrt(c.sd_a * c.sd_a + c.sd_b * c.sd_b);
+    if (std::isfinite(sd) && sd > 0)
+      c.equivalence_seeds = seeds_for_effect(c.options.delta, sd, 2 * c.options.alpha, 0.9, c.options.max_seeds);
+  }
 }
 
 // The smallest n in [2, max_n] with ok(n), for an ok that once true stays true as n grows.
@@ -167,6 +175,18 @@ std::string describe_too_few(const Comparison& c, std::string_view a, std::strin
       "can't tell {} from {}: difference {} points, but {} vs {} seeds ({} in common) give no "
       "seed-to-seed spread to judge it by (need 2 seeds in common or 2 in each group)",
       b, a, pts(c.diff, true), c.n_a, c.n_b, c.n_pairs);
+}
+
+// "; borderline: ..." for a borderline equivalence, with the seeds a claim at this spread needs.
+std::string borderline_clause(const Comparison& c) {
+  if (!c.borderline) return "";
+  const double room = c.options.delta - std::max(-c.ci90_low, c.ci90_high);
+  std::string s = fmt::format(
+      "; borderline: the interval ends {} points inside the margin, so other seeds often undo it", pts(room, false));
+  if (c.equivalence_seeds)
+    s += fmt::format("; at this spread about {} {} make the claim hold 80% of the time when the true difference is 0",
+                     *c.equivalence_seeds, c.method == CompareMethod::paired ? "seeds" : "seeds per group");
+  return s;
 }
 
 std::string describe_cant_tell(const Comparison& c, std::string_view a, std::string_view b) {
@@ -291,9 +311,9 @@ std::string describe(const Comparison& c, std::string_view a, std::string_view b
                       evidence_text(c, -c.ci_high, -c.ci_low, false));
       break;
     case Verdict::equivalent:
-      return fmt::format("{} equivalent to {} within ±{:g} points (difference {}, 90% CI {} to {}, {}){}", b, a,
+      return fmt::format("{} equivalent to {} within ±{:g} points (difference {}, 90% CI {} to {}, {}){}{}", b, a,
                          c.options.delta, pts(c.diff, true), pts(c.ci90_low, true), pts(c.ci90_high, true),
-                         method_text(c), floor_clause(c));
+                         method_text(c), borderline_clause(c), floor_clause(c));
     case Verdict::cant_tell:
       s = c.method == CompareMethod::too_few ? describe_too_few(c, a, b) : describe_cant_tell(c, a, b);
       return s + floor_clause(c);

@@ -40,6 +40,10 @@ enum class CompareMethod {
 
 enum class Verdict { b_better, b_worse, equivalent, cant_tell };
 
+// An equivalence verdict whose 90% interval ends closer than this fraction of the margin to it
+// is marked borderline.
+constexpr double kBorderlineFraction = 0.1;
+
 struct CompareOptions {
   double delta = 0.5;    // equivalence margin, in the metric's units
   double alpha = 0.05;   // better/worse level (95% interval); equivalence uses a 1 - 2 alpha (90%) one
@@ -66,6 +70,15 @@ struct Comparison {
   // cant_tell with a spread estimate: about how many seeds (pairs for paired, per group for Welch)
   // would give a verdict if the observed difference and spread held; see seeds_to_resolve.
   std::optional<int> seeds_needed;
+  // equivalent only: the 90% interval's nearer end lies within kBorderlineFraction x delta of the
+  // margin, so a rerun with other seeds undoes such a verdict often (at 5 seeds and a spread
+  // that puts the interval's end 0.02 points inside a 0.5 margin, about half the time).
+  bool borderline = false;
+  // equivalent or cant_tell: the seeds (pairs; per group for Welch) at which an equivalence test
+  // at this spread passes about 80% of the time when the true difference is 0:
+  // seeds_for_effect(delta, sd, 2 alpha, 0.9), sd the paired differences' spread (Welch:
+  // sqrt(sd_a^2 + sd_b^2)). nullopt without a spread or above max_seeds.
+  std::optional<int> equivalence_seeds;
   // The test set's own sampling error of one accuracy, in points, when the caller knows it
   // (test_set_sampling_error_points); describe() shows it beside the difference.
   std::optional<double> resolution_floor;

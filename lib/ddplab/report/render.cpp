@@ -215,7 +215,7 @@ std::string verdict_words(const GroupComparison& c, double delta) {
     case Verdict::b_worse:
       return fmt::format("{} worse", c.value_b);
     case Verdict::equivalent:
-      return fmt::format("equivalent within \xC2\xB1{:g} pts", delta);
+      return fmt::format("equivalent within \xC2\xB1{:g} pts{}", delta, s.borderline ? " (borderline)" : "");
     case Verdict::cant_tell:
       if (s.method == CompareMethod::too_few) return "can't tell (too few runs)";
       if (s.seeds_needed) return fmt::format("can't tell \xE2\x80\x94 about {} seeds would", *s.seeds_needed);
@@ -736,7 +736,7 @@ std::string render_groups_csv(const ReportData& d) {
 std::string render_comparisons_csv(const ReportData& d) {
   std::string o =
       "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
-      "method,p,p_adjusted,m,verdict,sentence\n";
+      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds\n";
   const std::string metric =
       d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
   for (const auto& c : d.comparisons) {
@@ -744,9 +744,11 @@ std::string render_comparisons_csv(const ReportData& d) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     o += fmt::format("{},{},{},{},{},{},{},{},", csv_field(c.key), csv_field(c.value_a), csv_field(c.value_b),
                      csv_field(a.label), csv_field(b.label), metric, csv_num(a.metric.mean), csv_num(b.metric.mean));
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
+    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
                      s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
                      csv_field(verdict_text(c)), csv_field(c.sentence));
+    o += fmt::format("{},{}\n", s.borderline ? "true" : "false",
+                     s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "");
   }
   return o;
 }
