@@ -1064,17 +1064,20 @@ TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
   EXPECT_NEAR(v.ratio, 1.0, 1e-12);
   EXPECT_NEAR(v.steps_saved, 0.25, 1e-12);
   EXPECT_NEAR(v.samples_added, 0.5, 1e-12);
-  EXPECT_NE(v.sentence.find("above B_noise: more replicas cut the steps less and less"), std::string::npos)
+  EXPECT_NE(v.sentence.find("above B_noise, where more replicas should cut the steps less and less"), std::string::npos)
       << v.sentence;
+  EXPECT_NE(v.sentence.find("predicted from B_noise alone"), std::string::npos) << "a prediction, said as one";
   v = noise_scale_verdict(64, 6400);
   EXPECT_NEAR(v.steps_saved, 1 - (1 + 50.0) / (1 + 100.0), 1e-12);
   EXPECT_GT(v.steps_saved, 0.49);
-  EXPECT_NE(v.sentence.find("far below B_noise: more replicas cut the steps almost linearly"), std::string::npos);
+  EXPECT_NE(v.sentence.find("far below B_noise, where more replicas should cut the steps almost linearly"),
+            std::string::npos);
   EXPECT_NE(v.sentence.find("global batch 64 is 0.01 x B_noise (~6400)"), std::string::npos) << v.sentence;
   v = noise_scale_verdict(4096, 256);
   EXPECT_LT(v.steps_saved, 0.04);
-  EXPECT_NE(v.sentence.find("far above B_noise: more replicas buy almost nothing"), std::string::npos);
-  EXPECT_NE(noise_scale_verdict(256, 512).sentence.find(" below B_noise: more replicas still cut"), std::string::npos);
+  EXPECT_NE(v.sentence.find("far above B_noise, where more replicas should buy almost nothing"), std::string::npos);
+  EXPECT_NE(noise_scale_verdict(256, 512).sentence.find(" below B_noise, where more replicas should still cut"),
+            std::string::npos);
 }
 
 TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
@@ -1129,6 +1132,8 @@ TEST(Report, NoiseScaleChartMarksEachGroupsGlobalBatch) {
   EXPECT_NE(html.find("how many replicas pay off?"), std::string::npos);
   EXPECT_NE(html.find("global batch 64 is 0.067 x B_noise (~950): far below B_noise"), std::string::npos);
   EXPECT_NE(html.find("global batch 1024 is 6.8 x B_noise (~150): far above B_noise"), std::string::npos);
+  EXPECT_NE(html.find("<td>47% / no report.target_loss</td>"), std::string::npos)
+      << "the prediction stands beside the measurement, or says why there is none";
   EXPECT_NE(read_file(o.out_dir / "report.md").find("](noise_scale.svg)"), std::string::npos);
   EXPECT_NE(read_file(o.out_dir / "groups.csv").find(",64,200,950,"), std::string::npos)
       << read_file(o.out_dir / "groups.csv");
@@ -1539,6 +1544,9 @@ TEST(ReportAxes, StepRecordsGiveStepsToTargetLossAndTheTradeoffFit) {
   EXPECT_EQ(g64.target_loss_reached, 2);
   EXPECT_NEAR(g64.target_loss_steps, 5690, 1e-9);  // 1000 (1 + 300 / 64) = 5687.5, on the 10-step grid
   EXPECT_NEAR(g64.target_loss_samples, 5690.0 * 64, 1e-6);
+  ASSERT_TRUE(g64.measured_steps_saved) << "batch 128 differs only in the batch";
+  EXPECT_NEAR(*g64.measured_steps_saved, 1 - 3340.0 / 5690, 1e-9);
+  EXPECT_FALSE(group_labelled(d, "batch.per_replica=512").measured_steps_saved) << "no group at 1024";
   for (const auto& run : d.runs) {  // every line of steps.jsonl read: 3 s_target / 10 records
     const auto* reached = run.steps_to_loss(1.0);
     ASSERT_NE(reached, nullptr) << run.dir;

@@ -630,6 +630,24 @@ std::vector<std::string> keys_between(const ReportData& data, const GroupStats& 
   return out;
 }
 
+// The measured counterpart of the noise scale's prediction: the steps to report.target_loss that
+// doubling the global batch saved, against a group that differs only in how the batch is made.
+void measured_steps_saved(ReportData& data) {
+  static const std::set<std::string> batch_keys = {"batch.per_replica", "batch.global", "replicas.count",
+                                                   "replicas.threads"};
+  for (auto& g : data.groups) {
+    if (g.target_loss_reached == 0) continue;
+    for (const auto& h : data.groups) {
+      if (h.global_batch != 2 * g.global_batch || h.target_loss_reached == 0) continue;
+      const auto keys = keys_between(data, g, h);
+      if (std::all_of(keys.begin(), keys.end(), [](const std::string& k) { return batch_keys.count(k) > 0; })) {
+        g.measured_steps_saved = 1 - h.target_loss_steps / g.target_loss_steps;
+        break;
+      }
+    }
+  }
+}
+
 // Scaling efficiency against the closest 1-replica group with the same per-replica batch.
 void scaling_efficiency(ReportData& data) {
   for (auto& g : data.groups) {
@@ -894,6 +912,7 @@ ReportData analyze(const ReportOptions& options) {
   }
   sort_groups(data);
   scaling_efficiency(data);
+  measured_steps_saved(data);
   host_load_warnings(data);
   compare_groups(data);
   return data;

@@ -29,6 +29,9 @@ std::string pm(const MeanStd& m, int n, int decimals, double scale = 1, const ch
   if (n < 2) return fmt::format("{}{}", fixed(scale * m.mean, decimals), unit);
   return fmt::format("{} \xC2\xB1 {}{}", fixed(scale * m.mean, decimals), fixed(scale * m.std, decimals), unit);
 }
+// "12%" of a value already in percent; a dash for NaN.
+std::string percent_cell(double v) { return std::isfinite(v) ? fmt::format("{:.0f}%", v) : kDash; }
+
 std::string pct_pm(const MeanStd& m, int n) { return pm(m, n, 2, 100, "%"); }
 std::string csv_num(double v) { return std::isfinite(v) ? fmt::format("{:.10g}", v) : ""; }
 std::string csv_field(const std::string& s) {
@@ -130,15 +133,30 @@ std::string verdict_text(const GroupComparison& c) {
 using Table = std::vector<std::vector<std::string>>;
 
 // B_simple per group with what more replicas buy (groups without a noise scale left out).
+// "29%", or "75% (above the ideal 50%: outside the model)" when doubling the batch cut the steps
+// by more than half (fewer samples at the larger batch, which the model does not allow).
+std::string measured_saving_cell(double saved) {
+  return saved > 0.5 ? fmt::format("{} (above the ideal 50%: outside the model)", percent_cell(100 * saved))
+                     : percent_cell(100 * saved);
+}
+
 Table noise_scale_table(const ReportData& d) {
   Table t = {{"group", "replicas", "global batch", "B_simple first epoch", "B_simple last epoch",
-              "global batch / B_simple", "what more replicas buy"}};
+              "global batch / B_simple", "what more replicas buy (predicted)",
+              "steps saved by 2x batch: predicted / measured"}};
   for (const auto& g : d.groups) {
     if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
     const double ratio = static_cast<double>(g.global_batch) / g.noise_scale_last;
+    const double predicted =
+        g.noise_scale_unreliable.empty()
+            ? noise_scale_verdict(static_cast<double>(g.global_batch), g.noise_scale_last).steps_saved
+            : std::numeric_limits<double>::quiet_NaN();
+    const std::string measured = g.measured_steps_saved ? measured_saving_cell(*g.measured_steps_saved)
+                                 : d.target_loss        ? std::string("no run at 2x")
+                                                        : std::string("no report.target_loss");
     t.push_back({g.label, fmt::format("{}", g.replicas), fmt::format("{}", g.global_batch),
-                 fixed(g.noise_scale_first, 0), fixed(g.noise_scale_last, 0), fixed(ratio, 2),
-                 noise_scale_sentence(g)});
+                 fixed(g.noise_scale_first, 0), fixed(g.noise_scale_last, 0), fixed(ratio, 2), noise_scale_sentence(g),
+                 fmt::format("{} / {}", percent_cell(100 * predicted), measured)});
   }
   return t;
 }
@@ -185,9 +203,6 @@ Table comparisons_table(const ReportData& d) {
   }
   return t;
 }
-
-// "12%" of a value already in percent; a dash for NaN.
-std::string percent_cell(double v) { return std::isfinite(v) ? fmt::format("{:.0f}%", v) : kDash; }
 
 Table runs_table(const ReportData& d) {
   Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc*", "final train loss", "images/s",
@@ -525,14 +540,16 @@ NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise) {
   // steps(B) ~ 1 + B_noise / B, samples(B) ~ 1 + B / B_noise.
   v.steps_saved = 1 - (1 + 1 / (2 * v.ratio)) / (1 + 1 / v.ratio);
   v.samples_added = (1 + 2 * v.ratio) / (1 + v.ratio) - 1;
-  const char* where = v.ratio < 0.25 ? "far below B_noise: more replicas cut the steps almost linearly"
-                      : v.ratio < 1  ? "below B_noise: more replicas still cut the steps well, with diminishing returns"
-                      : v.ratio < 4  ? "above B_noise: more replicas cut the steps less and less"
-                                     : "far above B_noise: more replicas buy almost nothing (the steps barely fall "
-                                       "while the samples processed grow)";
+  const char* where = v.ratio < 0.25 ? "far below B_noise, where more replicas should cut the steps almost linearly"
+                      : v.ratio < 1  ? "below B_noise, where more replicas should still cut the steps well, with "
+                                       "diminishing returns"
+                      : v.ratio < 4  ? "above B_noise, where more replicas should cut the steps less and less"
+                                     : "far above B_noise, where more replicas should buy almost nothing (the steps "
+                                       "barely fall while the samples processed grow)";
   v.sentence = fmt::format(
-      "global batch {:.0f} is {:.2g} x B_noise (~{:.0f}): {}; doubling it would save {:.0f}% of the steps "
-      "(ideal 50%) for {:.0f}% more samples.",
+      "global batch {:.0f} is {:.2g} x B_noise (~{:.0f}): {}; predicted from B_noise alone (McCandlish et al.'s "
+      "model, which assumes the lr tuned at each batch), doubling it would save about {:.0f}% of the steps (ideal "
+      "50%) for {:.0f}% more samples.",
       global_batch, v.ratio, b_noise, where, 100 * v.steps_saved, 100 * v.samples_added);
   return v;
 }

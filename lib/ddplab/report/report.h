@@ -181,6 +181,10 @@ struct GroupStats {
   // 100 x the global batch): why the noise scale is "not reliable here" instead of a number.
   std::string noise_scale_unreliable;
   double comm_bytes = 0;  // total over the epochs, mean over finished runs (NaN when not logged)
+  // Measured beside the noise scale's prediction: 1 - steps(2B) / steps(B) to report.target_loss
+  // (target_loss_steps), against the group at twice this global batch that differs from this one
+  // only in how the batch is made (batch.*, replicas.count, replicas.threads); nullopt without one.
+  std::optional<double> measured_steps_saved;
 };
 
 // "2 of 3 runs (1 collapsed)": of a group's ended runs (ok, collapsed, diverged), how many are
@@ -260,7 +264,7 @@ std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector
 // steps to a given loss ~ S_min (1 + B_noise / B), samples ~ E_min (1 + B / B_noise)).
 struct NoiseScaleVerdict {
   double ratio = 0;          // B / B_noise
-  double steps_saved = 0;    // fraction of the steps that doubling the global batch saves (ideal 0.5)
+  double steps_saved = 0;    // predicted fraction of the steps that doubling the global batch saves (ideal 0.5)
   double samples_added = 0;  // fraction more samples (epochs) that doubling it costs
   std::string sentence;      // e.g. "global batch 256 is 0.31 x B_noise (~830): far below ..."
 };
