@@ -138,6 +138,31 @@ TEST(SweepCli, InterruptedSweepFinishesOnTheNextRun) {
   EXPECT_EQ(read_records(root / ids[1]).size(), 300u) << "the interrupted run is finished";
 }
 
+// The binary is rebuilt (here: deleted) while a sweep runs: the runs it starts afterwards still
+// run its own code, 2-replica workers included (they used to fail with exit code 127, the file
+// behind /proc/self/exe's resolved path gone).
+TEST(SweepCli, ABinaryReplacedDuringASweepStillStartsItsWorkers) {
+  Workspace ws(256, 100);
+  auto spec = small_spec(ws, "rebuilt");
+  spec["sweep_zip"] = {{"replicas.count", {1, 2}}, {"epochs", {60, 1}}};
+  auto first_is_one_replica = [](const std::vector<std::string>& ids) {
+    return ids.front().find("replicas.count=1") != std::string::npos;
+  };
+  if (!first_is_one_replica(run_ids_in_run_order(spec)))
+    spec["sweep_zip"] = {{"replicas.count", {2, 1}}, {"epochs", {1, 60}}};  // the long 1-replica run first
+  const auto ids = run_ids_in_run_order(spec);
+  ASSERT_TRUE(first_is_one_replica(ids)) << ids.front();
+  const auto path = ws.write_spec(spec);
+  const fs::path copy = ws.dir().path() / "ddplab-copy";
+  fs::copy_file(DDPLAB_BIN, copy);
+  const std::string first = (ws.out() / "rebuilt" / ids[0] / "epochs.jsonl").string();
+  auto r = run_command("sh -c '( while [ ! -s \"" + first + "\" ]; do sleep 0.01; done; rm -f \"" + copy.string() +
+                       "\" ) & exec \"" + copy.string() + "\" run " + path + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(copy)) << "the binary was gone before the 2-replica run started";
+  for (const auto& id : ids) EXPECT_EQ(status_of(ws.out() / "rebuilt" / id), "done") << id << "\n" << r.output;
+}
+
 TEST(SweepCli, PlainSpecStillRunsOnceAsBefore) {
   Workspace ws(64, 32);
   auto path = ws.write_spec(small_spec(ws, "plain"));

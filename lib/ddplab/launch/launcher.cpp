@@ -47,6 +47,7 @@ WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
 pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
   SpawnOptions s;
   s.argv = {self_executable(), "worker", o.spec_path};
+  s.program = kSelfExecutableFile;
   s.argv.insert(s.argv.end(), o.extra_args.begin(), o.extra_args.end());
   s.env = worker_environment(environ, worker_env_of(o, rank, port));
   s.err = Output::kFile;

@@ -113,7 +113,7 @@ std::string resolved_program(const std::string& program) {
 
 Child spawn(const SpawnOptions& o) {
   TORCH_INTERNAL_ASSERT(!o.argv.empty(), "spawn needs a program");
-  const std::string program = resolved_program(o.argv.front());
+  const std::string program = o.program.empty() ? resolved_program(o.argv.front()) : o.program;
   Stream out = open_stream(o.out, o.out_file, o.argv.front());
   const bool shared = o.err != Output::kPipe && o.err == o.out && o.err_file == o.out_file;
   Stream err = shared ? Stream{} : open_stream(o.err, o.err_file, o.argv.front());

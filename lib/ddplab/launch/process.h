@@ -27,6 +27,9 @@ enum class Output {
 struct SpawnOptions {
   // argv[0]: a path, or a program name looked up on PATH (in this process, before the fork).
   std::vector<std::string> argv;
+  // The file to execute when it is not argv[0] (which the child then sees only as its name);
+  // empty: argv[0]. Another process of this very binary uses kSelfExecutableFile.
+  std::string program;
   // The child's environment, "NAME=value" each; nullopt: this process's environment.
   std::optional<std::vector<std::string>> env;
   Output out = Output::kInherit;
@@ -76,7 +79,14 @@ ProgramResult run_program(const std::vector<std::string>& argv);
 // The directory of `program` on PATH, if it is there (an executable file).
 std::optional<std::filesystem::path> find_on_path(const std::string& program);
 
-// Path of the running executable (/proc/self/exe).
+// Path of the running executable (/proc/self/exe resolved), for argv[0] and messages.
 std::string self_executable();
+
+// The file to execute (SpawnOptions::program) for another process of this very binary. Linux
+// resolves /proc/self/exe at exec time to the running executable's own file, even after its path
+// was replaced or deleted (a rebuild or an upgrade during a long sweep), so the workers and runs a
+// process starts always run its code. Through self_executable()'s path they would run another
+// binary, or, with the file gone, fail to start (exit code 127).
+inline constexpr const char* kSelfExecutableFile = "/proc/self/exe";
 
 }  // namespace ddplab::launch

@@ -44,7 +44,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // A killed sweep still stops its runs cleanly (SIGTERM on the parent's death).
 pid_t spawn_run(const std::vector<std::string>& args, const fs::path& log, const std::vector<std::string>& gpus) {
   launch::SpawnOptions s;
-  s.argv = args;
+  s.argv = args;  // args[0] is this binary (self_executable)
+  s.program = launch::kSelfExecutableFile;
   if (!gpus.empty()) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e)
