@@ -15,6 +15,10 @@
   spec-pointers         outside lib/ddplab/config/, no string starts a message with a spec JSON
                         pointer ("/batch: ..."): such errors are made by config::spec_error()
                         (config/spec_error.h), so the config layer spells every one
+  doc-intervals         every interval README.md and docs/*.md quote, "(95% CI a to b" or "(90% CI
+                        a to b", is a row of some docs/examples/*/comparisons.csv, rounded as
+                        quoted (or its negation, a shortfall quoted as such); a line that quotes another source says so with a comment
+                        "<!-- not from a report: <why> -->"
 
 Prints each violation as path:line: what; exit code 1 if there is any. ctest runs each rule as
 HouseRules.<rule> (tests/CMakeLists.txt).
@@ -128,8 +132,68 @@ def spec_pointers():
     return bad
 
 
+# A quoted interval: "(95% CI -4.01 to -1.73", "(90% CI −0.48 to +0.29", "(95% CI 1.7-4.0".
+NUMBER = r"[−+-]?\d+(?:\.\d+)?"
+QUOTED_CI = re.compile(rf"\((9[05])% CI ({NUMBER})(?: to |–|-)({NUMBER})")
+NOT_FROM_A_REPORT = "<!-- not from a report"
+# t quantiles 0.95 and 0.975 for df 1-30: a paired row's 90% interval from its 95% one when the
+# CSV predates the ci90 columns.
+T95 = [6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+       1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697]
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def number(text):
+    return float(text.replace("−", "-"))
+
+
+def report_intervals():
+    """(level, low, high) of every comparison row of docs/examples/*/comparisons.csv."""
+    import csv
+    out = []
+    for path in sorted((ROOT / "docs" / "examples").glob("*/comparisons.csv")):
+        for row in csv.DictReader(path.open()):
+            if not row.get("ci95_low"):
+                continue
+            low, high = float(row["ci95_low"]), float(row["ci95_high"])
+            out.append((95, low, high))
+            if row.get("ci90_low"):
+                out.append((90, float(row["ci90_low"]), float(row["ci90_high"])))
+            elif row.get("method") == "paired by seed" and 2 <= int(row["n_pairs"]) <= 31:
+                df = int(row["n_pairs"]) - 1
+                diff, half = float(row["diff_pts"]), (high - low) / 2 * T95[df - 1] / T975[df - 1]
+                out.append((90, diff - half, diff + half))
+    return out
+
+
+def matches(quote, interval):
+    level, low_text, high_text = quote
+    decimals = max(len(t.split(".")[1]) if "." in t else 0 for t in (low_text, high_text))
+    tolerance = 0.5 * 10 ** -decimals + 1e-9
+    low, high = number(low_text), number(high_text)
+    # A - B quoted as the shortfall B - A ("worse by 2.9 points (95% CI 1.7-4.0)") is the same interval.
+    return int(level) == interval[0] and any(abs(low - a) <= tolerance and abs(high - b) <= tolerance
+                                             for a, b in ((interval[1], interval[2]), (-interval[2], -interval[1])))
+
+
+def doc_intervals():
+    intervals = report_intervals()
+    bad = []
+    for path in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")):
+        for i, line in enumerate(path.read_text().splitlines()):
+            if NOT_FROM_A_REPORT in line:
+                continue
+            for quote in QUOTED_CI.findall(line):
+                if not any(matches(quote, iv) for iv in intervals):
+                    bad.append(f"{path.relative_to(ROOT)}:{i + 1}: the {quote[0]}% interval {quote[1]} to {quote[2]} "
+                               f"is in no comparisons.csv of docs/examples (rounded as quoted); regenerate the "
+                               f"number from the report, or mark the line '{NOT_FROM_A_REPORT}: <why> -->'")
+    return bad
+
+
 RULES = {"folder-names": folder_names, "function-length": function_length, "formatting": formatting,
-         "settings-as-strings": settings_as_strings, "spec-pointers": spec_pointers}
+         "settings-as-strings": settings_as_strings, "spec-pointers": spec_pointers, "doc-intervals": doc_intervals}
 
 
 def main():

@@ -753,7 +753,7 @@ std::string render_groups_csv(const ReportData& d) {
 std::string render_comparisons_csv(const ReportData& d) {
   std::string o =
       "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
-      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds\n";
+      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high\n";
   const std::string metric =
       d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
   for (const auto& c : d.comparisons) {
@@ -764,8 +764,9 @@ std::string render_comparisons_csv(const ReportData& d) {
     o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
                      s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
                      csv_field(verdict_text(c)), csv_field(c.sentence));
-    o += fmt::format("{},{}\n", s.borderline ? "true" : "false",
-                     s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "");
+    o += fmt::format("{},{},{},{}\n", s.borderline ? "true" : "false",
+                     s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "", csv_num(s.ci90_low),
+                     csv_num(s.ci90_high));
   }
   return o;
 }
