@@ -15,7 +15,7 @@
   spec-pointers         outside lib/ddplab/config/, no string starts a message with a spec JSON
                         pointer ("/batch: ..."): such errors are made by config::spec_error()
                         (config/spec_error.h), so the config layer spells every one
-  doc-intervals         every interval README.md and docs/*.md quote, "(95% CI a to b" or "(90% CI
+  doc-intervals         every interval README.md and docs/*.md quote, "95% CI a to b" or "90% CI
                         a to b", is a row of some docs/examples/*/comparisons.csv, rounded as
                         quoted (or its negation, a shortfall quoted as such); a line that quotes another source says so with a comment
                         "<!-- not from a report: <why> -->"
@@ -132,9 +132,9 @@ def spec_pointers():
     return bad
 
 
-# A quoted interval: "(95% CI -4.01 to -1.73", "(90% CI −0.48 to +0.29", "(95% CI 1.7-4.0".
+# A quoted interval: "95% CI -4.01 to -1.73", "(90% CI −0.48 to +0.29", "(95% CI 1.7-4.0".
 NUMBER = r"[−+-]?\d+(?:\.\d+)?"
-QUOTED_CI = re.compile(rf"\((9[05])% CI ({NUMBER})(?: to |–|-)({NUMBER})")
+QUOTED_CI = re.compile(rf"(9[05])% CI ({NUMBER})(?: to |–|-)({NUMBER})")
 NOT_FROM_A_REPORT = "<!-- not from a report"
 # t quantiles 0.95 and 0.975 for df 1-30: a paired row's 90% interval from its 95% one when the
 # CSV predates the ci90 columns.
