@@ -14,93 +14,21 @@
 #include "ddplab/base/error.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/report/svg.h"
+#include "report/fake_run.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace ddplab;
 using namespace ddplab::report;
+using ddplab::testing::FakeRun;
 using ddplab::testing::read_file;
 using ddplab::testing::run_command;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_file;
+using ddplab::testing::write_run;
 
 namespace {
-
-struct FakeRun {
-  std::string name = "exp";
-  int replicas = 1;
-  std::string scale_rule = "none";
-  int per_replica = 64;
-  int seed = 1;
-  std::string status = "done";
-  std::vector<double> test_acc = {0.5, 0.7, 0.8};
-  double images_per_s = 100;
-  std::string run_id;                // default: the sweep-style id
-  std::vector<double> noise_scale;   // grad_noise_scale per epoch (NaN: null); empty: field absent
-  double comm_bytes = -1;            // comm_bytes of every epoch; < 0: field absent
-  int threads = 0;                   // replicas.threads in spec.json; 0: absent
-  std::vector<double> grad_sq;       // gns_grad_sq_ema per epoch; empty: field absent
-  json spec_patch = json::object();  // merged into spec.json (merge_patch)
-  std::vector<json> steps;           // lines of steps.jsonl; empty: no file
-  double host_cpu_wait_pct = -1;     // of every epoch; < 0: field absent
-  double wall_per_epoch = 12.0;      // wall_s of epoch k is k x this
-};
-
-// Writes <root>/<name>/<run-id>/{spec,manifest,epochs.jsonl} the way rundir/run_log.h lays them out.
-fs::path write_run(const fs::path& root, const FakeRun& r) {
-  std::string id = r.run_id;
-  if (id.empty())
-    id = "replicas.count=" + std::to_string(r.replicas) + ",schedule.scale_rule=" + r.scale_rule +
-         ",seed=" + std::to_string(r.seed);
-  const fs::path dir = root / r.name / id;
-  fs::create_directories(dir);
-  json spec = {{"name", r.name},
-               {"seed", r.seed},
-               {"output", root.string()},
-               {"epochs", 10},
-               {"optimizer", {{"name", "sgd"}, {"lr", 0.01}}},
-               {"schedule", {{"scale_rule", r.scale_rule}, {"base_batch", 64}}},
-               {"batch", {{"per_replica", r.per_replica}}},
-               {"replicas", {{"count", r.replicas}, {"device", "cpu"}}}};
-  if (r.threads > 0) spec["replicas"]["threads"] = r.threads;
-  spec.merge_patch(r.spec_patch);
-  write_file(dir / "spec.json", spec.dump(2));
-  write_file(
-      dir / "manifest.json",
-      json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}.dump(2));
-  std::string lines;
-  for (size_t i = 0; i < r.test_acc.size(); ++i) {
-    const int epoch = static_cast<int>(i) + 1;
-    json rec = {{"epoch", epoch},
-                {"step", epoch * 100},
-                {"lr", 0.01 / epoch},
-                {"train_loss", 1.0 / epoch},
-                {"train_acc", r.test_acc[i]},
-                {"test_loss", 1.2 / epoch},
-                {"test_acc", r.test_acc[i]},
-                {"epoch_s", 10.0},
-                {"wall_s", r.wall_per_epoch * epoch},
-                {"images_per_s", r.images_per_s},
-                {"comm_wait_s", 0.1},
-                {"grad_norm", 1.0},
-                {"replicas", r.replicas},
-                {"global_batch", r.per_replica * r.replicas}};
-    if (i < r.noise_scale.size())
-      rec["grad_noise_scale"] = std::isfinite(r.noise_scale[i]) ? json(r.noise_scale[i]) : json();
-    if (i < r.grad_sq.size()) rec["gns_grad_sq_ema"] = r.grad_sq[i];
-    if (r.comm_bytes >= 0) rec["comm_bytes"] = static_cast<int64_t>(r.comm_bytes);  // an integer, as ddplab writes it
-    if (r.host_cpu_wait_pct >= 0) rec["host_cpu_wait_pct"] = r.host_cpu_wait_pct;
-    lines += rec.dump() + "\n";
-  }
-  write_file(dir / "epochs.jsonl", lines);
-  if (!r.steps.empty()) {
-    std::string step_lines;
-    for (const auto& s : r.steps) step_lines += s.dump() + "\n";
-    write_file(dir / "steps.jsonl", step_lines);
-  }
-  return dir;
-}
 
 ReportOptions options_for(const TempDir& tmp) {
   ReportOptions o;

@@ -236,6 +236,7 @@ EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   p.test_acc = r.test_acc;
   p.wall_s = r.wall_s;
   p.images_per_s = r.images_per_s;
+  p.comm_wait_s = r.comm_wait_s;
   p.grad_noise_scale = r.grad_noise_scale.value_or(kNaN);
   // A record older than the field has no byte count: unknown, not 0.
   p.comm_bytes = has_comm_bytes ? static_cast<double>(r.comm_bytes) : kNaN;

@@ -60,6 +60,7 @@ struct EpochPoint {
   int64_t step = 0;  // global optimizer steps at the epoch's end
   double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
   double wall_s = 0, images_per_s = 0;
+  double comm_wait_s = 0;       // rank 0's time blocked on gradient all-reduces this epoch
   double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
   double comm_bytes = 0;        // bytes rank 0 sent this epoch (NaN in records older than the field)
   double gns_grad_sq_ema = 0;   // the |G|^2 estimate behind grad_noise_scale (NaN when not logged)

@@ -1,0 +1,37 @@
+// Fake run directories for the tests of the readers of run directories (report, tensorboard):
+// spec.json, manifest.json, epochs.jsonl and steps.jsonl as rundir/run_log.h lays them out,
+// without training.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddplab::testing {
+
+struct FakeRun {
+  std::string name = "exp";
+  int replicas = 1;
+  std::string scale_rule = "none";
+  int per_replica = 64;
+  int seed = 1;
+  std::string status = "done";
+  std::vector<double> test_acc = {0.5, 0.7, 0.8};
+  double images_per_s = 100;
+  std::string run_id;                                    // default: the sweep-style id
+  std::vector<double> noise_scale;                       // grad_noise_scale per epoch (NaN: null); empty: field absent
+  double comm_bytes = -1;                                // comm_bytes of every epoch; < 0: field absent
+  int threads = 0;                                       // replicas.threads in spec.json; 0: absent
+  std::vector<double> grad_sq;                           // gns_grad_sq_ema per epoch; empty: field absent
+  nlohmann::json spec_patch = nlohmann::json::object();  // merged into spec.json (merge_patch)
+  std::vector<nlohmann::json> steps;                     // lines of steps.jsonl; empty: no file
+  double host_cpu_wait_pct = -1;                         // of every epoch; < 0: field absent
+  double wall_per_epoch = 12.0;                          // wall_s of epoch k is k x this
+};
+
+// Writes <root>/<name>/<run-id>/{spec.json, manifest.json, epochs.jsonl, steps.jsonl (when r.steps
+// is not empty)} the way rundir/run_log.h lays them out; returns the run directory.
+std::filesystem::path write_run(const std::filesystem::path& root, const FakeRun& r);
+
+}  // namespace ddplab::testing
