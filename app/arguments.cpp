@@ -34,6 +34,20 @@ void add_pack_options(CLI::App* run, Arguments& a) {
   run->add_option("--run-id", a.run_id, "Run directory name of a spec without sweep keys (default seed=<seed>)");
 }
 
+// `ddplab export tensorboard`: lib/ddplab/tensorboard/export.h.
+CLI::App* add_export_command(CLI::App& app, Arguments& a) {
+  CLI::App* exp = app.add_subcommand("export", "Write runs in another tool's format (tensorboard)");
+  exp->require_subcommand(1);
+  CLI::App* tb = exp->add_subcommand(
+      "tensorboard",
+      "TensorBoard event files with HParams, one per run, under OUT/<experiment>/<run_id>/; the x axis is samples "
+      "seen (docs/tensorboard.md). The runs are only read");
+  tb->add_option("dirs", a.export_dirs, "Run or experiment directories (searched recursively)")->required();
+  tb->add_option("--out", a.export_out, "Where to write (then: tensorboard --logdir OUT); not inside a run")
+      ->required();
+  return tb;
+}
+
 }  // namespace
 
 Commands add_commands(CLI::App& app, Arguments& a) {
@@ -74,6 +88,7 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.status->add_option(
       "dir", a.status_dir,
       "Experiment (runs/<name>) or run directory; default: the spec's default output, " + a.status_dir);
+  c.export_tensorboard = add_export_command(app, a);
   return c;
 }
 

@@ -24,7 +24,9 @@ struct Arguments {
   std::string status_dir;
   std::vector<std::string> report_dirs;
   std::string report_out;
-  runner::ReportFlags report_flags;  // --target, --target-loss, --equivalence-pts, --final-epochs
+  runner::ReportFlags report_flags;      // --target, --target-loss, --equivalence-pts, --final-epochs
+  std::vector<std::string> export_dirs;  // export tensorboard DIR...
+  std::string export_out;                // export tensorboard --out
 };
 
 struct Commands {
@@ -34,6 +36,7 @@ struct Commands {
   CLI::App* report;
   CLI::App* worker;
   CLI::App* status;
+  CLI::App* export_tensorboard;  // `export tensorboard` (a subcommand of `export`)
 };
 
 // Defines every subcommand and option on `app`, parsing into `a` (which must outlive `app`).

@@ -1,4 +1,5 @@
-// The ddplab command line: parses the arguments (CLI11) and hands each command to lib/ddplab/runner.
+// The ddplab command line: parses the arguments (CLI11) and hands each command to lib/ddplab/runner
+// (`export tensorboard` to lib/ddplab/tensorboard).
 // Exit codes: base/exit_codes.h (0 success, 2 user error, 1 runtime failure, 3 diverged, 128 + signal).
 #include <exception>
 #include <initializer_list>
@@ -19,6 +20,7 @@
 #include "ddplab/runner/status.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/runner/worker.h"
+#include "ddplab/tensorboard/export.h"
 
 using namespace ddplab;
 using ddplab::app::Arguments;
@@ -53,6 +55,17 @@ int run_command(const Commands& c, const Arguments& a) {
   return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
 }
 
+int export_tensorboard(const Arguments& a) {
+  tensorboard::ExportOptions options;
+  options.inputs.assign(a.export_dirs.begin(), a.export_dirs.end());
+  options.out_dir = a.export_out;
+  const tensorboard::ExportSummary summary = tensorboard::export_runs(options);
+  for (const auto& w : summary.warnings) runner::complain("warning: {}", w);
+  runner::say("ddplab: {} runs exported for TensorBoard under {} (tensorboard --logdir {})", summary.files.size(),
+              a.export_out, a.export_out);
+  return kExitOk;
+}
+
 int dispatch(const Commands& c, const Arguments& a) {
   if (c.schema->parsed()) {
     fmt::print("{}", schema_json());
@@ -62,6 +75,7 @@ int dispatch(const Commands& c, const Arguments& a) {
   if (c.status->parsed()) return runner::status_command(a.status_dir);
   if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_flags);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
+  if (c.export_tensorboard->parsed()) return export_tensorboard(a);
   return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }
 
