@@ -1490,6 +1490,40 @@ TEST(ReportAxes, StepRecordsGiveStepsToTargetLossAndTheTradeoffFit) {
             std::string::npos);
 }
 
+// B_crit with its interval over seeds: 5 seeds whose steps follow S = 1000 (1 + 300 / B) within
+// +-4% noise (less than the 9.6% by which samples grow from batch 32 to 64, so no seed is refused). The fit on the mean
+// and each seed's own fit land near 300, the resampled interval holds 300; steps whose samples fall with the batch are
+// refused, with the reason.
+TEST(ReportAxes, CriticalBatchIsFittedPerSeedWithAnIntervalOverSeeds) {
+  std::map<int64_t, std::map<double, double>> steps_by_seed;
+  std::mt19937_64 draw(7);
+  std::uniform_real_distribution<double> noise(0.96, 1.04);
+  for (int64_t seed = 1; seed <= 5; ++seed)
+    for (double b : {32.0, 64.0, 128.0, 256.0, 512.0, 1024.0})
+      steps_by_seed[seed][b] = 1000 * (1 + 300 / b) * noise(draw);
+  const CriticalBatchEstimate e = estimate_critical_batch(steps_by_seed, 0.45);
+  ASSERT_TRUE(e.fit) << e.refusal;
+  EXPECT_NEAR(e.fit->b_crit, 300, 0.25 * 300);
+  EXPECT_EQ(e.seeds, 5);
+  ASSERT_EQ(e.per_seed.size(), 5u);
+  for (double b : e.per_seed) EXPECT_NEAR(b, 300, 0.5 * 300);
+  EXPECT_LT(e.low, 300);
+  EXPECT_GT(e.high, 300);
+  EXPECT_LT(e.high - e.low, 300) << "five seeds pin it down to well within a factor of two";
+  EXPECT_EQ(e.resamples, kCriticalBatchResamples);
+
+  std::map<int64_t, std::map<double, double>> held_back = {{1, {{32, 3000}, {64, 700}, {128, 300}}},
+                                                           {2, {{32, 2800}, {64, 720}, {128, 310}}}};
+  const CriticalBatchEstimate refused = estimate_critical_batch(held_back, 0.45);
+  EXPECT_FALSE(refused.fit);
+  EXPECT_NE(refused.refusal.find("samples to target fall from"), std::string::npos) << refused.refusal;
+  EXPECT_EQ(refused.seeds_refused, 2);
+  const auto targets = critical_batch_targets(0.45);
+  ASSERT_EQ(targets.size(), 3u);
+  EXPECT_NEAR(targets[1], 0.6, 1e-12);
+  EXPECT_NEAR(targets[2], 0.75, 1e-12);
+}
+
 // Two numeric swept settings (lr x per-replica batch, 2 seeds each): a heatmap of the metric, and
 // the accuracy-vs-batch chart draws one line per lr.
 TEST(ReportAxes, TwoNumericSettingsGiveAHeatmapAndALinePerOtherSetting) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -377,6 +378,97 @@ std::vector<NamedChart> axis_charts(const ReportData& d) {
   if (varies(d, global_batch))
     if (auto chart = batch_tradeoff(d)) out.push_back(std::move(*chart));
   if (auto chart = metric_heatmap(d)) out.push_back(std::move(*chart));
+  return out;
+}
+
+namespace {
+
+// The steps per batch averaged over `seeds` (one seed may be drawn several times).
+std::pair<std::vector<double>, std::vector<double>> mean_steps(
+    const std::vector<const std::map<double, double>*>& seeds) {
+  std::map<double, std::vector<double>> at;
+  for (const auto* s : seeds)
+    for (const auto& [batch, steps] : *s) at[batch].push_back(steps);
+  std::vector<double> batches, steps;
+  for (const auto& [batch, xs] : at) batches.push_back(batch), steps.push_back(mean(xs));
+  return {batches, steps};
+}
+
+double percentile(std::vector<double> xs, double q) {
+  if (xs.empty()) return kNaN;
+  std::sort(xs.begin(), xs.end());
+  const double at = q * static_cast<double>(xs.size() - 1);
+  const auto i = static_cast<size_t>(at);
+  return i + 1 < xs.size() ? xs[i] + (at - static_cast<double>(i)) * (xs[i + 1] - xs[i]) : xs[i];
+}
+
+void resample_seeds(const std::vector<const std::map<double, double>*>& seeds, CriticalBatchEstimate& e) {
+  std::mt19937_64 draw(1);
+  std::vector<double> b_crit;
+  for (int r = 0; r < kCriticalBatchResamples; ++r) {
+    std::vector<const std::map<double, double>*> drawn;
+    for (size_t i = 0; i < seeds.size(); ++i) drawn.push_back(seeds[draw() % seeds.size()]);
+    const auto [batches, steps] = mean_steps(drawn);
+    if (const auto fit = fit_batch_tradeoff(batches, steps))
+      b_crit.push_back(fit->b_crit);
+    else
+      ++e.resamples_refused;
+  }
+  e.resamples = kCriticalBatchResamples;
+  e.low = percentile(b_crit, 0.025);
+  e.high = percentile(b_crit, 0.975);
+}
+
+}  // namespace
+
+CriticalBatchEstimate estimate_critical_batch(const std::map<int64_t, std::map<double, double>>& steps_by_seed,
+                                              double target) {
+  CriticalBatchEstimate e;
+  e.target = target;
+  e.low = e.high = kNaN;
+  std::vector<const std::map<double, double>*> seeds;
+  for (const auto& [seed, steps] : steps_by_seed) {
+    if (steps.size() < 2) continue;
+    seeds.push_back(&steps);
+    std::vector<double> batches, s;
+    for (const auto& [b, st] : steps) batches.push_back(b), s.push_back(st);
+    if (const auto fit = fit_batch_tradeoff(batches, s))
+      e.per_seed.push_back(fit->b_crit);
+    else
+      ++e.seeds_refused;
+  }
+  e.seeds = static_cast<int>(seeds.size());
+  const auto [batches, steps] = mean_steps(seeds);
+  e.refusal = tradeoff_refusal(batches, steps);
+  if (batches.size() < 2 && e.refusal.empty()) e.refusal = "fewer than 2 global batches reached the target";
+  e.fit = fit_batch_tradeoff(batches, steps);
+  if (!e.fit && e.refusal.empty()) e.refusal = "the steps do not fall as the batch grows";
+  if (seeds.size() >= 2) resample_seeds(seeds, e);
+  return e;
+}
+
+std::vector<double> critical_batch_targets(double target_loss) {
+  return {target_loss, target_loss * 4 / 3, target_loss * 5 / 3};
+}
+
+std::vector<std::pair<std::string, CriticalBatchEstimate>> critical_batch_estimates(const ReportData& d) {
+  std::vector<std::pair<std::string, CriticalBatchEstimate>> out;
+  if (!d.target_loss) return out;
+  for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
+    for (double target : critical_batch_targets(*d.target_loss)) {
+      std::map<int64_t, std::map<double, double>> steps_by_seed;
+      for (size_t gi : groups)
+        for (size_t ri : d.groups[gi].runs) {
+          const RunData& r = d.runs[ri];
+          const rundir::StepRecord* p = r.finished() ? r.steps_to_loss(target) : nullptr;
+          if (p == nullptr) continue;
+          const int64_t seed = r.spec.is_object() ? r.spec.value("seed", int64_t{0}) : 0;
+          steps_by_seed[seed][global_batch(d.groups[gi])] = static_cast<double>(p->step);
+        }
+      out.emplace_back(label.empty() ? std::string("all groups") : label,
+                       estimate_critical_batch(steps_by_seed, target));
+    }
+  }
   return out;
 }
 

@@ -614,6 +614,35 @@ std::string html_summary(const ReportData& d) {
   return o + fmt::format("<p class=\"note\">{}</p>\n", escape_html(kAxisNote));
 }
 
+// B_crit per line and target, with its interval over seeds, or why the model refuses.
+Table critical_batch_table(const ReportData& d) {
+  Table t = {{"line", "target training loss", "seeds", "B_crit (fit on the mean over seeds)",
+              "95% interval (resampled seeds)", "each seed's own fit", "note"}};
+  for (const auto& [line, e] : critical_batch_estimates(d)) {
+    std::vector<std::string> per_seed;
+    for (double b : e.per_seed) per_seed.push_back(fixed(b, 0));
+    std::string note = e.fit ? std::string() : fmt::format("no fit: {}", e.refusal);
+    if (e.seeds_refused > 0)
+      note += fmt::format("{}{} of {} seeds refused on their own", note.empty() ? "" : "; ", e.seeds_refused, e.seeds);
+    if (e.resamples_refused > 0)
+      note += fmt::format("{}{} of {} resamples refused", note.empty() ? "" : "; ", e.resamples_refused, e.resamples);
+    const std::string interval =
+        std::isfinite(e.low) ? fmt::format("{}\xE2\x80\x93{}", fixed(e.low, 0), fixed(e.high, 0)) : kDash;
+    t.push_back({line, fmt::format("{:.3g}", e.target), fmt::format("{}", e.seeds),
+                 e.fit ? fixed(e.fit->b_crit, 0) : kDash, interval,
+                 per_seed.empty() ? kDash : fmt::format("{}", fmt::join(per_seed, ", ")), note.empty() ? kDash : note});
+  }
+  return t;
+}
+
+const char* const kCriticalBatchNote =
+    "McCandlish et al.'s model of steps to a target, S = S_min (1 + B_crit / B), fitted by least squares of S on 1 / "
+    "B, at report.target_loss and two easier targets (4/3 and 5/3 of it): B_crit moves with the target, so one "
+    "target does not measure it. Steps to a target are read from the curve (the windowed step records). The interval "
+    "resamples the seeds with replacement (2000 times) and fits each resample's mean steps. The model needs the "
+    "samples to the target, S x B, to grow with B; where they fall (an lr tuned for another batch, most often) the fit "
+    "is refused and the reason given. See docs/report.md.";
+
 // The groups, their comparisons and, when logged, the noise scale.
 std::string html_tables(const ReportData& d) {
   std::string o = fmt::format("<h2>Groups</h2>\n{}", html_table(groups_table(d), "groups"));
@@ -636,6 +665,10 @@ std::string html_tables(const ReportData& d) {
                      html_table(noise_scale_table(d), "noise-scale"));
     o += fmt::format("<p class=\"note\">{}</p>\n", escape_html(kNoiseScaleNote));
   }
+  if (const Table t = critical_batch_table(d); t.size() > 1)
+    o += fmt::format(
+        "<h2>Critical batch: steps to a training loss against the global batch</h2>\n{}<p class=\"note\">{}</p>\n",
+        html_table(t, "critical-batch"), escape_html(kCriticalBatchNote));
   return o;
 }
 }  // namespace
@@ -686,6 +719,9 @@ std::string render_markdown(const ReportData& d) {
   if (any_noise_scale(d))
     o += fmt::format("## Gradient noise scale: how many replicas pay off?\n\n{}\n{}\n\n",
                      md_table(noise_scale_table(d)), kNoiseScaleNote);
+  if (const Table t = critical_batch_table(d); t.size() > 1)
+    o += fmt::format("## Critical batch: steps to a training loss against the global batch\n\n{}\n{}\n\n", md_table(t),
+                     kCriticalBatchNote);
   o += "## Charts\n\n";
   for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
   o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), kBestNote);

@@ -32,6 +32,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -260,6 +261,33 @@ std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& ba
 // batch, most often), and a fitted B_crit would measure that: "samples to target fall from
 // 663,552 at batch 32 to 520,192 at batch 256".
 std::string tradeoff_refusal(const std::vector<double>& batch, const std::vector<double>& steps);
+
+// B_crit at one training-loss target with its uncertainty over seeds (issue 31 item 3): each
+// seed's own fit, the fit on the mean steps over seeds, and a percentile interval from resampling
+// the seeds. `steps_by_seed`: seed -> global batch -> steps to the target (a seed that did not
+// reach it at a batch is absent there).
+struct CriticalBatchEstimate {
+  double target = 0;                    // the training loss
+  int seeds = 0;                        // seeds with steps at 2+ batches
+  std::optional<BatchTradeoffFit> fit;  // on the mean steps per batch over the seeds
+  std::string refusal;                  // why `fit` is empty (tradeoff_refusal, or too few batches)
+  std::vector<double> per_seed;         // each seed's own B_crit, seed order (refused seeds left out)
+  int seeds_refused = 0;                // seeds whose own measurements the model refuses
+  double low = 0, high = 0;             // 2.5 and 97.5 percentiles of B_crit over the resamples (NaN: none)
+  int resamples = 0, resamples_refused = 0;
+};
+// kCriticalBatchResamples resamples of the seeds with replacement (std::mt19937_64 seeded with 1,
+// an index drawn as draw() % seeds, so every toolchain draws the same), each fitted on its mean
+// steps per batch; a resample the model refuses counts in resamples_refused and adds no B_crit.
+constexpr int kCriticalBatchResamples = 2000;
+CriticalBatchEstimate estimate_critical_batch(const std::map<int64_t, std::map<double, double>>& steps_by_seed,
+                                              double target);
+// The training-loss targets the report fits B_crit at: report.target_loss T, and the easier 4/3 T
+// and 5/3 T (where B_crit moves with the target, one target is no measurement of it).
+std::vector<double> critical_batch_targets(double target_loss);
+// For each line of groups over the global batch (the other swept settings fixed) and each target:
+// the estimate from the finished runs' step records. Empty without report.target_loss.
+std::vector<std::pair<std::string, CriticalBatchEstimate>> critical_batch_estimates(const ReportData& data);
 
 // What more replicas buy at this global batch, given the noise scale (McCandlish et al. 2018:
 // steps to a given loss ~ S_min (1 + B_noise / B), samples ~ E_min (1 + B / B_noise)).
