@@ -1524,6 +1524,25 @@ TEST(ReportAxes, CriticalBatchIsFittedPerSeedWithAnIntervalOverSeeds) {
   EXPECT_NEAR(targets[2], 0.75, 1e-12);
 }
 
+// A batch with one seed left (the other collapsed) has a point but no error bar; it used to get
+// one from 0 to 100 points (a NaN half-width clamped into the metric's range).
+TEST(ReportAxes, ABatchWithOneSeedHasNoErrorBar) {
+  TempDir tmp;
+  for (int per_replica : {64, 128})
+    for (int seed = 1; seed <= 2; ++seed) {
+      FakeRun r;
+      r.seed = seed;
+      r.per_replica = per_replica;
+      r.run_id = fmt::format("b={},seed={}", per_replica, seed);
+      r.test_acc = {0.5, per_replica == 128 && seed == 2 ? 0.10 : 0.80 + 0.01 * seed};
+      write_run(tmp.path() / "runs", r);
+    }
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string svg = read_file(o.out_dir / "acc_vs_batch.svg");
+  EXPECT_EQ(count_of(svg, "class=\"error-bar\""), 1u) << svg;
+}
+
 // Two numeric swept settings (lr x per-replica batch, 2 seeds each): a heatmap of the metric, and
 // the accuracy-vs-batch chart draws one line per lr.
 TEST(ReportAxes, TwoNumericSettingsGiveAHeatmapAndALinePerOtherSetting) {

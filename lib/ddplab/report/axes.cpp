@@ -194,8 +194,10 @@ NamedChart accuracy_vs_batch(const ReportData& d) {
       const double n = static_cast<double>(values.size()), m = mean(values);
       const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * sample_std(values) / std::sqrt(n) : kNaN;
       // An accuracy lies in [0, 100] points: an interval from 2 seeds (t = 12.7) may reach past it.
+      // One seed has no interval, and no bar (not one from 0 to 100).
       s.x.push_back(batch), s.y.push_back(m);
-      s.err_lo.push_back(std::max(0.0, m - half)), s.err_hi.push_back(std::min(100.0, m + half));
+      s.err_lo.push_back(std::isfinite(half) ? std::max(0.0, m - half) : kNaN);
+      s.err_hi.push_back(std::isfinite(half) ? std::min(100.0, m + half) : kNaN);
     }
     chart.series.push_back(std::move(s));
   }
