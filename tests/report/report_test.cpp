@@ -820,6 +820,12 @@ TEST(Report, CollapsedAndDivergedRunsAreCountedNotAveraged) {
   const std::string md = read_file(o.out_dir / "report.md");
   EXPECT_NE(md.find("| replicas.count=2 | 2 of 4 runs (1 collapsed, 1 diverged) |"), std::string::npos) << md;
   EXPECT_NE(md.find("(A: 3 of 3 runs; B: 2 of 4 runs (1 collapsed, 1 diverged))"), std::string::npos) << md;
+  const std::string groups = read_file(o.out_dir / "groups.csv");
+  EXPECT_NE(groups.find(",collapsed,diverged\n"), std::string::npos) << groups;
+  EXPECT_NE(groups.find(",1,1\n"), std::string::npos) << "B's counts close its row: " << groups;
+  const std::string comparisons = read_file(o.out_dir / "comparisons.csv");
+  EXPECT_NE(comparisons.find(",bad_runs_p\n"), std::string::npos);
+  EXPECT_NE(comparisons.find(",0.4285714286\n"), std::string::npos) << comparisons;
 }
 
 // Equivalent with the 90% interval 0.03 points inside the +-0.5 margin (95% interval across 0): borderline, and the

@@ -762,8 +762,8 @@ std::string groups_csv_stats(const GroupStats& g) {
   o += fmt::format("{},{},{},{},{},{},{},", g.replicas, g.per_replica_batch, g.global_batch,
                    csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
                    g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
-  o += fmt::format("{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
-                   csv_num(g.test_sampling_error_pts));
+  o += fmt::format("{},{},{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
+                   csv_num(g.test_sampling_error_pts), g.collapsed, g.diverged);
   return o;
 }
 }  // namespace
@@ -774,7 +774,8 @@ std::string render_groups_csv(const ReportData& d) {
   o += ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
        "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
        "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
-       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency,test_samples,test_set_se_pts\n";
+       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency,test_samples,test_set_se_pts,"
+       "collapsed,diverged\n";
   for (const auto& g : d.groups) {
     o += csv_field(g.label);
     for (const auto& k : d.differing_keys) {
@@ -789,7 +790,7 @@ std::string render_groups_csv(const ReportData& d) {
 std::string render_comparisons_csv(const ReportData& d) {
   std::string o =
       "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
-      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high\n";
+      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high,bad_runs_p\n";
   const std::string metric =
       d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
   for (const auto& c : d.comparisons) {
@@ -800,9 +801,9 @@ std::string render_comparisons_csv(const ReportData& d) {
     o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
                      s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
                      csv_field(verdict_text(c)), csv_field(c.sentence));
-    o += fmt::format("{},{},{},{}\n", s.borderline ? "true" : "false",
+    o += fmt::format("{},{},{},{},{}\n", s.borderline ? "true" : "false",
                      s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "", csv_num(s.ci90_low),
-                     csv_num(s.ci90_high));
+                     csv_num(s.ci90_high), c.bad_runs_p ? csv_num(*c.bad_runs_p) : "");
   }
   return o;
 }
