@@ -634,14 +634,16 @@ std::vector<std::string> keys_between(const ReportData& data, const GroupStats& 
 // The measured counterpart of the noise scale's prediction: the steps to report.target_loss that
 // doubling the global batch saved, against a group that differs only in how the batch is made.
 void measured_steps_saved(ReportData& data) {
-  static const std::set<std::string> batch_keys = {"batch.per_replica", "batch.global", "replicas.count",
-                                                   "replicas.threads"};
+  // replicas.threads too: its default splits the cores over the replicas, so it moves with them.
+  const auto makes_the_batch = [](const std::string& k) {
+    return k == "replicas.threads" || std::count(kBatchKeys.begin(), kBatchKeys.end(), k) > 0;
+  };
   for (auto& g : data.groups) {
     if (g.target_loss_reached == 0) continue;
     for (const auto& h : data.groups) {
       if (h.global_batch != 2 * g.global_batch || h.target_loss_reached == 0) continue;
       const auto keys = keys_between(data, g, h);
-      if (std::all_of(keys.begin(), keys.end(), [](const std::string& k) { return batch_keys.count(k) > 0; })) {
+      if (std::all_of(keys.begin(), keys.end(), makes_the_batch)) {
         g.measured_steps_saved = 1 - h.target_loss_steps / g.target_loss_steps;
         break;
       }
@@ -852,17 +854,6 @@ std::vector<std::string> follower_notes(const std::vector<std::string>& follower
   return out;
 }
 
-// The median of the finite `values`; NaN when none is.
-double median_of(const std::vector<double>& values) {
-  std::vector<double> xs;
-  for (double v : values)
-    if (std::isfinite(v)) xs.push_back(v);
-  if (xs.empty()) return kNaN;
-  std::sort(xs.begin(), xs.end());
-  const size_t m = xs.size() / 2;
-  return xs.size() % 2 ? xs[m] : (xs[m - 1] + xs[m]) / 2;
-}
-
 // A warning for each finished run whose host load (CPU wait or steal) differs from the median of
 // its group's finished runs by more than kHostLoadFlagPts (of two runs, both when they differ by
 // twice that: which one is off cannot be told).
@@ -876,7 +867,7 @@ void host_load_warnings(ReportData& data) {
     for (const auto& [what, measure] : measures) {
       std::vector<double> values;
       for (size_t ri : runs) values.push_back((data.runs[ri].*measure)());
-      const double median = median_of(values);
+      const double median = percentile(values, 0.5);
       for (size_t i = 0; i < runs.size(); ++i) {
         if (!(std::abs(values[i] - median) > kHostLoadFlagPts)) continue;
         const RunData& r = data.runs[runs[i]];

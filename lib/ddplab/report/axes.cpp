@@ -117,10 +117,6 @@ std::optional<BatchTradeoffFit> fit_batch_tradeoff(const std::vector<double>& ba
 namespace {
 using GroupValue = std::function<double(const GroupStats&)>;
 
-// The settings that make up the global batch: a line over the global batch pools the groups that
-// reach one batch through different splits (2 x 64 and 1 x 128).
-const std::vector<std::string> kBatchKeys = {"replicas.count", "batch.per_replica", "batch.global"};
-
 // The groups with finished runs whose `x` is finite, by the label of the swept keys that `x`
 // does not determine (a key with one value per value of x, as replicas.count for the global batch
 // at a fixed per-replica batch, is part of x, not another line; so is every key of `part_of_x`).
@@ -394,14 +390,6 @@ std::pair<std::vector<double>, std::vector<double>> mean_steps(
   std::vector<double> batches, steps;
   for (const auto& [batch, xs] : at) batches.push_back(batch), steps.push_back(mean(xs));
   return {batches, steps};
-}
-
-double percentile(std::vector<double> xs, double q) {
-  if (xs.empty()) return kNaN;
-  std::sort(xs.begin(), xs.end());
-  const double at = q * static_cast<double>(xs.size() - 1);
-  const auto i = static_cast<size_t>(at);
-  return i + 1 < xs.size() ? xs[i] + (at - static_cast<double>(i)) * (xs[i + 1] - xs[i]) : xs[i];
 }
 
 void resample_seeds(const std::vector<const std::map<double, double>*>& seeds, CriticalBatchEstimate& e) {

@@ -71,6 +71,10 @@ struct EpochPoint {
   int64_t global_batch = 0;
 };
 
+// The settings that make up the global batch: a line over the global batch pools the groups that
+// reach one batch through different splits (2 x 64 and 1 x 128).
+inline const std::vector<std::string> kBatchKeys = {"replicas.count", "batch.per_replica", "batch.global"};
+
 // The window of RunData::steps_to_loss, in training samples.
 constexpr double kLossWindowSamples = 8192;
 

@@ -134,6 +134,18 @@ HolmResult holm_adjust(const std::vector<double>& p, double alpha) {
   return r;
 }
 
+double percentile(const std::vector<double>& xs, double q) {
+  std::vector<double> finite;
+  for (double x : xs)
+    if (std::isfinite(x)) finite.push_back(x);
+  if (finite.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(finite.begin(), finite.end());
+  const double at = q * static_cast<double>(finite.size() - 1);
+  const auto i = static_cast<size_t>(at);
+  if (i + 1 >= finite.size()) return finite[i];
+  return finite[i] + (at - static_cast<double>(i)) * (finite[i + 1] - finite[i]);
+}
+
 double fisher_exact_two_sided(int a_bad, int a_ok, int b_bad, int b_ok) {
   const int bad = a_bad + b_bad, n_a = a_bad + a_ok, n = n_a + b_bad + b_ok;
   const auto log_choose = [](int k, int r) {

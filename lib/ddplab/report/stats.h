@@ -12,6 +12,10 @@ namespace ddplab::report {
 double mean(const std::vector<double>& xs);
 // Sample standard deviation (divides by n - 1); 0 for n == 1, NaN for n == 0.
 double sample_std(const std::vector<double>& xs);
+// The q-quantile (0 <= q <= 1) of the finite values of `xs`, interpolated linearly between the
+// sorted values (q = 0.5: the median, the mean of the middle two for an even count); NaN when
+// none is finite.
+double percentile(const std::vector<double>& xs, double q);
 
 // I_x(a, b), the regularized incomplete beta function, for a, b > 0 and 0 <= x <= 1
 // (continued fraction, accurate to ~1e-12).
