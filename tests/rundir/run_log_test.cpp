@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "ddplab/base/error.h"
@@ -65,6 +66,8 @@ EpochRecord full_record() {
   r.replica_drift = 0.0625;
   r.host_cpu_wait_pct = 12.5;
   r.host_steal_pct = 0.25;
+  r.val_loss = 0.375;
+  r.val_acc = 0.8125;
   r.audit_warnings = {"update audit failed in epoch 3: parameter 'fc1.bias' did not change", "second"};
   return r;
 }
@@ -91,6 +94,8 @@ void expect_same(const EpochRecord& a, const EpochRecord& b) {
   EXPECT_EQ(a.global_batch, b.global_batch);
   EXPECT_EQ(a.host_cpu_wait_pct, b.host_cpu_wait_pct);
   EXPECT_EQ(a.host_steal_pct, b.host_steal_pct);
+  EXPECT_EQ(a.val_loss, b.val_loss);
+  EXPECT_EQ(a.val_acc, b.val_acc);
   EXPECT_EQ(a.audit_warnings, b.audit_warnings);
 }
 
@@ -131,6 +136,21 @@ TEST(RunLog, AuditWarningsAreWrittenOnlyWhenThereAreSome) {
   EXPECT_EQ(r.to_json().at("audit_warnings"), nlohmann::json::array({r.audit_warnings[0]}));
   EXPECT_EQ(EpochRecord::from_json(nlohmann::json::parse(r.to_json().dump())).audit_warnings, r.audit_warnings);
   EXPECT_EQ(r.csv_row(), csv_without) << "not a CSV column";
+}
+
+// Without a validation split the record has no val_ keys: such a run writes the records it wrote
+// before the fields existed. The CSV has the columns, empty.
+TEST(RunLog, ValidationMetricsAreWrittenOnlyWithASplit) {
+  EpochRecord r = record(2);
+  EXPECT_FALSE(r.to_json().contains("val_loss") || r.to_json().contains("val_acc"));
+  const std::string without = r.csv_row();
+  EXPECT_EQ(without.substr(without.size() - 4), ",,,,") << without;
+  r.val_loss = 0.5;
+  r.val_acc = 0.75;
+  const auto back = EpochRecord::from_json(nlohmann::json::parse(r.to_json().dump()));
+  EXPECT_EQ(back.val_loss, 0.5);
+  EXPECT_EQ(back.val_acc, 0.75);
+  EXPECT_EQ(r.csv_row(), without.substr(0, without.size() - 1) + "0.5,0.75");
 }
 
 TEST(RunLog, MalformedAuditWarningsAreNamed) {
@@ -247,11 +267,30 @@ TEST(RunLog, ResumeDropsTheStepRecordsAfterTheCheckpointsStep) {
   EXPECT_EQ(lines_of(epochs_file(run.dir())).size(), 1u);
 }
 
+// A run begun under an older header (fewer columns) goes on under today's: the CSV is made anew
+// from the records epochs.jsonl keeps.
+TEST(RunLog, ResumeWritesTheCsvAnewFromTheKeptRecords) {
+  TempDir tmp;
+  auto spec = make_spec(tmp);
+  RunLog run = RunLog::create(spec, false);
+  run.append(record(1));
+  run.append(record(2));
+  write_file_atomic(epochs_csv_file(run.dir()), "epoch,step\n1,100\n2,200\n");
+  write_file_atomic(checkpoint_file(run.dir()), "not read here");
+  run.update_manifest(
+      {{"status", "failed"}, {"checkpoint", {{"records", 1}, {"global_step", 100}, {"epochs_done", 1}}}});
+  ASSERT_TRUE(RunLog::resume(spec, "test").has_value());
+  const auto csv = lines_of(epochs_csv_file(run.dir()));
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_EQ(csv[0], fmt::format("{}", fmt::join(EpochRecord::csv_columns(), ",")));
+  EXPECT_EQ(csv[1], record(1).csv_row());
+}
+
 TEST(RunLog, CsvRowFormatsNumbersWithTenSignificantDigits) {
   EXPECT_EQ(full_record().csv_row(),
             "3,300,0.05,0.5,0.75,0.25,0.875,0.3333333333,12.5,123456789.1,0.125,2.5,1e-12,640.25,3.75,12345678901,"
-            "0.0625,2,128,12.5,0.25");
-  EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128,,");
+            "0.0625,2,128,12.5,0.25,0.375,0.8125");
+  EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128,,,,");
 }
 
 TEST(RunLog, UtcNowIsIso8601Utc) {

@@ -82,6 +82,8 @@ std::vector<std::string> string_array_field(const nlohmann::json& j, const char*
 
 nlohmann::json EpochRecord::to_json() const {
   nlohmann::json j = plain_json();
+  if (!val_loss) j.erase("val_loss");
+  if (!val_acc) j.erase("val_acc");
   if (!audit_warnings.empty()) j["audit_warnings"] = audit_warnings;
   return j;
 }
@@ -107,7 +109,9 @@ nlohmann::json EpochRecord::plain_json() const {
           {"replicas", replicas},
           {"global_batch", global_batch},
           {"host_cpu_wait_pct", optional_json(host_cpu_wait_pct)},
-          {"host_steal_pct", optional_json(host_steal_pct)}};
+          {"host_steal_pct", optional_json(host_steal_pct)},
+          {"val_loss", optional_json(val_loss)},
+          {"val_acc", optional_json(val_acc)}};
 }
 
 EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
@@ -134,6 +138,8 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.global_batch = integer_field<int64_t>(j, "global_batch");
   r.host_cpu_wait_pct = optional_field(j, "host_cpu_wait_pct");
   r.host_steal_pct = optional_field(j, "host_steal_pct");
+  r.val_loss = optional_field(j, "val_loss");
+  r.val_acc = optional_field(j, "val_acc");
   r.audit_warnings = string_array_field(j, "audit_warnings");
   return r;
 }
@@ -179,7 +185,9 @@ std::vector<std::string> EpochRecord::csv_columns() {
           "replicas",
           "global_batch",
           "host_cpu_wait_pct",
-          "host_steal_pct"};
+          "host_steal_pct",
+          "val_loss",
+          "val_acc"};
 }
 
 const std::vector<std::string>& EpochRecord::machine_fields() {
@@ -425,6 +433,21 @@ void keep_steps_through(const fs::path& file, int64_t last) {
   }
   write_file_atomic(file, text);
 }
+
+// epochs.csv made anew from the records epochs.jsonl keeps: a run begun before a column existed
+// goes on under today's header instead of appending rows longer than its own.
+void rewrite_epochs_csv(const fs::path& dir) {
+  std::ifstream in(epochs_file(dir));
+  std::string line, text = fmt::format("{}\n", fmt::join(EpochRecord::csv_columns(), ","));
+  for (int n = 1; std::getline(in, line); ++n) {
+    try {
+      fmt::format_to(std::back_inserter(text), "{}\n", EpochRecord::from_json(nlohmann::json::parse(line)).csv_row());
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{}:{}: {}", epochs_file(dir).string(), n, e.what()));
+    }
+  }
+  write_file_atomic(epochs_csv_file(dir), text);
+}
 }  // namespace
 
 nlohmann::json CheckpointMark::to_json() const {
@@ -460,7 +483,7 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
     write_file_atomic(file, text);
   };
   keep_lines(epochs_file(dir), keep);
-  keep_lines(epochs_csv_file(dir), keep + 1);
+  rewrite_epochs_csv(dir);
   keep_steps_through(steps_file(dir), mark.global_step);
   auto restarts = manifest.value("restarts", nlohmann::json::array());
   restarts.push_back({{"time", utc_now()},

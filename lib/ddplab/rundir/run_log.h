@@ -33,6 +33,10 @@ struct EpochRecord {
   double lr = 0;                         // at the last step of the epoch
   double train_loss = 0, train_acc = 0;  // sample-weighted over all replicas
   double test_loss = 0, test_acc = 0;
+  // dataset.validation: the held-out part of the training set (data/dataset.h, validation_split),
+  // evaluated like the test set. Null without a split; then epochs.jsonl has no such keys, so a run
+  // without one writes the records it wrote before the fields existed.
+  std::optional<double> val_loss, val_acc;
   double epoch_s = 0;       // training time of this epoch (evaluation excluded)
   double wall_s = 0;        // since the start of training, evaluation included
   double images_per_s = 0;  // global training images / epoch_s
@@ -75,8 +79,9 @@ struct EpochRecord {
   // for the optional ones. The fields added after the first records were written may be absent
   // (older run directories): grad_noise_scale, gns_trace_ema, gns_grad_sq_ema, replica_drift,
   // host_cpu_wait_pct and host_steal_pct then read as null, comm_bytes as 0; audit_warnings (an array of strings) may
-  // be absent too (none). Other keys are ignored. Throws ddplab::Error naming the field and what was expected ("lr:
-  // expected a number, got \"fast\""); the caller adds the file and line.
+  // be absent too (none); val_loss and val_acc are absent without a validation split. Other keys are ignored. Throws
+  // ddplab::Error naming the field and what was expected ("lr: expected a number, got \"fast\""); the caller adds the
+  // file and line.
   static EpochRecord from_json(const nlohmann::json& j);
   static std::vector<std::string> csv_columns();
   // The fields that describe the machine rather than the training: epoch_s, wall_s, images_per_s,
