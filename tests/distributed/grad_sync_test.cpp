@@ -62,6 +62,32 @@ TEST(GradSync, SmallModelFitsInOneBucket) {
   EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
 }
 
+// A bucket holds one dtype (DDP's per-dtype buckets); before, a float64 parameter's gradient was a
+// view into a float32 bucket. Two ranks reduce both dtypes, each gradient in its parameter's dtype.
+TEST(GradSync, EachDtypeFillsBucketsOfItsOwn) {
+  std::vector<std::vector<size_t>> layout(2);
+  std::vector<std::vector<double>> grads(2);
+  testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
+    const int r = comm->rank;
+    auto a = torch::zeros({3}, torch::requires_grad());
+    auto b = torch::zeros({2}, torch::dtype(torch::kFloat64).requires_grad(true));
+    auto c = torch::zeros({4}, torch::requires_grad());
+    GradSync sync({a, b, c}, comm);
+    EXPECT_EQ(sync.bucket_count(), 2);
+    for (int k = 0; k < sync.bucket_count(); ++k)
+      for (size_t i : sync.bucket_params(k)) layout[r].push_back(i);
+    sync.prepare_for_backward();
+    ((a * (r + 1.0)).sum() + (b * (10.0 * (r + 1))).sum() + (c * 100.0).sum()).backward();
+    sync.finalize();
+    EXPECT_EQ(b.grad().scalar_type(), torch::kFloat64);
+    grads[r] = {a.grad()[0].item<double>(), b.grad()[1].item<double>(), c.grad()[3].item<double>()};
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(layout[r], (std::vector<size_t>{2, 0, 1})) << "rank " << r;
+    EXPECT_EQ(grads[r], (std::vector<double>{1.5, 15.0, 100.0})) << "rank " << r;  // the means over ranks
+  }
+}
+
 // A checkpoint's layout (rebuilt_layout()) rebuilds the buckets in its order; a layout that is
 // not a permutation of this model's parameters is refused.
 TEST(GradSync, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {

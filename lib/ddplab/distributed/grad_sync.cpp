@@ -1,5 +1,7 @@
 #include "ddplab/distributed/grad_sync.h"
 
+#include <map>
+
 #include <fmt/format.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -52,17 +54,22 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
   auto cap_bytes = [&](size_t b) {
     return static_cast<int64_t>((b == 0 ? options_.first_bucket_mb : options_.bucket_mb) * 1024 * 1024);
   };
-  std::vector<std::vector<size_t>> groups(1);
-  int64_t bytes = 0;
+  // One open group per dtype; a group that reaches its cap is closed and the next one of its
+  // dtype opens. Groups are numbered as they open, which orders them by their first parameter.
+  std::vector<std::vector<size_t>> groups;
+  std::vector<int64_t> bytes;
+  std::map<at::ScalarType, size_t> open;
   for (size_t i : order) {
-    if (!groups.back().empty() && bytes >= cap_bytes(groups.size() - 1)) {
+    const auto it = open.find(params_[i].scalar_type());
+    if (it == open.end() || bytes[it->second] >= cap_bytes(it->second)) {
+      open[params_[i].scalar_type()] = groups.size();
       groups.emplace_back();
-      bytes = 0;
+      bytes.push_back(0);
     }
-    groups.back().push_back(i);
-    bytes += params_[i].numel() * params_[i].element_size();
+    const size_t g = open[params_[i].scalar_type()];
+    groups[g].push_back(i);
+    bytes[g] += params_[i].numel() * params_[i].element_size();
   }
-  if (groups.back().empty()) groups.pop_back();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     auto& g = groups[gi];
     Bucket b;

@@ -4,6 +4,8 @@
 // Buckets: parameters are taken in reverse registration order (roughly the order backward
 // produces their gradients) and packed into flat buffers; the first bucket is capped at
 // `first_bucket_mb` (1 MiB, DDP's kDefaultFirstBucketBytes), the others at `bucket_mb` (25).
+// A bucket holds one dtype: as DDP's compute_bucket_assignment_by_size, each dtype fills buckets
+// of its own, ordered by the first parameter each takes.
 // Each parameter's .grad is a view into its bucket (DDP's gradient_as_bucket_view=True), so
 // there is no copy and no allocation per step.
 //
