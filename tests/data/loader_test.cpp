@@ -167,6 +167,39 @@ TEST(Loader, PrefetchedBatchesEqualMakeBatchOnExpectedIndices) {
   }
 }
 
+// dataset.shard "strided": rank r's batch t is what torch's DistributedSampler (indices[r::W] of
+// the epoch's order) and a DataLoader of batch G/W give it; a process simulating the W replicas
+// gets those shares one after the other.
+TEST(Loader, StridedSharesAreDistributedSamplersAndASimulatingProcessGetsThemInReplicaOrder) {
+  DatasetPair d = synthetic(300);
+  const int64_t g = 12, seed = 9, epoch = 2, b = 4;
+  const int world = 3;
+  const auto perm = epoch_permutation(300, seed, epoch);
+  const auto sampler = [&](int rank) { return perm.slice(0, rank, 300, world); };  // indices[rank::world]
+  TrainLoader all(d, none(d), g, 0, 1, seed, config::DataOrder::kIndependent, 2, false, world);
+  all.start_epoch(epoch);
+  std::vector<std::unique_ptr<TrainLoader>> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(
+        std::make_unique<TrainLoader>(d, none(d), g, r, world, seed, config::DataOrder::kIndependent, 2, false, world));
+    ranks.back()->start_epoch(epoch);
+  }
+  for (int64_t t = 0; t < all.steps_per_epoch(); ++t) {
+    std::vector<at::Tensor> shares;
+    for (int r = 0; r < world; ++r) {
+      const auto want = make_batch(d.train, sampler(r).slice(0, t * b, (t + 1) * b), *none(d), true);
+      const auto got = ranks[static_cast<size_t>(r)]->next();
+      ASSERT_TRUE(got.has_value());
+      EXPECT_TRUE(torch::equal(got->y, want.y)) << "rank " << r << " step " << t;
+      EXPECT_TRUE(torch::equal(got->x, want.x)) << "rank " << r << " step " << t;
+      shares.push_back(want.y);
+    }
+    const auto simulated = all.next();
+    ASSERT_TRUE(simulated.has_value());
+    EXPECT_TRUE(torch::equal(simulated->y, torch::cat(shares))) << "step " << t;
+  }
+}
+
 TEST(Loader, FirstStepResumesAtTheRightBatch) {
   DatasetPair d = synthetic(100);
   TrainLoader full(d, none(d), 10, 0, 1, 5);

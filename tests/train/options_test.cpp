@@ -23,6 +23,7 @@ TEST(Options, DatasetOptionsDefaultAsTheSpec) {
   EXPECT_EQ(own.root, from_spec.root);
   EXPECT_EQ(own.train_limit, from_spec.train_limit);
   EXPECT_EQ(own.test_limit, from_spec.test_limit);
+  EXPECT_EQ(own.validation, from_spec.validation);
 }
 
 TEST(Options, GradSyncOptionsDefaultAsTheSpec) {

@@ -13,6 +13,8 @@ namespace ddplab::config {
 enum class DatasetName { kFashionMnist, kMnist, kIdx, kCifar10, kCifar100 };
 enum class Augment { kNone, kStandard, kTfTutorial };  // data/transform.h
 enum class DataOrder { kIndependent, kTorchSampler };  // data/loader.h: how an epoch's order is seeded
+enum class DataShard { kContiguous, kStrided };        // data/loader.h: which replica takes which sample
+enum class StopMetric { kValLoss, kValAcc };           // train/early_stop.h: what chooses the best epoch
 enum class ModelName { kMnistCnn, kMlp, kCifarTfCnn, kResnet20 };
 enum class OptimizerName { kSgd, kAdam, kAdamw };
 enum class ScaleRule { kNone, kLinear, kSqrt };  // lr x 1, k, sqrt(k) for k = global / base batch
@@ -50,6 +52,14 @@ struct SettingNames<Augment> {
 template <>
 struct SettingNames<DataOrder> {
   static constexpr std::array names{"independent", "torch_sampler"};
+};
+template <>
+struct SettingNames<DataShard> {
+  static constexpr std::array names{"contiguous", "strided"};
+};
+template <>
+struct SettingNames<StopMetric> {
+  static constexpr std::array names{"val_loss", "val_acc"};
 };
 template <>
 struct SettingNames<ModelName> {

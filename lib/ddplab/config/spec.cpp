@@ -383,6 +383,15 @@ void check_sync(const json& doc, int64_t count) {
   }
 }
 
+// Stopping early chooses on the validation split; without one there is nothing to choose on.
+void check_early_stop(const json& doc) {
+  if (doc["early_stop"]["patience"] != 0 && doc["dataset"]["validation"] == 0)
+    throw Error(
+        "/early_stop/patience: stopping early needs a validation split to choose on (dataset.validation, a "
+        "fraction or a count of training samples), got patience " +
+        doc["early_stop"]["patience"].dump() + " and no split");
+}
+
 // Each replica's batch is split into accumulate_steps micro-batches of equal size.
 void check_accumulate_steps(const json& batch, int64_t count) {
   const int64_t per_replica =
@@ -416,6 +425,7 @@ void check_cross_fields(json& doc) {
   check_dataset_root(doc["dataset"]);
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
   check_sync(doc, count);
+  check_early_stop(doc);
   slurm_options(doc);  // throws on a bad value, so `validate` reports it as `run --launcher slurm` would
   if (replicas["threads"].get<int64_t>() == 0) {
     const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());

@@ -28,6 +28,14 @@ struct DatasetSpec {
   int64_t test_limit = 0;                     // 0: all
   Augment augment = Augment::kNone;           // data/transform.h
   DataOrder order = DataOrder::kIndependent;  // data/loader.h epoch_permutation
+  DataShard shard = DataShard::kContiguous;   // data/loader.h TrainLoader
+  double validation = 0;                      // data/validation.h: a fraction below 1, else a count; 0: none
+};
+
+struct EarlyStopSpec {
+  StopMetric metric = StopMetric::kValLoss;  // train/early_stop.h
+  int64_t patience = 0;                      // 0: never stop early
+  double min_delta = 0;
 };
 
 struct ModelSpec {
@@ -131,6 +139,7 @@ struct ExperimentSpec {
   Precision precision = Precision::kFp32;  // bf16: autocast
   int64_t seed = 1;
   std::string output = "runs";
+  EarlyStopSpec early_stop;
   DebugSpec debug;
   CheckpointSpec checkpoint;
   LogSpec log;

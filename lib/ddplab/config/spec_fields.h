@@ -27,6 +27,8 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/dataset/test_limit", spec.dataset.test_limit);
   visit("/dataset/augment", spec.dataset.augment);
   visit("/dataset/order", spec.dataset.order);
+  visit("/dataset/shard", spec.dataset.shard);
+  visit("/dataset/validation", spec.dataset.validation);
   visit("/model/name", spec.model.name);
   visit("/model/dropout", spec.model.dropout);
   visit("/model/hidden", spec.model.hidden);
@@ -62,6 +64,9 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/precision", spec.precision);
   visit("/seed", spec.seed);
   visit("/output", spec.output);
+  visit("/early_stop/metric", spec.early_stop.metric);
+  visit("/early_stop/patience", spec.early_stop.patience);
+  visit("/early_stop/min_delta", spec.early_stop.min_delta);
   visit("/checkpoint/every_epochs", spec.checkpoint.every_epochs);
   visit("/checkpoint/keep", spec.checkpoint.keep);
   visit("/log/every_steps", spec.log.every_steps);

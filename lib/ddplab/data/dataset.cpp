@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -11,6 +12,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
+#include "ddplab/data/validation.h"
 
 namespace ddplab::data {
 namespace {
@@ -202,6 +204,8 @@ DatasetPair load_dataset(const DatasetOptions& spec) {
       pair.train.images.size(3) != pair.test.images.size(3)) {
     throw Error(dataset_label(spec) + " in " + spec.root + ": train and test images differ in size");
   }
+  if (const int64_t held = validation_count(spec.validation, pair.train.size()); held > 0)
+    std::tie(pair.train, pair.validation) = split_validation(pair.train, held, pair.num_classes);
   set_statistics(pair);
   return pair;
 }

@@ -29,18 +29,20 @@ struct DatasetOptions {
   std::string root;         // the folder with the dataset's files
   int64_t train_limit = 0;  // the first N training samples; 0: all
   int64_t test_limit = 0;   // likewise for the test set
+  double validation = 0;    // held out of the (limited) training set, validation.h; 0: none
 };
 
 struct Dataset {
   at::Tensor images;  // uint8 [N, C, H, W], contiguous
   at::Tensor labels;  // int64 [N]
-  int64_t size() const { return labels.size(0); }
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
 struct DatasetPair {
   std::string name;
-  Dataset train;
+  Dataset train;  // without the validation split's samples
   Dataset test;
+  Dataset validation;  // options.validation's held-out part of the training set; empty without
   int64_t num_classes = 10;
   // Of the (limited) training images on the 0..1 scale, population std: over all pixels, and
   // per channel (C entries). A constant set gets std 1 (never divides by 0).
@@ -54,7 +56,8 @@ struct DatasetPair {
 // records (cheap, reads nothing; used before a run directory is made).
 void check_dataset_files(const DatasetOptions& options);
 
-// Reads the files and applies options.train_limit / test_limit (the first N samples).
+// Reads the files, applies options.train_limit / test_limit (the first N samples), then holds out
+// options.validation of the training set (validation.h); the statistics are the rest's.
 DatasetPair load_dataset(const DatasetOptions& options);
 
 }  // namespace ddplab::data

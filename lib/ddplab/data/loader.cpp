@@ -42,13 +42,15 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
 }
 
 TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
-                         int rank, int world, int64_t seed, config::DataOrder order, int prefetch, bool pin_memory)
+                         int rank, int world, int64_t seed, config::DataOrder order, int prefetch, bool pin_memory,
+                         int strided_replicas)
     : data_(data),
       transform_(std::move(transform)),
       global_batch_(global_batch),
       local_batch_(world > 0 ? global_batch / world : 0),
       steps_per_epoch_(global_batch > 0 ? data.train.size() / global_batch : 0),
       rank_(rank),
+      strided_replicas_(strided_replicas),
       seed_(seed),
       order_(order),
       prefetch_(static_cast<size_t>(std::max(prefetch, 1))),
@@ -57,6 +59,8 @@ TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transfor
   TORCH_INTERNAL_ASSERT(transform_ != nullptr, "TrainLoader needs a transform");
   TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ", global_batch,
                         " not divisible by world ", world);
+  TORCH_INTERNAL_ASSERT(strided_replicas > 0 && global_batch % strided_replicas == 0, "global batch ", global_batch,
+                        " not divisible by ", strided_replicas, " strided replicas");
 }
 
 TrainLoader::~TrainLoader() { stop(); }
@@ -79,6 +83,12 @@ void TrainLoader::start_epoch(int64_t epoch, int64_t first_step) {
   worker_ = std::thread([this, epoch, first_step] { produce(epoch, first_step); });
 }
 
+at::Tensor TrainLoader::step_indices(const at::Tensor& perm, int64_t step) const {
+  at::Tensor global = perm.slice(0, step * global_batch_, (step + 1) * global_batch_);
+  if (strided_replicas_ > 1) global = global.view({-1, strided_replicas_}).t().reshape({-1});
+  return global.slice(0, rank_ * local_batch_, (rank_ + 1) * local_batch_);
+}
+
 void TrainLoader::produce(int64_t epoch, int64_t first_step) {
   try {
     torch::NoGradGuard no_grad;
@@ -89,9 +99,7 @@ void TrainLoader::produce(int64_t epoch, int64_t first_step) {
         cv_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
         if (stop_) return;
       }
-      int64_t begin = t * global_batch_ + rank_ * local_batch_;
-      Batch b = make_batch(data_.train, perm.slice(0, begin, begin + local_batch_), *transform_,
-                           /*train=*/true, seed_, epoch);
+      Batch b = make_batch(data_.train, step_indices(perm, t), *transform_, /*train=*/true, seed_, epoch);
       if (pin_memory_) {
         b.x = b.x.pin_memory();
         b.y = b.y.pin_memory();

@@ -3,7 +3,9 @@
 // Epoch e's order is torch.randperm(N) from a CPU generator seeded with seed + e (as
 // torch's DistributedSampler seeds it). Global step t of the epoch takes the samples
 // perm[t*G : (t+1)*G] (G = global batch); replica r of W takes the contiguous share
-// [r*G/W, (r+1)*G/W) of them. So W replicas x G/W see exactly the samples of 1 replica x G.
+// [r*G/W, (r+1)*G/W) of them, or under dataset.shard "strided" the samples r, r + W, r + 2W, ...
+// of them (DistributedSampler's indices[rank::world] within the step). Either way W replicas x
+// G/W see exactly the samples of 1 replica x G.
 // The last partial global batch is dropped (steps_per_epoch = N / G).
 //
 // Evaluation takes the test set in order, replica r the slice eval_shard(N, r, W): no
@@ -53,11 +55,15 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
 
 class TrainLoader {
  public:
-  // global_batch must be divisible by world (checked by the spec; asserted here). `transform`
-  // (its training path) makes the batches of data.train.
+  // global_batch must be divisible by world and by strided_replicas (checked by the spec; asserted
+  // here). `transform` (its training path) makes the batches of data.train. The loader yields
+  // share `rank` of `world` of each global batch. strided_replicas > 1 first deals the global
+  // batch to that many replicas in turn and lays it out replica by replica: a process of
+  // world = N replicas then gets its strided share, a process simulating N replicas (world 1)
+  // every share in replica order, to be cut into consecutive shards. 1: contiguous shares.
   TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch, int rank,
               int world, int64_t seed, config::DataOrder order = config::DataOrder::kIndependent, int prefetch = 4,
-              bool pin_memory = false);
+              bool pin_memory = false, int strided_replicas = 1);
   ~TrainLoader();
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;
@@ -73,11 +79,14 @@ class TrainLoader {
  private:
   void stop();
   void produce(int64_t epoch, int64_t first_step);
+  // The samples of `perm` (an epoch's order) this loader gives at step `step`.
+  at::Tensor step_indices(const at::Tensor& perm, int64_t step) const;
 
   const DatasetPair& data_;
   std::shared_ptr<const Transform> transform_;
   int64_t global_batch_, local_batch_, steps_per_epoch_;
   int rank_;
+  int strided_replicas_;
   int64_t seed_;
   config::DataOrder order_;
   size_t prefetch_;

@@ -9,6 +9,7 @@
 //     steps.jsonl      one JSON record per log.every_steps interval  steps_file
 //     checkpoint.pt    the latest checkpoint (train/checkpoint.h)    checkpoint_file
 //     model.pt         the final model (torch::save of the module)   model_file
+//     best.pt          the best epoch's model on validation          best_model_file
 //     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
 //     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
 //     slurm-job.json   the run's SLURM job: id, sbatch command, when   slurm_job_file
@@ -40,6 +41,7 @@ inline std::filesystem::path epochs_csv_file(const std::filesystem::path& dir) {
 inline std::filesystem::path steps_file(const std::filesystem::path& dir) { return dir / "steps.jsonl"; }
 inline std::filesystem::path checkpoint_file(const std::filesystem::path& dir) { return dir / "checkpoint.pt"; }
 inline std::filesystem::path model_file(const std::filesystem::path& dir) { return dir / "model.pt"; }
+inline std::filesystem::path best_model_file(const std::filesystem::path& dir) { return dir / "best.pt"; }
 inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int rank) {
   return dir / fmt::format("rank-{}.log", rank);
 }

@@ -108,6 +108,12 @@ void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, t
   read_model_and_optimizer(archive, model, optimizer);
 }
 
+void save_module(const std::filesystem::path& file, torch::nn::Module& model) {
+  torch::serialize::OutputArchive archive;
+  model.save(archive);
+  rundir::write_file_atomic(file, bytes_of(archive));
+}
+
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const CheckpointState& s) {
   torch::serialize::OutputArchive archive, rng_archive;
@@ -129,6 +135,8 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_scalar(archive, "gns_trace", s.gns_trace);
   write_scalar(archive, "gns_grad_sq", s.gns_grad_sq);
   write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
+  write_scalar(archive, "best_epoch", static_cast<double>(s.best_epoch));
+  write_scalar(archive, "best_metric", s.best_metric);
   write_tensor_list(archive, "easgd_center", s.easgd_center);
   write_tensor_list(archive, "weight_ema", s.weight_ema);
   write_tensor_list(archive, "weight_ema_buffers", s.weight_ema_buffers);
@@ -165,6 +173,8 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.gns_trace = read_scalar_or(archive, "gns_trace", 0);
     s.gns_grad_sq = read_scalar_or(archive, "gns_grad_sq", 0);
     s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
+    s.best_epoch = static_cast<int64_t>(read_scalar_or(archive, "best_epoch", 0));
+    s.best_metric = read_scalar_or(archive, "best_metric", 0);
     s.easgd_center = read_tensor_list(archive, "easgd_center");
     s.weight_ema = read_tensor_list(archive, "weight_ema");
     s.weight_ema_buffers = read_tensor_list(archive, "weight_ema_buffers");

@@ -48,6 +48,9 @@ struct CheckpointState {
   // GradSync's rebuilt bucket layout (GradSync::rebuilt_layout()); empty before the rebuild, for
   // one replica, and in checkpoints that predate it.
   std::vector<int64_t> bucket_layout;
+  // The best epoch so far on validation (train/early_stop.h) and its metric; 0: none yet.
+  int64_t best_epoch = 0;
+  double best_metric = 0;
 };
 
 // One replica's model and optimizer state, serialized as save_checkpoint writes rank 0's, in a
@@ -55,6 +58,10 @@ struct CheckpointState {
 at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 // Loads what replica_state_blob made into `model` and `optimizer` (tensors onto the model's device).
 void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+// Writes `model` as torch::save(module) does (same format, the tensors on their devices), through
+// a temp file and a rename.
+void save_module(const std::filesystem::path& file, torch::nn::Module& model);
 
 void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state);

@@ -48,10 +48,12 @@ void Console::on_step(const StepProgress& p) {
 void Console::on_epoch(const rundir::EpochRecord& rec) {
   if (tty_) fmt::print("\r{:80}\r", "");
   if (!quiet_) {
-    std::string line = fmt::format(
-        "epoch {}/{}  lr {:.4g}  train loss {:.4f} acc {:.2f}%  test loss {:.4f} acc {:.2f}%  {:.1f} s  {:.0f} img/s",
-        rec.epoch, spec_.epochs, rec.lr, rec.train_loss, 100 * rec.train_acc, rec.test_loss, 100 * rec.test_acc,
-        rec.epoch_s, rec.images_per_s);
+    std::string line = fmt::format("epoch {}/{}  lr {:.4g}  train loss {:.4f} acc {:.2f}%", rec.epoch, spec_.epochs,
+                                   rec.lr, rec.train_loss, 100 * rec.train_acc);
+    if (rec.val_loss && rec.val_acc)
+      line += fmt::format("  val loss {:.4f} acc {:.2f}%", *rec.val_loss, 100 * *rec.val_acc);
+    line += fmt::format("  test loss {:.4f} acc {:.2f}%  {:.1f} s  {:.0f} img/s", rec.test_loss, 100 * rec.test_acc,
+                        rec.epoch_s, rec.images_per_s);
     if (size_ > 1) line += fmt::format("  comm wait {:.2f} s", rec.comm_wait_s);
     if (rec.grad_noise_scale) line += fmt::format("  B_simple {:.0f}", *rec.grad_noise_scale);
     fmt::print("{}\n", line);

@@ -14,6 +14,10 @@ rundir::EpochRecord make_epoch_record(const EpochContext& c, const EpochTotals& 
   rec.train_acc = sums.train_correct / train_n;
   rec.test_loss = sums.test_loss / test_n;
   rec.test_acc = sums.test_correct / test_n;
+  if (c.val_samples > 0) {
+    rec.val_loss = sums.val_loss / static_cast<double>(c.val_samples);
+    rec.val_acc = sums.val_correct / static_cast<double>(c.val_samples);
+  }
   rec.grad_norm = totals.grad_norm_sum / c.steps;
   rec.epoch_s = c.epoch_s;
   rec.wall_s = c.wall_s;

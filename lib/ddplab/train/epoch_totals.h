@@ -27,6 +27,7 @@ struct EpochTotals {
 // The epoch's metrics summed over all replicas (all-reduced).
 struct EpochSums {
   double train_loss = 0, train_correct = 0, test_loss = 0, test_correct = 0;
+  double val_loss = 0, val_correct = 0;  // with a validation split
 };
 
 // What an epoch's record needs besides its totals and sums.
@@ -36,13 +37,15 @@ struct EpochContext {
   int64_t steps = 0;        // per epoch (of global_batch samples each)
   int64_t global_batch = 0;
   int64_t test_samples = 0;
+  int64_t val_samples = 0;  // the validation split's; 0: none
   int replicas = 1;
   double epoch_s = 0;  // training time of the epoch
   double wall_s = 0;   // since the start of training
 };
 
 // The record of an epoch. Train metrics are per sample of the epoch's steps x global_batch,
-// test metrics per test sample, grad_norm per step. `noise_scale`: the gradient noise scale when
+// test metrics per test sample (validation metrics per validation sample, when there is a split),
+// grad_norm per step. `noise_scale`: the gradient noise scale when
 // the epoch's last step all-reduced gradients, else nullptr (then, as when it has no estimate
 // yet, the record's noise-scale fields stay empty). `drift`: local SGD / EASGD only.
 rundir::EpochRecord make_epoch_record(const EpochContext& context, const EpochTotals& totals, const EpochSums& sums,

@@ -8,6 +8,7 @@ data::DatasetOptions dataset_options(const config::DatasetSpec& dataset) {
   o.root = dataset.root;
   o.train_limit = dataset.train_limit;
   o.test_limit = dataset.test_limit;
+  o.validation = dataset.validation;
   return o;
 }
 

@@ -10,7 +10,7 @@
 
 namespace ddplab::train {
 
-// dataset.{name, root, train_limit, test_limit}; dataset.augment goes to data::make_transform.
+// dataset.{name, root, train_limit, test_limit, validation}; dataset.augment goes to data::make_transform.
 data::DatasetOptions dataset_options(const config::DatasetSpec& dataset);
 
 // model.{name, dropout, hidden, sync_bn}.

@@ -104,7 +104,8 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       size_(world.size),
       noise_scale_(spec.per_replica_batch, spec.global_batch),
       schedule_(spec.optimizer, spec.schedule, spec.global_batch, spec.epochs),
-      audits_(spec.debug.audits) {
+      audits_(spec.debug.audits),
+      early_stop_(spec.early_stop) {
   TORCH_INTERNAL_ASSERT(!simulated() || size_ == 1, "simulated replicas run in one process, got world size ", size_);
   at::set_num_threads(spec_.replicas.threads);
   load_data();
@@ -193,8 +194,9 @@ void Trainer::build_training() {
 
 // A simulating process loads the whole global batch and splits it into the replicas' shards.
 void Trainer::build_loader() {
+  const bool strided = spec_.dataset.shard == config::DataShard::kStrided;
   loader_.emplace(*data_, transform_, spec_.global_batch, simulated() ? 0 : rank_, simulated() ? 1 : size_, spec_.seed,
-                  spec_.dataset.order, /*prefetch=*/4, /*pin_memory=*/device_.is_cuda());
+                  spec_.dataset.order, /*prefetch=*/4, /*pin_memory=*/device_.is_cuda(), strided ? replicas() : 1);
   mover_.emplace(device_);  // on CUDA, batch k+1's copy overlaps step k
   check_batch_fits(spec_, *data_);
   steps_ = loader_->steps_per_epoch();
@@ -246,13 +248,16 @@ void Trainer::resume() {
   if (weight_ema_ && !resumed_.weight_ema.empty()) weight_ema_->set_averages(resumed_.weight_ema);
   if (weight_ema_ && !resumed_.weight_ema_buffers.empty())
     weight_ema_->set_buffer_averages(resumed_.weight_ema_buffers);
+  if (resumed_.best_epoch > 0) early_stop_.restore(resumed_.best_epoch, resumed_.best_metric);
 }
 
 // ---- The epoch loop -----------------------------------------------------------------------------
 
 ReplicaResult Trainer::run() {
   try {
-    for (int epoch = static_cast<int>(resumed_.epochs_done); epoch < spec_.epochs; ++epoch) run_epoch(epoch);
+    int epoch = static_cast<int>(resumed_.epochs_done);
+    for (; epoch < spec_.epochs && !early_stop_.should_stop(epoch); ++epoch) run_epoch(epoch);
+    if (epoch < spec_.epochs) stopped_early(epoch);
   } catch (...) {
     if (lead()) run_->append_steps(step_log_->take());  // the steps read before a divergence or failure
     throw;
@@ -286,6 +291,7 @@ void Trainer::run_epoch(int epoch) {
     observer_->on_epoch(rec);
   }
   check_not_blown_up(rec);
+  select_epoch(rec);
   result_.epochs_done = epoch + 1;
   result_.final_test_acc = rec.test_acc;
   result_.final_train_loss = rec.train_loss;
@@ -571,23 +577,30 @@ Trainer::Evaluation Trainer::evaluate_epoch_model() {
 Trainer::Evaluation Trainer::evaluate() {
   model_->eval();
   broadcast_buffers();
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-  Evaluation test{torch::zeros({}, f64), torch::zeros({}, f64.dtype(torch::kInt64)), std::nullopt};
   torch::NoGradGuard no_grad;
   AutocastScope autocast(device_.type(), bf16());
+  Evaluation e{evaluate_set(data_->test, test_samples()), std::nullopt, std::nullopt};
+  if (data_->validation.size() > 0) e.validation = evaluate_set(data_->validation, data_->validation.size());
+  return e;
+}
+
+// The first `samples` of `set`, this process's replicas' slices of them.
+Trainer::SetSums Trainer::evaluate_set(const data::Dataset& set, int64_t samples) {
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  SetSums sums{torch::zeros({}, f64), torch::zeros({}, f64.dtype(torch::kInt64))};
   for (int r : local_replicas_) {
-    const auto [test_begin, test_end] = data::eval_shard(test_samples(), r, replicas());
-    for (int64_t b = test_begin; b < test_end; b += 1000) {
-      auto idx = torch::arange(b, std::min(b + 1000, test_end), torch::kInt64);
-      auto batch = data::make_batch(data_->test, idx, *transform_, /*train=*/false);
+    const auto [begin, end] = data::eval_shard(samples, r, replicas());
+    for (int64_t b = begin; b < end; b += 1000) {
+      auto idx = torch::arange(b, std::min(b + 1000, end), torch::kInt64);
+      auto batch = data::make_batch(set, idx, *transform_, /*train=*/false);
       batch.x = batch.x.to(device_);
       batch.y = batch.y.to(device_);
       auto logits = model_->forward(batch.x);
-      test.loss_sum += compute_loss(logits, batch.y, at::Reduction::Sum).to(torch::kFloat64);
-      test.correct += (logits.argmax(1) == batch.y).sum();
+      sums.loss_sum += compute_loss(logits, batch.y, at::Reduction::Sum).to(torch::kFloat64);
+      sums.correct += (logits.argmax(1) == batch.y).sum();
     }
   }
-  return test;
+  return sums;
 }
 
 // The test samples evaluated: the first half only under debug fault eval_first_half.
@@ -600,15 +613,19 @@ int64_t Trainer::test_samples() const {
 // collectives, in this order on every rank).
 EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
   const auto diverged = torch::full({}, local_divergence_ ? 1.0 : 0.0, totals.loss_sum.options());
-  auto sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64), test.loss_sum,
-                            test.correct.to(torch::kFloat64), diverged})
-                  .cpu();
+  std::vector<at::Tensor> parts{totals.loss_sum, totals.correct.to(torch::kFloat64), test.test.loss_sum,
+                                test.test.correct.to(torch::kFloat64), diverged};
+  if (test.validation) {
+    parts.push_back(test.validation->loss_sum);
+    parts.push_back(test.validation->correct.to(torch::kFloat64));
+  }
+  auto sums = torch::stack(parts).cpu();
   if (comm_) distributed::allreduce_sum(*comm_, sums);
   const auto t = sums.accessor<double, 1>();
   // A local divergence not yet agreed at an averaging point: every rank stops here, before the audit.
   if (t[4] > 0) diverge_agreed(epoch);
   if (comm_) audit_replicas(epoch);
-  return {t[0], t[1], t[2], t[3]};
+  return {t[0], t[1], t[2], t[3], test.validation ? t[5] : 0, test.validation ? t[6] : 0};
 }
 
 // Under local SGD the parameters are checked at the first point at or after the epoch's end where
@@ -634,6 +651,7 @@ rundir::EpochRecord Trainer::epoch_record(int epoch, double epoch_s, const Epoch
   context.steps = steps_;
   context.global_batch = spec_.global_batch;
   context.test_samples = test_samples();
+  context.val_samples = data_->validation.size();
   context.replicas = replicas();
   context.epoch_s = epoch_s;
   context.wall_s = seconds_since(train_start_);
@@ -646,6 +664,37 @@ void Trainer::check_not_blown_up(const rundir::EpochRecord& rec) const {
   throw Diverged(fmt::format("diverged in epoch {}: the mean training loss is {:g}, over 100 x ln({}) (lr {:g})",
                              rec.epoch, rec.train_loss, data_->num_classes, rec.lr),
                  rec.epoch, global_step_);
+}
+
+// With a validation split: rank 0 saves the epoch that improves on the best as best.pt.
+void Trainer::select_epoch(const rundir::EpochRecord& rec) {
+  if (rec.val_loss && early_stop_.improved(rec) && lead()) save_best();
+}
+
+// The model the epoch evaluated (local SGD / EASGD / weight EMA: the average), then training's own.
+void Trainer::save_best() {
+  std::vector<at::Tensor> own_params, own_buffers;
+  const std::vector<at::Tensor> stats = floating(buffers_);
+  if (!final_params_.empty()) own_params = clone_all(params_);
+  if (!final_buffers_.empty()) own_buffers = clone_all(stats);
+  restore_final_params();
+  save_module(rundir::best_model_file(options_.run_dir), *model_);
+  if (!own_params.empty()) copy_all(params_, own_params);
+  if (!own_buffers.empty()) copy_all(stats, own_buffers);
+}
+
+// early_stop.patience ran out: the run ends here, done; the manifest says why it has fewer epochs.
+void Trainer::stopped_early(int epochs_done) {
+  if (!lead()) return;
+  const auto best = early_stop_.best_epoch().value_or(0);
+  run_->update_manifest({{"early_stop",
+                          {{"epochs_done", epochs_done},
+                           {"best_epoch", best},
+                           {"metric", config::name(spec_.early_stop.metric)},
+                           {"best", early_stop_.best()}}}});
+  observer_->on_note(fmt::format("stopped early after epoch {}: {} has not improved on epoch {}'s {:.4f} for {} epochs",
+                                 epochs_done, config::name(spec_.early_stop.metric), best, early_stop_.best(),
+                                 epochs_done - best));
 }
 
 void Trainer::maybe_checkpoint(int epoch, const EpochTotals& totals) {
@@ -688,6 +737,8 @@ void Trainer::write_checkpoint(CheckpointState state) {
   if (weight_ema_) state.weight_ema = weight_ema_->averages();
   if (weight_ema_) state.weight_ema_buffers = weight_ema_->buffer_averages();
   state.bucket_layout = sync_->rebuilt_layout();
+  state.best_epoch = early_stop_.best_epoch().value_or(0);
+  state.best_metric = early_stop_.best();
   if (replicas_differ()) state.replica_states = gather_replica_states();
   if (!lead()) return;
   save_checkpoint(checkpoint_file_, *model_, *optimizer_, state);

@@ -35,6 +35,7 @@
 #include "ddplab/runtime/host_load.h"
 #include "ddplab/train/audits.h"
 #include "ddplab/train/checkpoint.h"
+#include "ddplab/train/early_stop.h"
 #include "ddplab/train/epoch_totals.h"
 #include "ddplab/train/lr_schedule.h"
 #include "ddplab/train/noise_scale.h"
@@ -92,18 +93,26 @@ class Trainer {
   void broadcast_buffers();
 
   // The end of an epoch.
+  struct SetSums {
+    at::Tensor loss_sum, correct;  // over this process's shards of a set, on the device
+  };
   struct Evaluation {
-    at::Tensor loss_sum, correct;  // this process's test shards, on the device
-    std::optional<double> drift;   // local SGD / EASGD
+    SetSums test;
+    std::optional<SetSums> validation;  // dataset.validation
+    std::optional<double> drift;        // local SGD / EASGD
   };
   Evaluation evaluate_epoch_model();
   Evaluation evaluate();
+  SetSums evaluate_set(const data::Dataset& set, int64_t samples);
   int64_t test_samples() const;
   EpochSums reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test);
   void audit_replicas(int epoch);
   rundir::EpochRecord epoch_record(int epoch, double epoch_s, const EpochTotals& totals, const EpochSums& sums,
                                    std::optional<double> drift) const;
   void check_not_blown_up(const rundir::EpochRecord& rec) const;
+  void select_epoch(const rundir::EpochRecord& rec);
+  void save_best();
+  void stopped_early(int epochs_done);
   void maybe_checkpoint(int epoch, const EpochTotals& totals);
   void write_checkpoint(CheckpointState state);
   bool replicas_differ() const;
@@ -155,7 +164,8 @@ class Trainer {
   std::filesystem::path checkpoint_file_;
   CheckpointState resumed_;
   bool faults_armed_ = false;
-  AuditTrail audits_;  // debug.audits: a failure stops the run, or is kept for the epoch's record
+  AuditTrail audits_;     // debug.audits: a failure stops the run, or is kept for the epoch's record
+  EarlyStop early_stop_;  // the best epoch on validation (best.pt) and early_stop.patience
 
   ReplicaResult result_;
   int64_t global_step_ = 0;

@@ -1,0 +1,35 @@
+#include "ddplab/train/early_stop.h"
+
+#include <cmath>
+
+#include <c10/util/Exception.h>
+
+namespace ddplab::train {
+
+double EarlyStop::metric_of(const rundir::EpochRecord& rec) const {
+  const auto& value = spec_.metric == config::StopMetric::kValAcc ? rec.val_acc : rec.val_loss;
+  TORCH_INTERNAL_ASSERT(value.has_value(), "early_stop needs a validation split (the spec requires one)");
+  return *value;
+}
+
+bool EarlyStop::improved(const rundir::EpochRecord& rec) {
+  const double value = metric_of(rec);
+  // A NaN never improves; val_acc is maximized, val_loss minimized.
+  const double gain = spec_.metric == config::StopMetric::kValAcc ? value - best_ : best_ - value;
+  if (best_epoch_ && !(gain > spec_.min_delta)) return false;
+  if (!best_epoch_ && std::isnan(value)) return false;
+  best_epoch_ = rec.epoch;
+  best_ = value;
+  return true;
+}
+
+bool EarlyStop::should_stop(int64_t epochs_done) const {
+  return spec_.patience > 0 && best_epoch_ && epochs_done - *best_epoch_ >= spec_.patience;
+}
+
+void EarlyStop::restore(int64_t best_epoch, double best) {
+  best_epoch_ = best_epoch;
+  best_ = best;
+}
+
+}  // namespace ddplab::train
