@@ -17,6 +17,7 @@
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
@@ -69,18 +70,22 @@ void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run
 
 int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run, const data::DatasetPair& data,
                         bool resume) {
+  std::optional<LiveTensorBoard> tensorboard;
   try {
     train::ReplicaOptions options;
     options.run_dir = run.dir();
     options.data = &data;
     options.resume = resume;
+    tensorboard.emplace(spec, distributed::World{}, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     auto result = train::train_replica(spec, distributed::World{}, options);
+    tensorboard->finish(RunStatus::kDone);
     record_done(run, spec);
     say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());
     return kExitOk;
   } catch (const std::exception&) {
     const Outcome outcome = outcome_of(std::current_exception());
+    if (tensorboard) tensorboard->finish(outcome.status);
     record(run, outcome);
     if (outcome.status == RunStatus::kFailed) throw;
     if (outcome.status == RunStatus::kInterrupted) {
