@@ -59,6 +59,9 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.run->add_flag("--dry-run", a.dry_run,
                   "List the runs (ids and what each changes), check their data files and exit; nothing is written "
                   "(with --launcher slurm: print the sbatch commands, submit nothing)");
+  c.run->add_flag("--tee", a.tee,
+                  "Every rank's stdout and stderr on the console too, each line prefixed [rank r] (they still go to "
+                  "the ranks' logs); without it, only a failed rank's last lines are shown");
   add_slurm_options(c.run, a);
   add_pack_options(c.run, a);
 

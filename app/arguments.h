@@ -17,6 +17,7 @@ struct Arguments {
   std::vector<std::string> overrides;
   bool force = false;
   bool dry_run = false;
+  bool tee = false;  // run --tee
   enum class Launcher { kLocal, kSlurm } launcher = Launcher::kLocal;
   config::SlurmOptions slurm;  // --partition, --time, --account, --sbatch-option
   runner::PackOptions pack;    // --jobs, --cores, --gpus

@@ -16,6 +16,7 @@
 #include "ddplab/base/version.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/run_one.h"
 #include "ddplab/runner/slurm.h"
 #include "ddplab/runner/status.h"
 #include "ddplab/runner/sweep.h"
@@ -48,9 +49,11 @@ int run_command(const Commands& c, const Arguments& a) {
   };
   if (a.launcher == Arguments::Launcher::kSlurm) {
     refuse({"--jobs", "--cores", "--gpus", "--run-id"}, "packs runs on this machine, SLURM places them; drop it");
+    refuse({"--tee"}, "shows the ranks that ddplab's own launcher starts; a SLURM job's output is its slurm-job.out");
     return runner::submit_sweep(a.spec_path, a.overrides, runner::SlurmRequest{a.slurm, a.force, a.dry_run});
   }
   refuse({"--partition", "--time", "--account", "--sbatch-option"}, "is a SLURM option; it needs --launcher slurm");
+  runner::set_tee(a.tee);
   if (!a.run_id.empty()) return runner::run_with_id(a.spec_path, a.overrides, a.force, a.run_id);
   return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
 }

@@ -7,7 +7,9 @@ exports it and reads every run with tensorboard's EventAccumulator: the exact nu
 events per tag (the loader drops a record with a bad CRC silently, so only exact counts catch
 one), values equal to epochs.jsonl / steps.jsonl at float32 precision, steps equal to samples
 seen, and the HParams session parsed with plugin_data_pb2 (group names equal to the report's
-labels, status per run). Without tensorboard the test is skipped.
+labels, status per run). A second test starts the `tensorboard` server on the export, on
+127.0.0.1 at a free port, and asks its HParams endpoint for the session groups: a configuration's
+seeds are one group whose metric is their mean. Without tensorboard the tests are skipped.
 Run by hand: DDPLAB_BIN=build/bin/ddplab .venv/bin/python -m unittest tests/scripts/test_tensorboard_export.py
 """
 
@@ -15,10 +17,15 @@ import csv
 import gzip
 import json
 import os
+import socket
 import struct
 import subprocess
+import sys
 import tempfile
+import time
 import unittest
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 try:
@@ -154,6 +161,92 @@ class TensorBoardExport(unittest.TestCase):
             self.assertEqual(end.session_end_info.status, api_pb2.STATUS_SUCCESS, run.name)
             groups.setdefault(info.group_name, set()).add(spec["seed"])
         self.assertEqual(groups, {"batch.global=32": {1, 2}, "batch.global=64": {1, 2}})
+
+    def test_server_averages_a_configurations_seeds_in_one_session_group(self):
+        groups = self.session_groups_from_server(expect_groups=2)
+        runs_of = {}
+        for run in self.runs:
+            spec = json.loads((run / "spec.json").read_text())
+            runs_of.setdefault(f"batch.global={spec['batch']['global']}", []).append(run)
+        self.assertEqual(set(groups), set(runs_of))
+        for name, group in groups.items():
+            runs = runs_of[name]
+            self.assertEqual(sorted(s["name"] for s in group["sessions"]),
+                             sorted(f"tb-sweep/{run.name}" for run in runs), name)
+            final = [np.float32(read_jsonl(run / "epochs.jsonl")[-1]["test_acc"]) for run in runs]
+            values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+            self.assertAlmostEqual(values["test/acc"], float(np.mean(final)), places=6, msg=name)
+
+    def session_groups_from_server(self, expect_groups, timeout_s=60):
+        """Starts tensorboard on the export (the Python loader: --load_fast=false) and returns its
+        session groups by name, once it lists `expect_groups` of them (at most `timeout_s`)."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        tensorboard = Path(sys.executable).parent / "tensorboard"
+        if not tensorboard.exists():
+            self.skipTest(f"no {tensorboard} (the tensorboard package without its command)")
+        server = subprocess.Popen([str(tensorboard), "--logdir", str(self.out.parent), "--host", "127.0.0.1",
+                                   "--port", str(port), "--load_fast=false", "--reload_interval", "1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        request = json.dumps({"experimentName": "", "startIndex": 0, "sliceSize": 100,
+                              "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
+                                                  "STATUS_RUNNING"],
+                              "aggregationType": "AGGREGATION_AVG"}).encode()
+        url = f"http://127.0.0.1:{port}/data/plugin/hparams/session_groups"
+        groups, deadline = {}, time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline and server.poll() is None:
+                try:
+                    post = urllib.request.Request(url, data=request, headers={
+                        "Content-Type": "application/json", "X-XSRF-Protected": "1"})
+                    with urllib.request.urlopen(post, timeout=5) as response:
+                        groups = {g["name"]: g for g in json.load(response).get("sessionGroups", [])}
+                    if len(groups) == expect_groups and all(len(g["sessions"]) == 2 for g in groups.values()):
+                        return groups
+                except (urllib.error.URLError, ConnectionError):
+                    pass  # not listening yet
+                time.sleep(0.5)
+        finally:
+            server.terminate()
+            try:
+                _, err = server.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                _, err = server.communicate()
+        self.fail(f"tensorboard on port {port} listed {sorted(groups)} in {timeout_s} s; its stderr:\n"
+                  f"{err.decode(errors='replace')[-2000:]}")
+
+
+@unittest.skipUnless(HAVE_TENSORBOARD, "tensorboard is not installed (scripts/test.sh installs tensorboard==2.21.0)")
+class LiveTensorBoard(unittest.TestCase):
+    """log.tensorboard: a run killed (SIGKILL) in epoch 2 of 3 and resumed; EventAccumulator reads
+    its run directory: every tag's steps are the kept records' once, none twice."""
+
+    def test_a_killed_and_resumed_run_holds_each_step_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            write_mnist(root / "data")
+            spec = {"name": "live", "dataset": {"name": "idx", "root": str(root / "data")},
+                    "model": {"name": "mlp", "hidden": 16, "dropout": 0.0},
+                    "optimizer": {"name": "sgd", "lr": 0.05}, "batch": {"global": 32},
+                    "replicas": {"count": 1, "threads": 1}, "epochs": 3, "seed": 1,
+                    "log": {"every_steps": 3, "tensorboard": True},
+                    "debug": {"fault": "crash", "rank": 0, "step": 12}, "output": str(root / "runs")}
+            (root / "spec.json").write_text(json.dumps(spec))
+            killed = subprocess.run([DDPLAB, "run", str(root / "spec.json")], capture_output=True, timeout=240)
+            self.assertNotEqual(killed.returncode, 0)
+            ddplab("run", root / "spec.json")
+            run = root / "runs" / "live" / "seed=1"
+            self.assertEqual(len(list(run.glob("events.out.tfevents.*"))), 1)
+            acc = event_accumulator.EventAccumulator(str(run), size_guidance={event_accumulator.SCALARS: 0})
+            acc.Reload()
+            epochs, steps = read_jsonl(run / "epochs.jsonl"), read_jsonl(run / "steps.jsonl")
+            self.assertEqual(len(epochs), 3)
+            expected = {"train/loss": [r["step"] * r["global_batch"] for r in epochs],
+                        "steps/train_loss": [r["samples"] for r in steps]}
+            for tag, samples in expected.items():
+                self.assertEqual([e.step for e in acc.Scalars(tag)], samples, tag)
 
 
 if __name__ == "__main__":

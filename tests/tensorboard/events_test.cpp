@@ -60,6 +60,8 @@ constexpr const char* kSessionStartBoolRecord =
 constexpr const char* kSessionEndRecord =
     "4d000000000000003d63d4a60900000059fc54d9412a420a400a1a5f68706172616d735f2f73657373696f6e5f656e645f696e666f"
     "42060801120212004a1a0a180a0768706172616d73120d220b08011100000059fc54d9419c9a77a7";
+//   Event(wall_time=1700000050.0, step=12800, session_log=SessionLog(status=START)), serialized only
+constexpr const char* kSessionLogStartEvent = "090000804cfc54d9411080643a020801";
 
 }  // namespace
 
@@ -99,6 +101,7 @@ TEST(TensorBoardEvents, RecordsEqualTensorBoardsBytes) {
   EXPECT_EQ(hex(frame_record(session_start_event(1.0, flag))), kSessionStartBoolRecord);
   EXPECT_EQ(hex(frame_record(session_end_event(1700000100.0, SessionStatus::kSuccess, 1700000100.0))),
             kSessionEndRecord);
+  EXPECT_EQ(hex(session_log_start_event(1700000050.0, 12800)), kSessionLogStartEvent);
 }
 
 TEST(TensorBoardEvents, ReaderReturnsTheRecordsWritten) {

@@ -120,6 +120,8 @@ struct LogSpec {
   int64_t every_steps = 0;
   // Without a terminal, every rank prints a plain progress line every this many seconds; 0: none.
   double progress_s = 10;
+  // Rank 0 writes a TensorBoard event file into the run directory as it trains (tensorboard/live.h).
+  bool tensorboard = false;
 };
 
 struct ExperimentSpec {

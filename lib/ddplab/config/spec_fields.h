@@ -71,6 +71,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/checkpoint/keep", spec.checkpoint.keep);
   visit("/log/every_steps", spec.log.every_steps);
   visit("/log/progress_s", spec.log.progress_s);
+  visit("/log/tensorboard", spec.log.tensorboard);
   visit("/debug/audits", spec.debug.audits);
   visit("/debug/rank", spec.debug.rank);
   visit("/debug/step", spec.debug.step);

@@ -16,6 +16,7 @@
 #include "ddplab/base/stop_signals.h"
 #include "ddplab/distributed/comm.h"
 #include "ddplab/launch/process.h"
+#include "ddplab/launch/rank_output.h"
 #include "ddplab/launch/worker_env.h"
 #include "ddplab/rundir/layout.h"
 
@@ -42,9 +43,10 @@ WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
   return env;
 }
 
-// Rank `rank` of `<exe> worker <spec>`: stderr (and, but for rank 0, stdout) into its log; it
-// ignores Ctrl-C (the launcher stops the ranks in order) and dies with a killed launcher.
-pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
+// Rank `rank` of `<exe> worker <spec>`: stderr (and, but for rank 0, stdout) into its log, or
+// with o.tee both into pipes that `output` reads; it ignores Ctrl-C (the launcher stops the ranks
+// in order) and dies with a killed launcher.
+pid_t spawn_rank(const LaunchOptions& o, int rank, int port, RankOutput& output) {
   SpawnOptions s;
   s.argv = {self_executable(), "worker", o.spec_path};
   s.program = kSelfExecutableFile;
@@ -56,9 +58,12 @@ pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
     s.out = Output::kFile;
     s.out_file = s.err_file;
   }
+  if (o.tee) s.out = s.err = Output::kPipe;
   s.ignore_sigint = true;
   s.parent_death_signal = SIGKILL;
-  return spawn(s).pid;
+  const Child child = spawn(s);
+  if (o.tee) output.add(rank, child.out_fd, child.err_fd, s.err_file);
+  return child.pid;
 }
 
 // (time in ns since the epoch, message) of <run_dir>/rank-<r>.error, or (0, "") if absent.
@@ -82,7 +87,7 @@ void write_error_file(const std::filesystem::path& run_dir, int rank, const std:
   out << fmt::format("{} {}\n", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), one_line);
 }
 
-std::string tail_file(const std::filesystem::path& file, int lines) {
+std::string tail_file(const std::filesystem::path& file, int lines, const std::string& prefix) {
   std::ifstream in(file);
   std::deque<std::string> last;
   std::string line;
@@ -91,7 +96,7 @@ std::string tail_file(const std::filesystem::path& file, int lines) {
     if (static_cast<int>(last.size()) > lines) last.pop_front();
   }
   std::string out;
-  for (auto& l : last) out += fmt::format("    {}\n", l);
+  for (auto& l : last) out += fmt::format("{}{}\n", prefix, l);
   return out;
 }
 
@@ -102,7 +107,7 @@ class Supervisor {
  public:
   Supervisor(const LaunchOptions& o, int port)
       : o_(o), alive_(o.nproc, true), statuses_(o.nproc, 0), signal_was_ours_(o.nproc, false), running_(o.nproc) {
-    for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn_rank(o, r, port));
+    for (int r = 0; r < o.nproc; ++r) pids_.push_back(spawn_rank(o, r, port, output_));
   }
 
   LaunchResult run() {
@@ -114,8 +119,13 @@ class Supervisor {
         stop_all(SIGKILL);
         killed_ = true;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (o_.tee) {
+        output_.pump(20);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
+    output_.drain(2000);
     if (result_.failed_rank >= 0) blame_root_cause();
     return result_;
   }
@@ -202,6 +212,7 @@ class Supervisor {
   }
 
   const LaunchOptions& o_;
+  RankOutput output_;  // o_.tee: the ranks' pipes
   std::vector<pid_t> pids_;
   std::vector<bool> alive_;
   std::vector<int> statuses_;

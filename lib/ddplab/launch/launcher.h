@@ -5,6 +5,8 @@
 // `<exe> worker <spec.json>` N times with the variables of the worker environment contract set
 // (RANK, WORLD_SIZE, ..., DDPLAB_RUN_DIR: launch/worker_env.h). Each rank's stderr goes to
 // <run_dir>/rank-<r>.log; rank 0's stdout stays on the console, the others' go to their log.
+// With `tee` every rank's stdout and stderr go to its log and to the console, each line prefixed
+// "[rank <r>] " (rank_output.h).
 //
 // If a worker exits non-zero or is killed, the others get SIGTERM, then SIGKILL after
 // `grace_s`; the launcher names the rank that failed first (see write_error_file) and returns
@@ -30,6 +32,7 @@ struct LaunchOptions {
   double timeout_s = 300.0;             // store timeout
   bool resume = false;                  // workers continue from the checkpoint (DDPLAB_RESUME=1)
   int restart_count = 0;                // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
+  bool tee = false;                     // every rank's output on the console too (ddplab run --tee)
 };
 
 struct LaunchResult {
@@ -61,7 +64,7 @@ int root_cause_rank(const std::vector<RankEnd>& ends, int first_seen);
 // error files do).
 void write_error_file(const std::filesystem::path& run_dir, int rank, const std::string& message);
 
-// The last `lines` lines of a text file ("" if unreadable).
-std::string tail_file(const std::filesystem::path& file, int lines);
+// The last `lines` lines of a text file, each after `prefix` ("" if unreadable).
+std::string tail_file(const std::filesystem::path& file, int lines, const std::string& prefix = "    ");
 
 }  // namespace ddplab::launch

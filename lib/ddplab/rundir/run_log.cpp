@@ -238,12 +238,14 @@ int write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-void append_line(const fs::path& file, const std::string& line) {
+void append_line(const fs::path& file, const std::string& line) { append_bytes(file, fmt::format("{}\n", line)); }
+
+void append_bytes(const fs::path& file, const std::string& bytes) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(fmt::format("{}: cannot open for append: {}", file.string(), std::strerror(errno)));
   struct stat st{};
   const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  const int err = write_all(fd, fmt::format("{}\n", line));
+  const int err = write_all(fd, bytes);
   // A line cut short would corrupt the file for every later reader (resume, reports): cut it off.
   const bool restored = err != 0 && sized && ::ftruncate(fd, st.st_size) == 0;
   ::close(fd);

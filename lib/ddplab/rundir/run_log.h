@@ -136,6 +136,8 @@ std::vector<std::string> spec_changes(const std::filesystem::path& dir, const co
 
 // Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.
 void append_line(const std::filesystem::path& file, const std::string& line);
+// Appends `bytes` as append_line does (the file is created if missing; a failed write is cut off).
+void append_bytes(const std::filesystem::path& file, const std::string& bytes);
 // Writes `text` to a temp file beside `file`, fsyncs and renames it over `file`.
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 

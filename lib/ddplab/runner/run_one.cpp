@@ -17,6 +17,7 @@
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
@@ -25,6 +26,8 @@ namespace ddplab::runner {
 namespace {
 
 using rundir::RunStatus;
+
+bool tee_ranks = false;  // set_tee
 
 bool runs_in_this_process(const config::ExperimentSpec& spec) {
   return spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated;
@@ -69,18 +72,22 @@ void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run
 
 int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run, const data::DatasetPair& data,
                         bool resume) {
+  std::optional<LiveTensorBoard> tensorboard;
   try {
     train::ReplicaOptions options;
     options.run_dir = run.dir();
     options.data = &data;
     options.resume = resume;
+    tensorboard.emplace(spec, distributed::World{}, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     auto result = train::train_replica(spec, distributed::World{}, options);
+    tensorboard->finish(RunStatus::kDone);
     record_done(run, spec);
     say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());
     return kExitOk;
   } catch (const std::exception&) {
     const Outcome outcome = outcome_of(std::current_exception());
+    if (tensorboard) tensorboard->finish(outcome.status);
     record(run, outcome);
     if (outcome.status == RunStatus::kFailed) throw;
     if (outcome.status == RunStatus::kInterrupted) {
@@ -112,8 +119,12 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
     const auto log = rundir::rank_log_file(run.dir(), result.failed_rank);
     std::error_code ec;
     for (int r = 0; r < spec.replicas.count; ++r) std::filesystem::remove(rundir::rank_error_file(run.dir(), r), ec);
-    fmt::print(stderr, "ddplab: {}; the other ranks were stopped. Last lines of {}:\n{}", outcome.message, log.string(),
-               launch::tail_file(log, 15));
+    if (tee_ranks) {  // its lines were shown as they came
+      complain("ddplab: {}; the other ranks were stopped; its log is {}", outcome.message, log.string());
+    } else {
+      fmt::print(stderr, "ddplab: {}; the other ranks were stopped. Last lines of {}:\n{}", outcome.message,
+                 log.string(), launch::tail_file(log, 15, fmt::format("[rank {}] ", result.failed_rank)));
+    }
     std::fflush(stderr);
   } else {
     complain_stopped(fmt::format("{}; all ranks stopped", outcome.message), run);
@@ -128,6 +139,7 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
   options.spec_path = rundir::spec_file(run.dir()).string();
   options.timeout_s = spec.replicas.timeout_s;
   options.resume = resume;
+  options.tee = tee_ranks;
   auto result = launch::launch_workers(options);
   // replicas.max_restarts: a failed rank stops all; they start again from the last checkpoint.
   for (int restart = 1; restart <= spec.replicas.max_restarts; ++restart) {
@@ -147,6 +159,8 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
 }
 
 }  // namespace
+
+void set_tee(bool tee) { tee_ranks = tee; }
 
 int run_one(const config::ExperimentSpec& spec, bool force) {
   // Read the data and build the model before anything is written (see run_one.h).

@@ -8,6 +8,9 @@
 //  3. One replica, or N simulated ones (replicas.mode "simulated"), train in this process; N
 //     replicas of mode "processes" are N workers started by launch::launch_workers. When a rank
 //     fails, all ranks start again from the last checkpoint, up to replicas.max_restarts times.
+//     Ranks 1..N-1 print to their log files only; when a rank fails, the end of its log is printed
+//     with each line prefixed "[rank <r>] ". With set_tee(true) every rank's lines come to the
+//     console as they are written, prefixed so (launch/rank_output.h).
 //  4. How it ended goes to the manifest and becomes the exit code (outcome.h). A run in this
 //     process that fails with an exception is recorded as failed and the exception rethrown.
 #pragma once
@@ -17,5 +20,9 @@ namespace ddplab::runner {
 
 // Runs `spec`; returns the exit code (base/exit_codes.h).
 int run_one(const config::ExperimentSpec& spec, bool force);
+
+// `ddplab run --tee`: every rank of the multi-process runs this process launches prints to the
+// console too (launch::LaunchOptions::tee). One setting for the whole process, as its console is.
+void set_tee(bool tee);
 
 }  // namespace ddplab::runner

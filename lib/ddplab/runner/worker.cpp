@@ -20,6 +20,7 @@
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
+#include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
@@ -112,6 +113,7 @@ int run_worker(const config::ExperimentSpec& spec) {
     own_run_directory(s, world, env, run);
   }
   std::shared_ptr<distributed::Comm> comm;  // outlives the catch below: peers see our error first
+  std::optional<LiveTensorBoard> tensorboard;
   try {
     train::ReplicaOptions options;
     options.run_dir = run.dir;
@@ -121,11 +123,14 @@ int run_worker(const config::ExperimentSpec& spec) {
     options.comm = comm;
     options.data = run.data ? &*run.data : nullptr;
     options.resume = run.resume;
+    tensorboard.emplace(s, world, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     train::train_replica(s, world, options);
+    tensorboard->finish(RunStatus::kDone);
     if (comm) distributed::shutdown(*comm);
     if (run.own) record_done(*run.own, s);
   } catch (const std::exception&) {
+    if (tensorboard) tensorboard->finish(outcome_of(std::current_exception()).status);
     return report_failure(world, run);
   }
   return done_outcome().exit_code;

@@ -1,5 +1,5 @@
-// An event file built in memory and written whole (the export, export.h): its first record is
-// the file_version event, then the records added, in the order added.
+// An event file built in memory and written whole (the export, export.h; a live file's start,
+// live.h): its first record is the file_version event, then the records added, in the order added.
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -13,7 +13,7 @@ namespace ddplab::tensorboard {
 namespace {
 
 // Event and Summary.Value fields (event.proto, summary.proto).
-enum EventField { kWallTime = 1, kStep = 2, kFileVersionField = 3, kSummary = 5 };
+enum EventField { kWallTime = 1, kStep = 2, kFileVersionField = 3, kSummary = 5, kSessionLog = 7 };
 enum ValueField { kTag = 1, kSimpleValue = 2, kTensor = 8, kMetadata = 9 };
 
 std::string little_endian(uint64_t value, int bytes) {
@@ -109,6 +109,16 @@ std::string session_end_event(double wall_time, SessionStatus status, double end
   info.add_varint(1, static_cast<int64_t>(status));
   info.add_double(2, end_time_secs);
   return hparams_event(wall_time, kSessionEndTag, 4, info.bytes());
+}
+
+std::string session_log_start_event(double wall_time, int64_t step) {
+  ProtoWriter session_log;
+  session_log.add_varint(1, 1);  // status: START
+  ProtoWriter event;
+  event.add_double(kWallTime, wall_time);
+  event.add_varint(kStep, step);
+  event.add_message(kSessionLog, session_log.bytes());
+  return event.bytes();
 }
 
 std::string frame_record(std::string_view data) {

@@ -3,7 +3,9 @@
 // 2.21.0's protos (tensorboard/compat/proto/event.proto, summary.proto,
 // tensorboard/plugins/hparams/plugin_data.proto and api.proto, google/protobuf/struct.proto):
 //
-//   Event            wall_time 1 (double), step 2 (int64), file_version 3 (string), summary 5
+//   Event            wall_time 1 (double), step 2 (int64), file_version 3 (string), summary 5,
+//                    session_log 7
+//   SessionLog       status 1 (START 1)
 //   Summary          value 1 (repeated Summary.Value)
 //   Summary.Value    tag 1, simple_value 2 (float), tensor 8 (TensorProto), metadata 9
 //   SummaryMetadata  plugin_data 1 {plugin_name 1, content 2 (bytes)}
@@ -56,6 +58,9 @@ std::string scalar_event(double wall_time, int64_t step, const std::string& tag,
 // content: a serialized HParamsPluginData}}, in an Event at step 0.
 std::string session_start_event(double wall_time, const SessionStart& start);
 std::string session_end_event(double wall_time, SessionStatus status, double end_time_secs);
+// {wall_time, step, session_log {status: START}}: TensorBoard's Python loader (EventAccumulator)
+// drops every event it read before with a step >= `step` (a restarted run's orphaned steps).
+std::string session_log_start_event(double wall_time, int64_t step);
 
 // `data` framed as one record.
 std::string frame_record(std::string_view data);

@@ -1,9 +1,5 @@
 #include "ddplab/tensorboard/export.h"
 
-#include <time.h>
-
-#include <algorithm>
-#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -11,68 +7,13 @@
 #include "ddplab/base/error.h"
 #include "ddplab/report/report.h"
 #include "ddplab/tensorboard/event_file.h"
+#include "ddplab/tensorboard/run_events.h"
 
 namespace ddplab::tensorboard {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct Scalar {
-  int64_t step = 0;
-  double wall_time = 0;
-  std::string tag;
-  double value = 0;
-};
-
-// Seconds since the epoch of a manifest time ("2026-12-02T08:46:03Z", rundir::utc_now); nullopt
-// when the manifest has none.
-std::optional<double> manifest_time(const json& manifest, const char* key) {
-  const auto it = manifest.find(key);
-  if (it == manifest.end() || !it->is_string()) return std::nullopt;
-  std::tm tm{};
-  const std::string text = it->get<std::string>();
-  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  return static_cast<double>(::timegm(&tm));
-}
-
-std::optional<HParamValue> hparam_value(const json& v) {
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number()) return v.get<double>();
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return std::nullopt;
-  return v.dump();
-}
-
-// The run's scalars (export.h), sorted by step: TensorBoard's loader drops a tag's events beyond
-// a step that comes later in the file, so every tag's steps must not decrease.
-std::vector<Scalar> scalars_of(const report::RunData& run, double start) {
-  std::vector<Scalar> out;
-  const auto add = [&](int64_t step, double wall_s, const char* tag, double value) {
-    if (std::isfinite(value)) out.push_back({step, start + wall_s, tag, value});
-  };
-  for (const auto& p : run.epochs) {
-    const int64_t samples = p.step * p.global_batch;
-    add(samples, p.wall_s, "train/loss", p.train_loss);
-    add(samples, p.wall_s, "train/acc", p.train_acc);
-    add(samples, p.wall_s, "test/loss", p.test_loss);
-    add(samples, p.wall_s, "test/acc", p.test_acc);
-    add(samples, p.wall_s, "lr", p.lr);
-    add(samples, p.wall_s, "images_per_s", p.images_per_s);
-    add(samples, p.wall_s, "comm_wait_s", p.comm_wait_s);
-    add(samples, p.wall_s, "comm_bytes", p.comm_bytes);
-    add(samples, p.wall_s, "grad_noise_scale", p.grad_noise_scale);
-    add(samples, p.wall_s, "epoch", p.epoch);
-  }
-  for (const auto& s : run.steps) {
-    add(s.samples, s.elapsed_s, "steps/train_loss", s.train_loss);
-    add(s.samples, s.elapsed_s, "steps/train_acc", s.train_acc);
-    add(s.samples, s.elapsed_s, "steps/lr", s.lr);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const Scalar& a, const Scalar& b) { return a.step < b.step; });
-  return out;
-}
 
 SessionStart session_of(const report::ReportData& data, const report::RunData& run, double start) {
   const report::GroupStats& group = data.groups.at(run.group);
@@ -92,7 +33,7 @@ EventFile event_file_of(const report::ReportData& data, const report::RunData& r
   const double end = manifest_time(manifest, "end").value_or(start + last_wall);
   EventFile file(start);
   file.add(session_start_event(start, session_of(data, run, start)));
-  for (const Scalar& s : scalars_of(run, start)) file.add_scalar(s.wall_time, s.step, s.tag, s.value);
+  for (const Scalar& s : run_scalars(run, start)) file.add_scalar(s.wall_time, s.step, s.tag, s.value);
   file.add(session_end_event(end, session_status(run.status), end));
   return file;
 }
@@ -154,11 +95,8 @@ ExportSummary export_runs(const ExportOptions& options) {
     std::error_code ec;
     fs::create_directories(targets[i], ec);
     if (ec) throw Error(fmt::format("{}: cannot create ({})", targets[i].string(), ec.message()));
-    const json host = manifest.value("host", json("ddplab"));
     const fs::path path =
-        targets[i] /
-        event_file_name(manifest_time(manifest, "start").value_or(0),
-                        host.is_string() && !host.get<std::string>().empty() ? host.get<std::string>() : "ddplab");
+        targets[i] / event_file_name(manifest_time(manifest, "start").value_or(0), manifest_host(manifest));
     file.write(path);
     summary.files.push_back(path);
   }
