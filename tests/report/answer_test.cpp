@@ -169,10 +169,9 @@ TEST(ReportAnswer, EachChangeStatesItsEffectiveDifferencesFromTheRecords) {
   const GroupStats &one = group_labelled(d, "replicas.count=1"), &two = group_labelled(d, "replicas.count=2");
   EXPECT_EQ(two.effective.global_batch, 128);
   EXPECT_NEAR(two.effective.steps_per_epoch, 94, 1e-9);
-  EXPECT_EQ(
-      effective_change(one.effective, two.effective),
-      "global batch 64 \xE2\x86\x92 128, steps/epoch 188 \xE2\x86\x92 94, lr 0.01 \xE2\x86\x92 0.02 (first epoch), "
-      "0.00333 \xE2\x86\x92 0.00667 (last)");
+  EXPECT_EQ(effective_change(one.effective, two.effective),
+            "global batch 64 \xE2\x86\x92 128, steps/epoch 188 \xE2\x86\x92 94, lr 0.01 \xE2\x86\x92 0.02 at the first "
+            "epoch, 0.00333 \xE2\x86\x92 0.00667 at the last");
   EXPECT_NE(render_markdown(d).find("| global batch 64 \xE2\x86\x92 128, steps/epoch 188 \xE2\x86\x92 94,"),
             std::string::npos);
 

@@ -236,8 +236,9 @@ NamedChart over_replicas(const ReportData& d, LineChart chart, const GroupValue&
       line.label =
           fmt::format("{}: ideal linear scaling from {} replica{}", s.label, s.x.front(), s.x.front() == 1 ? "" : "s");
       line.dashed = true;
+      line.dash_pattern = s.dash_pattern;  // its measured line's dashes, in light grey
       line.markers = false;
-      line.colour = kNeutralColour;
+      line.colour = kLightNeutralColour;
       for (double n : s.x) line.x.push_back(n), line.y.push_back(s.y.front() * n / s.x.front());
     }
     chart.series.push_back(std::move(s));
@@ -392,11 +393,12 @@ std::vector<NamedChart> axis_charts(const ReportData& d) {
   if (varies(d, replica_count)) {
     out.push_back(over_replicas(
         d,
-        line_chart("throughput_vs_replicas", "Images/s vs replicas (dashed: ideal linear scaling)", "replicas",
+        line_chart("throughput_vs_replicas", "Images/s vs replicas (light grey: ideal linear scaling)", "replicas",
                    "training images/s (mean over epochs and seeds)"),
         [](const GroupStats& g) { return g.images_per_s; }, true,
         "Each point is a group's mean images/s (over epochs and seeds), in its colour; a grey line joins the groups "
-        "that differ only in the replica count, and the dashed one scales its fewest replicas' images/s linearly."));
+        "that differ only in the replica count, and the light grey one with its dashes scales its fewest replicas' "
+        "images/s linearly."));
     const bool reached =
         std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return g.target_reached > 0; });
     if (reached && d.target_acc)

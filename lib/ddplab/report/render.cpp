@@ -329,21 +329,22 @@ Recommendation recommend(const ReportData& d) {
 }
 
 std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b) {
-  const auto part = [](const char* what, const std::string& x, const std::string& y) {
-    return x == y ? fmt::format("{} unchanged", what) : fmt::format("{} {} \xE2\x86\x92 {}", what, x, y);
+  const auto change = [](const std::string& x, const std::string& y) {
+    return x == y ? fmt::format("{} (unchanged)", x) : fmt::format("{} \xE2\x86\x92 {}", x, y);
   };
   const auto lr = [](double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string(kDash); };
-  std::string lr_part;
-  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_last) == lr(b.lr_last))
-    lr_part = "lr unchanged";
-  else if (lr(a.lr_first) == lr(a.lr_last) && lr(b.lr_first) == lr(b.lr_last))
-    lr_part = part("lr", lr(a.lr_first), lr(b.lr_first));
-  else
-    lr_part = fmt::format("{} (first epoch), {} (last)", part("lr", lr(a.lr_first), lr(b.lr_first)),
-                          part("", lr(a.lr_last), lr(b.lr_last)).substr(1));
-  return fmt::format("{}, {}, {}",
-                     part("global batch", fmt::format("{}", a.global_batch), fmt::format("{}", b.global_batch)),
-                     part("steps/epoch", fixed(a.steps_per_epoch, 0), fixed(b.steps_per_epoch, 0)), lr_part);
+  const auto whole = [](double v) { return fixed(v, 0); };
+  const std::string batch = fmt::format("{}", a.global_batch), batch_b = fmt::format("{}", b.global_batch);
+  std::string o =
+      batch == batch_b ? std::string("global batch unchanged") : fmt::format("global batch {}", change(batch, batch_b));
+  o += whole(a.steps_per_epoch) == whole(b.steps_per_epoch)
+           ? std::string(", steps/epoch unchanged")
+           : fmt::format(", steps/epoch {}", change(whole(a.steps_per_epoch), whole(b.steps_per_epoch)));
+  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_last) == lr(b.lr_last)) return o + ", lr unchanged";
+  if (lr(a.lr_first) == lr(a.lr_last) && lr(b.lr_first) == lr(b.lr_last))
+    return o + fmt::format(", lr {}", change(lr(a.lr_first), lr(b.lr_first)));
+  return o + fmt::format(", lr {} at the first epoch, {} at the last", change(lr(a.lr_first), lr(b.lr_first)),
+                         change(lr(a.lr_last), lr(b.lr_last)));
 }
 
 namespace {
@@ -787,12 +788,12 @@ std::string html_colour_key(const ReportData& d) {
 // The answer first: what each swept setting did, then the charts against the swept settings.
 std::string html_summary(const ReportData& d) {
   std::string o = "<h2 id=\"summary\">Summary: what each swept setting did</h2>\n";
+  for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
   const Table t = summary_table(d);
   if (t.size() > 1)
     o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(summary_note()));
   else
     o += "<p>No two groups differ in exactly one swept setting.</p>\n";
-  for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
   if (d.target_acc)
     o += fmt::format("<h3 id=\"to-target\">{}</h3>\n{}<p class=\"note\">{}</p>\n", escape_html(target_title(d)),
                      html_table(target_table(d), "to-target"), escape_html(target_note(d)));
@@ -895,11 +896,11 @@ std::string render_markdown(const ReportData& d) {
     o += "\n";
   }
   o += "## Summary: what each swept setting did\n\n";
+  for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
   if (const Table t = summary_table(d); t.size() > 1)
     o += fmt::format("{}\n{}\n\n", md_table(t), summary_note());
   else
     o += "No two groups differ in exactly one swept setting.\n\n";
-  for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
   if (d.target_acc)
     o += fmt::format("### {}\n\n{}\n{}\n\n", target_title(d), md_table(target_table(d)), target_note(d));
   for (const auto& c : axis_charts(d)) o += md_figure(c);

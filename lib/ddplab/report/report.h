@@ -154,7 +154,8 @@ struct EffectiveSettings {
   double lr_first = 0, lr_last = 0;  // the lr of the first and of the last record
 };
 // "global batch 64 -> 128, steps/epoch 187 -> 94, lr unchanged" (arrows as U+2192): the effective
-// differences from a to b, each "unchanged" when equal (lr: at the first and the last epoch).
+// differences from a to b, each "unchanged" when equal; an lr that moves over the epochs is given
+// at the first and the last ("lr 0.1 -> 0.2 at the first epoch, 0.001 (unchanged) at the last").
 std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b);
 
 struct GroupStats {

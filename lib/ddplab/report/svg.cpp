@@ -12,6 +12,7 @@ namespace ddplab::report {
 namespace {
 const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"};
 const char* const kNeutral = "#777777";
+const char* const kLightNeutral = "#BBBBBB";
 constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
 std::string num(double v) { return fmt::format("{:.2f}", v); }
@@ -64,7 +65,9 @@ LineChart line_chart(std::string id, std::string title, std::string x_label, std
 
 std::string palette_colour(size_t i) { return kPalette[i % kPaletteSize]; }
 
-std::string colour_of_index(int i) { return i >= 0 ? palette_colour(static_cast<size_t>(i)) : kNeutral; }
+std::string colour_of_index(int i) {
+  return i >= 0 ? palette_colour(static_cast<size_t>(i)) : i == kLightNeutralColour ? kLightNeutral : kNeutral;
+}
 
 std::vector<double> nice_ticks(double lo, double hi, int target, bool integer) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};

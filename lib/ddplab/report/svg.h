@@ -38,8 +38,10 @@ struct ChartSeries {
   std::vector<std::string> point_label;
 };
 
-// ChartSeries::colour of a line that is no one arm's (it joins several): grey.
+// ChartSeries::colour of a line that is no one arm's (it joins several): grey; a model or ideal
+// drawn beside such a line: light grey.
 constexpr int kNeutralColour = -2;
+constexpr int kLightNeutralColour = -3;
 
 enum class XScale { kLinear, kLog10, kLog2 };
 
@@ -65,7 +67,7 @@ LineChart line_chart(std::string id, std::string title, std::string x_label, std
 
 // The Okabe-Ito colour of series `i` (cycling), as "#RRGGBB".
 std::string palette_colour(size_t i);
-// palette_colour(i) for i >= 0, the grey of kNeutralColour for it.
+// palette_colour(i) for i >= 0, the greys of kNeutralColour and kLightNeutralColour for them.
 std::string colour_of_index(int i);
 
 // A standalone <svg> element with xmlns (valid both as a .svg file and inline in HTML).
