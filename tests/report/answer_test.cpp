@@ -295,3 +295,38 @@ TEST(ReportCharts, CurvesAgainstStepsAndSamplesSeen) {
   for (const char* id : {"test_acc_samples", "test_acc_steps", "test_acc_wall", "test_loss_samples"})
     EXPECT_NE(html.find(std::string("id=\"chart-") + id + "\""), std::string::npos) << id;
 }
+
+// The captions are written from what was drawn: a pooled point, a fit and a B_simple marker are
+// named only when the chart has them.
+TEST(ReportCharts, CaptionsSayWhatIsDrawn) {
+  TempDir tmp;
+  // Replicas {1, 2} x per-replica batch {64, 128}: global batch 128 is reached two ways (pooled).
+  // 12,800 samples: 200, 100 and 50 steps per epoch, so 70% (epoch 2) takes 25,600 samples at
+  // every batch, which the trade-off model refuses (no fit).
+  for (int per_replica : {64, 128})
+    for (int seed = 1; seed <= 2; ++seed)
+      for (int replicas : {1, 2}) {
+        FakeRun r;
+        r.seed = seed;
+        r.replicas = replicas;
+        r.per_replica = per_replica;
+        r.train_samples = 12800;
+        r.run_id = "r" + std::to_string(replicas) + "b" + std::to_string(per_replica) + "s" + std::to_string(seed);
+        write_run(tmp.path() / "runs", r);
+      }
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  std::map<std::string, std::string> captions;
+  for (const auto& c : axis_charts(analyze(o))) captions[c.file] = c.caption;
+  ASSERT_EQ(captions.count("acc_vs_batch.svg"), 1u);
+  EXPECT_NE(captions["acc_vs_batch.svg"].find("pooled"), std::string::npos) << captions["acc_vs_batch.svg"];
+  ASSERT_EQ(captions.count("batch_tradeoff.svg"), 1u);
+  EXPECT_NE(captions["batch_tradeoff.svg"].find("no fit"), std::string::npos) << captions["batch_tradeoff.svg"];
+  EXPECT_EQ(captions["batch_tradeoff.svg"].find("B_crit"), std::string::npos) << "no fit is drawn";
+  EXPECT_EQ(captions["batch_tradeoff.svg"].find("B_simple"), std::string::npos) << "no noise scale was logged";
+
+  TempDir replicas_only;
+  write_two_arms(replicas_only, [](FakeRun&) {});
+  for (const auto& c : axis_charts(analyze(options_for(replicas_only))))
+    EXPECT_EQ(c.caption.find("pooled"), std::string::npos) << c.file << ": one group per global batch";
+}
