@@ -199,6 +199,7 @@ TEST(ReportAnswer, WithoutATargetTheReportChoosesTheHighestEveryGroupReached) {
   const std::string html = render_html(d);
   EXPECT_NE(html.find("Time to 75.50% test accuracy"), std::string::npos) << html;
   EXPECT_NE(html.find("the report chose the target"), std::string::npos);
+  EXPECT_EQ(d.target_set_by, "replicas.count=2") << "its mean curve peaked lowest";
 
   ReportOptions set = options_for(tmp);
   set.target_acc = 0.7;

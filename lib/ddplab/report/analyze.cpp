@@ -939,25 +939,39 @@ void host_load_warnings(ReportData& data) {
 
 }  // namespace
 
-std::optional<double> chosen_target(const ReportData& data) {
-  std::optional<double> target;
-  for (const auto& g : data.groups) {
-    const int classes = classes_of(g.key_spec);
-    std::map<int, std::vector<double>> by_epoch;
-    for (size_t ri : g.runs) {
-      const RunData& r = data.runs[ri];
-      if (r.health(classes) != RunHealth::kOk) continue;
-      for (const auto& e : r.epochs)
-        if (std::isfinite(selection_acc(e, data.on_validation)))
-          by_epoch[e.epoch].push_back(selection_acc(e, data.on_validation));
-    }
-    double best = kNaN;
-    for (const auto& [epoch, accs] : by_epoch) best = std::isfinite(best) ? std::max(best, mean(accs)) : mean(accs);
-    if (std::isfinite(best)) target = std::min(target.value_or(best), best);
+namespace {
+// The highest point of the group's mean curve (chosen_target), NaN when it has no such runs.
+double mean_curve_peak(const ReportData& data, const GroupStats& g) {
+  const int classes = classes_of(g.key_spec);
+  std::map<int, std::vector<double>> by_epoch;
+  for (size_t ri : g.runs) {
+    const RunData& r = data.runs[ri];
+    if (r.health(classes) != RunHealth::kOk) continue;
+    for (const auto& e : r.epochs)
+      if (std::isfinite(selection_acc(e, data.on_validation)))
+        by_epoch[e.epoch].push_back(selection_acc(e, data.on_validation));
   }
+  double peak = kNaN;
+  for (const auto& [epoch, accs] : by_epoch) peak = std::isfinite(peak) ? std::max(peak, mean(accs)) : mean(accs);
+  return peak;
+}
+
+// The group whose mean curve peaks lowest: the one that sets the chosen target.
+const GroupStats* lowest_peak(const ReportData& data) {
+  const GroupStats* lowest = nullptr;
+  for (const auto& g : data.groups)
+    if (std::isfinite(mean_curve_peak(data, g)) &&
+        (!lowest || mean_curve_peak(data, g) < mean_curve_peak(data, *lowest)))
+      lowest = &g;
+  return lowest;
+}
+}  // namespace
+
+std::optional<double> chosen_target(const ReportData& data) {
+  const GroupStats* lowest = lowest_peak(data);
+  if (!lowest) return std::nullopt;
   // Down to 0.1 points: every group's mean curve reaches it.
-  if (target) target = std::floor(*target * 1000 + 1e-9) / 1000;
-  return target;
+  return std::floor(mean_curve_peak(data, *lowest) * 1000 + 1e-9) / 1000;
 }
 
 ReportData analyze(const ReportOptions& options) {
@@ -983,6 +997,7 @@ ReportData analyze(const ReportOptions& options) {
   if (!data.target_acc) {
     data.target_acc = chosen_target(data);
     data.target_chosen = data.target_acc.has_value();
+    if (const GroupStats* lowest = lowest_peak(data)) data.target_set_by = lowest->label;
   }
   for (auto& g : data.groups) group_statistics(data, g);
   sort_groups(data);

@@ -460,8 +460,9 @@ std::string target_note(const ReportData& d) {
       d.target_chosen
           ? fmt::format(
                 "No report.target_acc is set, so the report chose the target: the highest {} accuracy that every "
-                "group's mean curve (per epoch, the mean over its finished runs) reached, rounded down to 0.1 points.",
-                chosen_set(d))
+                "group's mean curve (per epoch, the mean over its finished runs) reached, rounded down to 0.1 points; "
+                "here the peak of {}. Where one group lags far behind, it sets a low target: set report.target_acc.",
+                chosen_set(d), d.target_set_by)
           : std::string("The target is report.target_acc (or --target).");
   return fmt::format(
       "{} Each column is the mean over the runs that reached it, at the first epoch whose {} accuracy is at or above "
@@ -570,6 +571,7 @@ tr:nth-child(even) td{background:#fafafa}
 .warnings li{color:#a33}
 figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
 figcaption{color:#555;font-size:13px;max-width:760px}
+.arm{display:inline-block;white-space:nowrap}
 .swatch{display:inline-block;width:1.6em;height:0.7em;margin:0 0.3em 0 0.6em}
 .note{color:#555;font-size:14px;max-width:60em})";
 }  // namespace

@@ -262,6 +262,7 @@ struct ReportData {
   // The target accuracy (fraction): ReportOptions / report.target_acc, else chosen_target's.
   std::optional<double> target_acc;
   bool target_chosen = false;  // target_acc is the report's own choice
+  std::string target_set_by;   // then: the label of the group whose mean curve peaked lowest
   // Every run with records has val_acc in each record: selection reads validation accuracy.
   bool on_validation = false;
   std::vector<std::string> warnings;  // "file:line: ..." for skipped records etc.
