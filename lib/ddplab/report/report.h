@@ -2,10 +2,11 @@
 // of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/rundir/layout.h),
 // never links the trainer.
 //
-// The report opens with a summary per swept setting (summary_changes: each change of one setting
-// between neighbouring values, with the accuracy comparison, the throughput ratio and the times
-// to target), then the charts against the swept settings (axis_charts), then tables and per-epoch
-// charts.
+// The report opens with a summary per swept setting: who reached the target first and the
+// recommendation (recommend), then each change of one setting between neighbouring values
+// (summary_changes) with what it changed in effect (effective_change), the accuracy comparison,
+// the throughput ratio and the times to target, and the time-to-target table; then the charts
+// against the swept settings (axis_charts), then tables and per-epoch charts.
 //
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
@@ -22,13 +23,16 @@
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
 // summary.csv (a row per run), groups.csv (a row per group), comparisons.csv (a row per
 // comparison) and one SVG per chart:
-// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
+// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_steps.svg, test_acc_samples.svg,
+// test_loss_samples.svg (x: optimizer steps; samples seen, step x global batch), test_acc_wall.svg,
+// val_acc.svg (when ReportData::on_validation), plus, when the records
 // have them, steps_train_loss.svg (training loss per log.every_steps interval vs epoch, from
 // steps.jsonl), the axis charts (acc_vs_batch.svg, throughput_vs_replicas.svg,
 // target_time_vs_replicas.svg, batch_tradeoff.svg; see axis_charts), noise_scale.svg (B_simple per group vs epoch on a
 // log axis, the group's global batch dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
 // test_acc_comm.svg (test accuracy vs the bytes communicated so far). Accuracies are
-// fractions in [0, 1] (shown as percentages in HTML/Markdown).
+// fractions in [0, 1] (shown as percentages in HTML/Markdown and the charts). Each group has one
+// palette colour (its index) in every chart.
 #pragma once
 #include <cstdint>
 #include <filesystem>
