@@ -183,7 +183,7 @@ std::string best_note(const ReportData& d) {
 
 // The target's heading: "time to 84.30% (chosen)".
 std::string target_heading(const ReportData& d) {
-  if (!d.target_acc) return "time to target (none set, none reached by every group)";
+  if (!d.target_acc) return "time to target (none: no finished runs)";
   return fmt::format("time to {} {} acc{}", pct(*d.target_acc), chosen_set(d), d.target_chosen ? " (chosen)" : "");
 }
 
