@@ -1292,6 +1292,16 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
     EXPECT_GE(std::stod((*it)[1].str()), 10) << "a percent, not a fraction";
   for (auto it = std::sregex_iterator(acc.begin(), acc.end(), x_tick); it != std::sregex_iterator(); ++it)
     EXPECT_EQ((*it)[1].str().find('.'), std::string::npos) << "an epoch tick " << (*it)[1].str();
+  const size_t thr_at = dom.output.find("id=\"chart-throughput_vs_replicas\"");
+  const std::string thr = dom.output.substr(thr_at, dom.output.find("</svg>", thr_at) - thr_at);
+  size_t replica_ticks = 0;
+  for (auto it = std::sregex_iterator(thr.begin(), thr.end(), x_tick); it != std::sregex_iterator();
+       ++it, ++replica_ticks)
+    EXPECT_EQ((*it)[1].str().find('.'), std::string::npos) << "a replica tick " << (*it)[1].str();
+  EXPECT_EQ(replica_ticks, 2u) << "replicas 1 and 2, nothing between";
+  const size_t batch_at = dom.output.find("id=\"chart-acc_vs_batch\"");
+  EXPECT_NE(dom.output.substr(batch_at, dom.output.find("</svg>", batch_at) - batch_at).find("final test accuracy (%)"),
+            std::string::npos);
   // The comparisons table renders its 95% CI column with an interval in it.
   const size_t table = dom.output.find("<table class=\"significance\">");
   ASSERT_NE(table, std::string::npos) << dom.output;
