@@ -331,3 +331,27 @@ TEST(ReportCharts, CaptionsSayWhatIsDrawn) {
   for (const auto& c : axis_charts(analyze(options_for(replicas_only))))
     EXPECT_EQ(c.caption.find("pooled"), std::string::npos) << c.file << ": one group per global batch";
 }
+
+// Past the palette's 8 colours a group's colour repeats an earlier one's: its lines are dashed in
+// every chart and its swatch in the key is dashed too.
+TEST(ReportCharts, AGroupPastThePaletteIsDashedInTheChartsAndTheKey) {
+  TempDir tmp;
+  for (int replicas = 1; replicas <= 9; ++replicas) {
+    FakeRun r;
+    r.replicas = replicas;
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string html = read_file(o.out_dir / "report.html");
+  EXPECT_NE(html.find("repeating-linear-gradient(90deg," + palette_colour(0) +
+                      " 0 6px,#ffffff 6px 9px)\"></span>"
+                      "replicas.count=9"),
+            std::string::npos)
+      << html.substr(0, 3000);
+  EXPECT_NE(html.find("background:" + palette_colour(7) + "\"></span>replicas.count=8"), std::string::npos);
+  const std::string svg = read_file(o.out_dir / "test_acc.svg");
+  EXPECT_NE(svg.find("stroke=\"" + palette_colour(8) + "\" stroke-width=\"3\" stroke-dasharray=\"6,3\"/><text"),
+            std::string::npos)
+      << "the ninth group's legend line is dashed";
+}

@@ -781,9 +781,14 @@ std::string html_figure(const NamedChart& c, const char* cls) {
 // The arms' colours, the same in every chart.
 std::string html_colour_key(const ReportData& d) {
   std::string o = "<p class=\"colour-key\">Colours, the same in every chart:";
-  for (size_t i = 0; i < d.groups.size(); ++i)
-    o += fmt::format(" <span class=\"arm\"><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
-                     palette_colour(i), escape_html(d.groups[i].label));
+  for (size_t i = 0; i < d.groups.size(); ++i) {
+    // Past the palette a colour repeats and the group's lines are dashed: so is its swatch.
+    const std::string fill =
+        palette_repeats(i) ? fmt::format("repeating-linear-gradient(90deg,{} 0 6px,#ffffff 6px 9px)", palette_colour(i))
+                           : palette_colour(i);
+    o += fmt::format(" <span class=\"arm\"><span class=\"swatch\" style=\"background:{}\"></span>{}</span>", fill,
+                     escape_html(d.groups[i].label));
+  }
   return o + " (grey: a line over several groups).</p>\n";
 }
 

@@ -65,6 +65,8 @@ LineChart line_chart(std::string id, std::string title, std::string x_label, std
 
 std::string palette_colour(size_t i) { return kPalette[i % kPaletteSize]; }
 
+bool palette_repeats(size_t i) { return i >= kPaletteSize; }
+
 std::string colour_of_index(int i) {
   return i >= 0 ? palette_colour(static_cast<size_t>(i)) : i == kLightNeutralColour ? kLightNeutral : kNeutral;
 }
@@ -266,9 +268,10 @@ std::string colour_of(const ChartSeries& s, size_t k) { return colour_of_index(c
 
 std::string dash_of(const ChartSeries& s, size_t k) {
   if (!s.dash_pattern.empty()) return fmt::format(" stroke-dasharray=\"{}\"", s.dash_pattern);
-  return s.dashed                                               ? " stroke-dasharray=\"8,4\""
-         : colour_index(s, k) >= static_cast<int>(kPaletteSize) ? " stroke-dasharray=\"6,3\""
-                                                                : "";
+  return s.dashed ? " stroke-dasharray=\"8,4\""
+         : colour_index(s, k) >= 0 && palette_repeats(static_cast<size_t>(colour_index(s, k)))
+             ? " stroke-dasharray=\"6,3\""
+             : "";
 }
 
 // Series k's min..max band (nothing when it has none).

@@ -67,6 +67,8 @@ LineChart line_chart(std::string id, std::string title, std::string x_label, std
 
 // The Okabe-Ito colour of series `i` (cycling), as "#RRGGBB".
 std::string palette_colour(size_t i);
+// Whether series `i` is past the palette, so its colour repeats an earlier one's and it is dashed.
+bool palette_repeats(size_t i);
 // palette_colour(i) for i >= 0, the greys of kNeutralColour and kLightNeutralColour for them.
 std::string colour_of_index(int i);
 
