@@ -31,11 +31,13 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
       dir / "manifest.json",
       json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}.dump(2));
   std::string lines;
+  const int64_t global_batch = int64_t{r.per_replica} * r.replicas;
+  const int64_t steps_per_epoch = r.train_samples > 0 ? (r.train_samples + global_batch - 1) / global_batch : 100;
   for (size_t i = 0; i < r.test_acc.size(); ++i) {
     const int epoch = static_cast<int>(i) + 1;
     json rec = {{"epoch", epoch},
-                {"step", epoch * 100},
-                {"lr", 0.01 / epoch},
+                {"step", epoch * steps_per_epoch},
+                {"lr", r.lr / epoch},
                 {"train_loss", 1.0 / epoch},
                 {"train_acc", r.test_acc[i]},
                 {"test_loss", 1.2 / epoch},
@@ -52,6 +54,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
     if (i < r.grad_sq.size()) rec["gns_grad_sq_ema"] = r.grad_sq[i];
     if (r.comm_bytes >= 0) rec["comm_bytes"] = static_cast<int64_t>(r.comm_bytes);  // an integer, as ddplab writes it
     if (r.host_cpu_wait_pct >= 0) rec["host_cpu_wait_pct"] = r.host_cpu_wait_pct;
+    if (i < r.val_acc.size()) rec["val_acc"] = r.val_acc[i], rec["val_loss"] = 1 - r.val_acc[i];
     lines += rec.dump() + "\n";
   }
   write_file(dir / "epochs.jsonl", lines);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "ddplab/report/stats.h"
 #include "ddplab/report/svg.h"
 #include "report/fake_run.h"
+#include "report/report_helpers.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -22,6 +24,8 @@ using nlohmann::json;
 using namespace ddplab;
 using namespace ddplab::report;
 using ddplab::testing::FakeRun;
+using ddplab::testing::group_labelled;
+using ddplab::testing::options_for;
 using ddplab::testing::read_file;
 using ddplab::testing::run_command;
 using ddplab::testing::TempDir;
@@ -30,23 +34,35 @@ using ddplab::testing::write_run;
 
 namespace {
 
-ReportOptions options_for(const TempDir& tmp) {
-  ReportOptions o;
-  o.inputs = {tmp.path() / "runs"};
-  o.out_dir = tmp.path() / "report";
-  return o;
-}
-
 size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
 }
 
-const GroupStats& group_labelled(const ReportData& d, std::string_view label) {
-  for (const auto& g : d.groups)
-    if (g.label == label) return g;
-  throw std::runtime_error("no group " + std::string(label));
+// The cell of a CSV (quoted fields allowed) in data row `row` (0: the first after the header)
+// under the column named `name`; throws when there is none.
+std::string csv_cell(const std::string& csv, size_t row, const std::string& name) {
+  std::vector<std::vector<std::string>> rows(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < csv.size(); ++i) {
+    const char c = csv[i];
+    if (quoted && c == '"' && i + 1 < csv.size() && csv[i + 1] == '"')
+      rows.back().back() += '"', ++i;
+    else if (c == '"')
+      quoted = !quoted;
+    else if (!quoted && c == ',')
+      rows.back().emplace_back();
+    else if (!quoted && c == '\n')
+      rows.emplace_back(1);
+    else
+      rows.back().back() += c;
+  }
+  const auto& header = rows.front();
+  const size_t col = static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  if (col == header.size() || row + 1 >= rows.size() || col >= rows[row + 1].size())
+    throw std::runtime_error("no cell " + name);
+  return rows[row + 1][col];
 }
 
 }  // namespace
@@ -596,7 +612,10 @@ TEST(Report, EscapesUserStringsInHtmlAndSvg) {
   const std::string svg = read_file(tmp.path() / "report" / "test_acc.svg");
   EXPECT_EQ(svg.find("<b>"), std::string::npos);
   EXPECT_NE(svg.find("schedule.scale_rule=&lt;b&gt;"), std::string::npos);
-  EXPECT_EQ(read_file(tmp.path() / "report" / "report.md").find("<script"), std::string::npos);
+  // Markdown escapes a '<' with a backslash (no HTML entity): none opens a tag.
+  const std::string md = read_file(tmp.path() / "report" / "report.md");
+  EXPECT_NE(md.find("\\<script"), std::string::npos);
+  EXPECT_FALSE(std::regex_search(md, std::regex("[^\\\\]<[A-Za-z/!]"))) << md;
 }
 
 TEST(Report, ScalingEfficiencyAgainstOneReplicaOfSamePerReplicaBatch) {
@@ -821,11 +840,11 @@ TEST(Report, CollapsedAndDivergedRunsAreCountedNotAveraged) {
   EXPECT_NE(md.find("| replicas.count=2 | 2 of 4 runs (1 collapsed, 1 diverged) |"), std::string::npos) << md;
   EXPECT_NE(md.find("(A: 3 of 3 runs; B: 2 of 4 runs (1 collapsed, 1 diverged))"), std::string::npos) << md;
   const std::string groups = read_file(o.out_dir / "groups.csv");
-  EXPECT_NE(groups.find(",collapsed,diverged\n"), std::string::npos) << groups;
-  EXPECT_NE(groups.find(",1,1\n"), std::string::npos) << "B's counts close its row: " << groups;
+  EXPECT_EQ(csv_cell(groups, 1, "group"), "replicas.count=2") << groups;
+  EXPECT_EQ(csv_cell(groups, 1, "collapsed"), "1") << groups;
+  EXPECT_EQ(csv_cell(groups, 1, "diverged"), "1") << groups;
   const std::string comparisons = read_file(o.out_dir / "comparisons.csv");
-  EXPECT_NE(comparisons.find(",bad_runs_p\n"), std::string::npos);
-  EXPECT_NE(comparisons.find(",0.4285714286\n"), std::string::npos) << comparisons;
+  EXPECT_EQ(csv_cell(comparisons, 0, "bad_runs_p"), "0.4285714286") << comparisons;
 }
 
 // Equivalent with the 90% interval 0.03 points inside the +-0.5 margin (95% interval across 0): borderline, and the
@@ -882,8 +901,9 @@ TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
   d = analyze(o);
   EXPECT_EQ(d.groups[0].target_reached, 0);
   EXPECT_NE(render_html(d).find("not reached (0/2)"), std::string::npos);
-  o.target_acc.reset();
-  EXPECT_FALSE(analyze(o).groups[0].target_acc);  // no report.target_acc in the specs
+  o.target_acc.reset();  // no report.target_acc in the specs: the report chooses one
+  d = analyze(o);
+  EXPECT_TRUE(d.target_chosen);
 }
 
 TEST(Report, TargetFromSpecReportSection) {
@@ -926,9 +946,10 @@ TEST(Report, WritesEveryFileAndFindsASingleRunDirectory) {
   const ReportSummary s = write_report(o);
   EXPECT_EQ(s.runs, 1u);
   for (const char* f : {"report.html", "report.md", "summary.csv", "groups.csv", "comparisons.csv", "test_acc.svg",
-                        "train_loss.svg", "test_loss.svg", "lr.svg", "test_acc_wall.svg"})
+                        "train_loss.svg", "test_loss.svg", "lr.svg", "test_acc_wall.svg", "test_acc_steps.svg",
+                        "test_acc_samples.svg", "test_loss_samples.svg"})
     EXPECT_TRUE(fs::exists(o.out_dir / f)) << f;
-  EXPECT_EQ(s.files.size(), 10u);
+  EXPECT_EQ(s.files.size(), 13u);
   const std::string md = read_file(o.out_dir / "report.md");
   EXPECT_NE(md.find("](test_acc_wall.svg)"), std::string::npos);
   const std::string csv = read_file(o.out_dir / "summary.csv");
@@ -1239,6 +1260,48 @@ TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
     std::regex drawn("<path[^>]*class=\"line\"[^>]* d=\"M[0-9.]+,[0-9.]+ L");
     EXPECT_TRUE(std::regex_search(svg, drawn)) << id;
   }
+  // One colour per group: the colour key's colour of each group is its legend colour in every
+  // chart that names it (as Chromium parsed the page).
+  std::map<std::string, std::string> key;
+  const std::regex swatch(
+      "<span class=\"swatch\" style=\"background:\\s*(#[0-9A-Fa-f]{6}|rgb[^;\"]*);?\"></span>([^<]*)<");
+  for (auto it = std::sregex_iterator(dom.output.begin(), dom.output.end(), swatch); it != std::sregex_iterator(); ++it)
+    key[(*it)[2].str()] = (*it)[1].str();
+  ASSERT_EQ(key.size(), 2u) << dom.output.substr(0, 4000);
+  const std::regex legend(
+      "<g class=\"legend\"><line [^>]*stroke=\"(#[0-9A-Fa-f]{6})\"[^>]*>(</line>)?<text [^>]*>([^<]*)");
+  size_t matched = 0;
+  for (auto it = std::sregex_iterator(dom.output.begin(), dom.output.end(), legend); it != std::sregex_iterator();
+       ++it) {
+    // A long label wraps: its first line starts the group's label.
+    const std::string first_line = (*it)[3].str();
+    const auto k = std::find_if(key.begin(), key.end(), [&](const auto& kv) {
+      return !first_line.empty() && kv.first.rfind(first_line, 0) == 0;
+    });
+    if (k == key.end()) continue;
+    ++matched;
+    EXPECT_EQ(k->second.front() == '#' ? k->second : std::string(), (*it)[1].str()) << (*it)[3].str();
+  }
+  EXPECT_GE(matched, 16u) << "both groups in the 8 per-epoch charts";
+  // Units: accuracy in percent, epochs in whole numbers.
+  const size_t acc_at = dom.output.find("id=\"chart-test_acc\"");
+  const std::string acc = dom.output.substr(acc_at, dom.output.find("</svg>", acc_at) - acc_at);
+  EXPECT_NE(acc.find("test accuracy (%)"), std::string::npos);
+  const std::regex y_tick("text-anchor=\"end\">([0-9.]+)</text>"), x_tick("text-anchor=\"middle\">([0-9.]+)</text>");
+  for (auto it = std::sregex_iterator(acc.begin(), acc.end(), y_tick); it != std::sregex_iterator(); ++it)
+    EXPECT_GE(std::stod((*it)[1].str()), 10) << "a percent, not a fraction";
+  for (auto it = std::sregex_iterator(acc.begin(), acc.end(), x_tick); it != std::sregex_iterator(); ++it)
+    EXPECT_EQ((*it)[1].str().find('.'), std::string::npos) << "an epoch tick " << (*it)[1].str();
+  const size_t thr_at = dom.output.find("id=\"chart-throughput_vs_replicas\"");
+  const std::string thr = dom.output.substr(thr_at, dom.output.find("</svg>", thr_at) - thr_at);
+  size_t replica_ticks = 0;
+  for (auto it = std::sregex_iterator(thr.begin(), thr.end(), x_tick); it != std::sregex_iterator();
+       ++it, ++replica_ticks)
+    EXPECT_EQ((*it)[1].str().find('.'), std::string::npos) << "a replica tick " << (*it)[1].str();
+  EXPECT_EQ(replica_ticks, 2u) << "replicas 1 and 2, nothing between";
+  const size_t batch_at = dom.output.find("id=\"chart-acc_vs_batch\"");
+  EXPECT_NE(dom.output.substr(batch_at, dom.output.find("</svg>", batch_at) - batch_at).find("final test accuracy (%)"),
+            std::string::npos);
   // The comparisons table renders its 95% CI column with an interval in it.
   const size_t table = dom.output.find("<table class=\"significance\">");
   ASSERT_NE(table, std::string::npos) << dom.output;

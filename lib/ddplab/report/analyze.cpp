@@ -93,11 +93,20 @@ double RunData::final_test_acc() const { return epochs.empty() ? kNaN : epochs.b
 double RunData::final_train_loss() const { return epochs.empty() ? kNaN : epochs.back().train_loss; }
 double RunData::final_test_loss() const { return epochs.empty() ? kNaN : epochs.back().test_loss; }
 
-double RunData::best_test_acc() const {
-  double best = kNaN;
+double selection_acc(const EpochPoint& e, bool on_validation) { return on_validation ? e.val_acc : e.test_acc; }
+
+const EpochPoint* RunData::best_epoch(bool on_validation) const {
+  const EpochPoint* best = nullptr;
   for (const auto& e : epochs)
-    if (std::isfinite(e.test_acc) && !(best >= e.test_acc)) best = e.test_acc;
+    if (std::isfinite(selection_acc(e, on_validation)) &&
+        (!best || selection_acc(e, on_validation) > selection_acc(*best, on_validation)))
+      best = &e;
   return best;
+}
+
+double RunData::best_test_acc() const {
+  const EpochPoint* best = best_epoch(false);
+  return best ? best->test_acc : kNaN;
 }
 
 double RunData::final_test_acc_points(int k) const {
@@ -140,9 +149,9 @@ std::string ok_of_ended(const GroupStats& g) {
                      bad.empty() ? std::string() : fmt::format(" ({})", fmt::join(bad, ", ")));
 }
 
-const EpochPoint* RunData::first_reaching(double target) const {
+const EpochPoint* RunData::first_reaching(double target, bool on_validation) const {
   for (const auto& e : epochs)
-    if (e.test_acc >= target) return &e;
+    if (selection_acc(e, on_validation) >= target) return &e;
   return nullptr;
 }
 
@@ -245,6 +254,8 @@ EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
   p.host_steal_pct = r.host_steal_pct.value_or(kNaN);
   p.replicas = r.replicas;
   p.global_batch = r.global_batch;
+  p.val_loss = r.val_loss.value_or(kNaN);
+  p.val_acc = r.val_acc.value_or(kNaN);
   return p;
 }
 
@@ -464,9 +475,11 @@ void label_group(const ReportData& data, const std::vector<std::string>& followe
 // The per-run values a group's statistics are taken over (finished runs with records).
 struct GroupSamples {
   std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
-  std::vector<double> loss_steps, loss_samples;   // to report.target_loss
-  std::map<int64_t, std::vector<double>> metric;  // by seed
-  std::string unreliable;                         // why a run's last noise scale was left out
+  std::vector<double> t_steps, t_samples, t_device_s;  // to the target accuracy
+  std::vector<double> chosen_val, chosen_test;         // on validation: the best epoch's accuracies
+  std::vector<double> loss_steps, loss_samples;        // to report.target_loss
+  std::map<int64_t, std::vector<double>> metric;       // by seed
+  std::string unreliable;                              // why a run's last noise scale was left out
 };
 
 // Classes of the group's dataset: 100 for cifar100, else 10 (idx: unknown, taken as 10).
@@ -515,7 +528,24 @@ bool has_noise_scale(const RunData& r) {
   });
 }
 
-void add_run(const RunData& r, const std::optional<double>& target, int final_epochs, GroupStats& g, GroupSamples& s) {
+// Run r's epoch chosen on validation, and the first epoch at the target.
+void add_selection(const RunData& r, const ReportData& data, GroupStats& g, GroupSamples& s) {
+  if (data.on_validation)
+    if (const EpochPoint* best = r.best_epoch(true))
+      s.chosen_val.push_back(best->val_acc), s.chosen_test.push_back(best->test_acc);
+  if (!data.target_acc) return;
+  if (const EpochPoint* p = r.first_reaching(*data.target_acc, data.on_validation)) {
+    ++g.target_reached;
+    s.t_epochs.push_back(p->epoch);
+    s.t_wall.push_back(p->wall_s);
+    s.t_steps.push_back(static_cast<double>(p->step));
+    s.t_samples.push_back(static_cast<double>(p->step) * static_cast<double>(p->global_batch));
+    s.t_device_s.push_back(p->wall_s * p->replicas);
+  }
+}
+
+void add_run(const RunData& r, const ReportData& data, GroupStats& g, GroupSamples& s) {
+  const int final_epochs = data.final_epochs;
   ++g.n;
   g.final_accs.push_back(r.final_test_acc());
   s.metric[seed_of(r)].push_back(r.final_test_acc_points(final_epochs));
@@ -536,12 +566,33 @@ void add_run(const RunData& r, const std::optional<double>& target, int final_ep
       s.loss_samples.push_back(static_cast<double>(p->samples));
     }
   }
-  if (!target) return;
-  if (const EpochPoint* p = r.first_reaching(*target)) {
-    ++g.target_reached;
-    s.t_epochs.push_back(p->epoch);
-    s.t_wall.push_back(p->wall_s);
-  }
+  add_selection(r, data, g, s);
+}
+
+// From the first finished run with records, else the first with records.
+EffectiveSettings effective_settings(const ReportData& data, const GroupStats& g) {
+  const RunData* run = nullptr;
+  for (size_t ri : g.runs)
+    if (!data.runs[ri].epochs.empty() && (!run || (!run->finished() && data.runs[ri].finished()))) run = &data.runs[ri];
+  EffectiveSettings e{0, kNaN, kNaN, kNaN};
+  if (!run) return e;
+  const EpochPoint &first = run->epochs.front(), &last = run->epochs.back();
+  e.global_batch = last.global_batch;
+  e.steps_per_epoch = last.epoch > 0 ? static_cast<double>(last.step) / last.epoch : kNaN;
+  e.lr_first = first.lr;
+  e.lr_last = last.lr;
+  return e;
+}
+
+// Whether every run with records has a validation accuracy in each of them (and one run has records).
+bool every_record_has_validation(const std::vector<RunData>& runs) {
+  bool any = false;
+  for (const auto& r : runs)
+    for (const auto& e : r.epochs) {
+      if (!std::isfinite(e.val_acc)) return false;
+      any = true;
+    }
+  return any;
 }
 
 void metric_statistics(const GroupSamples& s, GroupStats& g) {
@@ -557,16 +608,16 @@ void metric_statistics(const GroupSamples& s, GroupStats& g) {
       g.test_samples && p >= 0 && p <= 1 ? test_set_sampling_error_points(p, *g.test_samples) : kNaN;
 }
 
-void group_statistics(const ReportData& data, const std::optional<double>& target, GroupStats& g) {
+void group_statistics(const ReportData& data, GroupStats& g) {
   GroupSamples s;
-  g.target_acc = target;
+  g.target_acc = data.target_acc;
   g.target_loss = data.target_loss;
   const int classes = classes_of(g.key_spec);
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
     if (r.running()) ++g.in_progress;
     const auto health = r.health(classes);
-    if (health == RunHealth::kOk) add_run(r, target, data.final_epochs, g, s);
+    if (health == RunHealth::kOk) add_run(r, data, g, s);
     if (!health || health == RunHealth::kOk) continue;
     ++(health == RunHealth::kCollapsed ? g.collapsed : g.diverged);
     // A run that diverged or ended near chance says nothing about the noise scale of training.
@@ -583,6 +634,11 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
   }
   g.target_epochs = mean(s.t_epochs);
   g.target_wall_s = mean(s.t_wall);
+  g.target_steps = mean(s.t_steps);
+  g.target_samples = mean(s.t_samples);
+  g.target_device_s = mean(s.t_device_s);
+  g.chosen_val_acc = mean_std(s.chosen_val);
+  g.chosen_test_acc = mean_std(s.chosen_test);
   g.target_wall_s_min = s.t_wall.empty() ? kNaN : *std::min_element(s.t_wall.begin(), s.t_wall.end());
   g.target_wall_s_max = s.t_wall.empty() ? kNaN : *std::max_element(s.t_wall.begin(), s.t_wall.end());
   g.target_loss_steps = mean(s.loss_steps);
@@ -600,6 +656,7 @@ void group_statistics(const ReportData& data, const std::optional<double>& targe
     g.global_batch = data.runs[ri].epochs.back().global_batch;
     break;
   }
+  g.effective = effective_settings(data, g);
 }
 
 // Sorts the groups by their differing values and renumbers the runs' groups.
@@ -882,6 +939,41 @@ void host_load_warnings(ReportData& data) {
 
 }  // namespace
 
+namespace {
+// The highest point of the group's mean curve (chosen_target), NaN when it has no such runs.
+double mean_curve_peak(const ReportData& data, const GroupStats& g) {
+  const int classes = classes_of(g.key_spec);
+  std::map<int, std::vector<double>> by_epoch;
+  for (size_t ri : g.runs) {
+    const RunData& r = data.runs[ri];
+    if (r.health(classes) != RunHealth::kOk) continue;
+    for (const auto& e : r.epochs)
+      if (std::isfinite(selection_acc(e, data.on_validation)))
+        by_epoch[e.epoch].push_back(selection_acc(e, data.on_validation));
+  }
+  double peak = kNaN;
+  for (const auto& [epoch, accs] : by_epoch) peak = std::isfinite(peak) ? std::max(peak, mean(accs)) : mean(accs);
+  return peak;
+}
+
+// The group whose mean curve peaks lowest: the one that sets the chosen target.
+const GroupStats* lowest_peak(const ReportData& data) {
+  const GroupStats* lowest = nullptr;
+  for (const auto& g : data.groups)
+    if (std::isfinite(mean_curve_peak(data, g)) &&
+        (!lowest || mean_curve_peak(data, g) < mean_curve_peak(data, *lowest)))
+      lowest = &g;
+  return lowest;
+}
+}  // namespace
+
+std::optional<double> chosen_target(const ReportData& data) {
+  const GroupStats* lowest = lowest_peak(data);
+  if (!lowest) return std::nullopt;
+  // Down to 0.1 points: every group's mean curve reaches it.
+  return std::floor(mean_curve_peak(data, *lowest) * 1000 + 1e-9) / 1000;
+}
+
 ReportData analyze(const ReportOptions& options) {
   ReportData data;
   for (const auto& dir : find_run_dirs(options.inputs)) data.runs.push_back(load_run(dir, data.warnings));
@@ -891,7 +983,8 @@ ReportData analyze(const ReportOptions& options) {
   data.follower_notes = follower_notes(followers);
   data.follower_keys = followers;
   data.title = title_of(data.runs);
-  const std::optional<double> target = target_of(options, data.runs);
+  data.target_acc = target_of(options, data.runs);
+  data.on_validation = every_record_has_validation(data.runs);
   comparison_settings(options, data);
   data.target_loss = target_loss_of(options, data.runs);
   const auto names = display_names(data.runs);
@@ -900,8 +993,13 @@ ReportData analyze(const ReportOptions& options) {
               [&](size_t a, size_t b) { return seed_of(data.runs[a]) < seed_of(data.runs[b]); });
     label_group(data, followers, g);
     if (const auto it = names.find(g.label); it != names.end()) g.label = it->second;
-    group_statistics(data, target, g);
   }
+  if (!data.target_acc) {
+    data.target_acc = chosen_target(data);
+    data.target_chosen = data.target_acc.has_value();
+    if (const GroupStats* lowest = lowest_peak(data)) data.target_set_by = lowest->label;
+  }
+  for (auto& g : data.groups) group_statistics(data, g);
   sort_groups(data);
   scaling_efficiency(data);
   measured_steps_saved(data);

@@ -157,15 +157,31 @@ bool varies(const ReportData& d, const GroupValue& x) {
 double global_batch(const GroupStats& g) { return static_cast<double>(g.global_batch); }
 double replica_count(const GroupStats& g) { return g.replicas; }
 
-// A series of y over x for each line of lines_over(x) ("all groups" when nothing else varies).
-ChartSeries line_series(const ReportData& d, const std::string& label, const std::vector<size_t>& groups,
-                        const GroupValue& x, const GroupValue& y) {
+// A line over several groups: grey, told apart from the chart's other lines by its dashes
+// (the line_index-th pattern), its points in their groups' colours.
+ChartSeries grey_line(std::string label, size_t line_index) {
+  static const char* const kDashes[] = {"", "6,3", "2,3", "8,3,2,3", "12,4"};
   ChartSeries s;
-  s.label = label.empty() ? std::string("all groups") : label;
+  s.label = label.empty() ? std::string("all groups") : std::move(label);
+  s.colour = kNeutralColour;
+  s.dash_pattern = kDashes[line_index % (sizeof(kDashes) / sizeof(kDashes[0]))];
+  return s;
+}
+
+// The palette index of the one group at a point, or -1 (the line's grey) when several are pooled there.
+int point_colour_of(const std::vector<size_t>& groups_at) {
+  return groups_at.size() == 1 ? static_cast<int>(groups_at[0]) : -1;
+}
+
+// A series of y over x for each line of lines_over(x) ("all groups" when nothing else varies).
+ChartSeries line_series(const ReportData& d, const std::string& label, size_t line_index,
+                        const std::vector<size_t>& groups, const GroupValue& x, const GroupValue& y) {
+  ChartSeries s = grey_line(label, line_index);
   for (size_t gi : groups) {
     if (!std::isfinite(y(d.groups[gi]))) continue;
     s.x.push_back(x(d.groups[gi]));
     s.y.push_back(y(d.groups[gi]));
+    s.point_colour.push_back(static_cast<int>(gi));
   }
   return s;
 }
@@ -176,11 +192,12 @@ NamedChart accuracy_vs_batch(const ReportData& d) {
                                  ? fmt::format("test accuracy, mean of the last {} epochs", d.final_epochs)
                                  : std::string("final test accuracy");
   LineChart chart = line_chart("acc_vs_batch", fmt::format("{} vs global batch (bars: 95% CI over seeds)", metric),
-                               "global batch (log2 scale)", fmt::format("{} (points)", metric));
+                               "global batch (log2 scale)", fmt::format("{} (%)", metric));
   chart.x_scale = XScale::kLog2;
+  chart.y_floor = 0, chart.y_ceil = 100;
+  bool pooled = false;
   for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
-    ChartSeries s;
-    s.label = label.empty() ? std::string("all groups") : label;
+    ChartSeries s = grey_line(label, chart.series.size());
     for (const auto& [batch, at] : by_x(d, groups, global_batch)) {
       std::vector<double> values;  // every seed's metric of the groups at this batch
       for (size_t gi : at)
@@ -189,71 +206,78 @@ NamedChart accuracy_vs_batch(const ReportData& d) {
       if (values.empty()) continue;
       const double n = static_cast<double>(values.size()), m = mean(values);
       const double half = n >= 2 ? student_t_quantile(0.975, n - 1) * sample_std(values) / std::sqrt(n) : kNaN;
-      // An accuracy lies in [0, 100] points: an interval from 2 seeds (t = 12.7) may reach past it.
-      // One seed has no interval, and no bar (not one from 0 to 100).
+      // An interval from 2 seeds (t = 12.7) may reach past 0 or 100%: the bar then ends at the
+      // axis in an arrow (LineChart::y_ceil). One seed has no interval, and no bar.
       s.x.push_back(batch), s.y.push_back(m);
-      s.err_lo.push_back(std::isfinite(half) ? std::max(0.0, m - half) : kNaN);
-      s.err_hi.push_back(std::isfinite(half) ? std::min(100.0, m + half) : kNaN);
+      s.err_lo.push_back(std::isfinite(half) ? m - half : kNaN);
+      s.err_hi.push_back(std::isfinite(half) ? m + half : kNaN);
+      s.point_colour.push_back(point_colour_of(at));
+      pooled = pooled || at.size() > 1;
     }
     chart.series.push_back(std::move(s));
   }
-  return {"acc_vs_batch.svg", chart.title, render_svg(chart)};
+  std::string caption = fmt::format(
+      "Each point is the mean {} over the seeds of the groups at that global batch, in its group's colour{}; bars: "
+      "the 95% t interval over those seeds (none with one seed), drawn to the axis with an arrow where it reaches "
+      "past it.",
+      metric, pooled ? " (grey: groups that reach one batch through different splits, pooled)" : "");
+  return {"acc_vs_batch.svg", chart.title, render_svg(chart), caption};
 }
 
 // y vs replica count per line; with `ideal`, each line's dashed ideal linear scaling from its
 // fewest replicas.
-NamedChart over_replicas(const ReportData& d, LineChart chart, const GroupValue& y, bool ideal) {
-  int colour = 0;
+NamedChart over_replicas(const ReportData& d, LineChart chart, const GroupValue& y, bool ideal, std::string caption) {
+  chart.integer_x = true;
+  size_t index = 0;
   for (const auto& [label, groups] : lines_over(d, replica_count)) {
-    ChartSeries s = line_series(d, label, groups, replica_count, y);
-    s.colour = colour++;
+    ChartSeries s = line_series(d, label, index++, groups, replica_count, y);
     ChartSeries line;
     if (ideal && !s.x.empty()) {
       line.label =
           fmt::format("{}: ideal linear scaling from {} replica{}", s.label, s.x.front(), s.x.front() == 1 ? "" : "s");
       line.dashed = true;
+      line.dash_pattern = s.dash_pattern;  // its measured line's dashes, in light grey
       line.markers = false;
-      line.colour = s.colour;
+      line.colour = kLightNeutralColour;
       for (double n : s.x) line.x.push_back(n), line.y.push_back(s.y.front() * n / s.x.front());
     }
     chart.series.push_back(std::move(s));
     if (ideal && !line.x.empty()) chart.series.push_back(std::move(line));
   }
-  return {fmt::format("{}.svg", chart.id), chart.title, render_svg(chart)};
+  return {fmt::format("{}.svg", chart.id), chart.title, render_svg(chart), std::move(caption)};
 }
 
 // Steps to the target of a group: to report.target_loss from the step records, else to the
 // target accuracy at the first epoch reaching it (mean over the finished runs that did).
 double steps_to_target(const ReportData& d, const GroupStats& g) {
   if (d.target_loss) return g.target_loss_reached > 0 ? g.target_loss_steps : kNaN;
-  if (!g.target_acc) return kNaN;
-  std::vector<double> steps;
-  for (size_t ri : g.runs) {
-    const RunData& r = d.runs[ri];
-    if (!r.finished()) continue;
-    if (const EpochPoint* p = r.first_reaching(*g.target_acc)) steps.push_back(static_cast<double>(p->step));
-  }
-  return mean(steps);
+  return g.target_reached > 0 ? g.target_steps : kNaN;
 }
 
-// One point on the fit at batch b, as its own series (a marker), in colour `colour`.
-ChartSeries fit_marker(const BatchTradeoffFit& fit, double b, const std::string& label, int colour) {
+// "84.30% validation accuracy": the accuracy target, in the set that chooses.
+std::string accuracy_target(const ReportData& d) {
+  return fmt::format("{:.2f}% {} accuracy", 100 * *d.target_acc, d.on_validation ? "validation" : "test");
+}
+
+// One point on the fit at batch b, as its own grey series (a marker) labelled `name` on the chart.
+ChartSeries fit_marker(const BatchTradeoffFit& fit, double b, const std::string& label, const std::string& name) {
   ChartSeries m;
   m.label = label;
-  m.colour = colour;
+  m.colour = kNeutralColour;
   m.x = {fit.samples(b)};
   m.y = {fit.steps(b)};
+  m.point_label = {name};
   return m;
 }
 
 // The fitted curve of one line, and its markers at the fitted B_crit and the measured B_simple.
-void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, double b_simple, int colour,
-             const std::string& label, LineChart& chart) {
+void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, double b_simple, const std::string& label,
+             LineChart& chart) {
   ChartSeries curve;
   curve.label = fmt::format("{}: fit S_min = {:.0f} steps, E_min = {:.3g} samples", label, fit.s_min, fit.e_min);
   curve.dashed = true;
   curve.markers = false;
-  curve.colour = colour;
+  curve.colour = kNeutralColour;
   const double lo = *std::min_element(batches.begin(), batches.end()) / 4;
   const double hi = *std::max_element(batches.begin(), batches.end()) * 4;
   for (int i = 0; i <= 40; ++i) {
@@ -262,32 +286,29 @@ void add_fit(const std::vector<double>& batches, const BatchTradeoffFit& fit, do
     curve.y.push_back(fit.steps(b));
   }
   chart.series.push_back(std::move(curve));
-  chart.series.push_back(
-      fit_marker(fit, fit.b_crit, fmt::format("{}: fitted B_crit = {:.0f}", label, fit.b_crit), colour));
+  chart.series.push_back(fit_marker(fit, fit.b_crit, fmt::format("{}: fitted B_crit = {:.0f}", label, fit.b_crit),
+                                    fmt::format("B_crit {:.0f}", fit.b_crit)));
   if (b_simple > 0)
     chart.series.push_back(
         fit_marker(fit, b_simple,
                    fmt::format("{}: measured B_simple = {:.0f} (mean over the groups' last epochs)", label, b_simple),
-                   7));  // black: the palette's last colour, apart from the fit's
+                   fmt::format("B_simple {:.0f}", b_simple)));
 }
 
 // Steps vs samples to the target across global batches, with the McCandlish fit per line.
 std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
-  const std::string target = d.target_loss ? fmt::format("training loss {:g}", *d.target_loss)
-                             : !d.groups.empty() && d.groups[0].target_acc
-                                 ? fmt::format("test accuracy {:.2f}%", 100 * *d.groups[0].target_acc)
-                                 : std::string();
+  const std::string target = d.target_loss  ? fmt::format("training loss {:g}", *d.target_loss)
+                             : d.target_acc ? accuracy_target(d)
+                                            : std::string();
   if (target.empty()) return std::nullopt;
   LineChart chart = line_chart("batch_tradeoff", fmt::format("Steps vs samples to {} across global batches", target),
                                "samples to target (log scale)", "steps to target (log scale)");
   chart.x_scale = XScale::kLog10;
   chart.log_y = true;
-  int colour = 0;
-  bool any = false;
+  bool any = false, fitted = false, b_simple = false;
+  size_t index = 0;
   for (const auto& [label, groups] : lines_over(d, global_batch, kBatchKeys)) {
-    ChartSeries s;
-    s.label = fmt::format("{} (measured)", label.empty() ? std::string("all groups") : label);
-    s.colour = colour;
+    ChartSeries s = grey_line(fmt::format("{} (measured)", label.empty() ? std::string("all groups") : label), index++);
     std::vector<double> batches, steps, noise;
     for (const auto& [b, at] : by_x(d, groups, global_batch)) {
       std::vector<double> to_target;  // the groups at this batch that reached the target
@@ -298,18 +319,29 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
       if (to_target.empty()) continue;
       const double st = mean(to_target);
       batches.push_back(b), steps.push_back(st), s.x.push_back(st * b), s.y.push_back(st);
+      s.point_colour.push_back(point_colour_of(at));
+      s.point_label.push_back(fmt::format("B = {:g}", b));
     }
     if (s.x.size() < 2) continue;
     any = true;
     if (const std::string why = tradeoff_refusal(batches, steps); !why.empty())
       s.label += fmt::format("; no fit: {}", why);
     chart.series.push_back(std::move(s));
-    if (const auto fit = fit_batch_tradeoff(batches, steps))
-      add_fit(batches, *fit, noise.empty() ? kNaN : mean(noise), colour, label.empty() ? "all" : label, chart);
-    ++colour;
+    if (const auto fit = fit_batch_tradeoff(batches, steps)) {
+      add_fit(batches, *fit, noise.empty() ? kNaN : mean(noise), label.empty() ? "all" : label, chart);
+      fitted = true;
+      b_simple = b_simple || !noise.empty();
+    }
   }
   if (!any) return std::nullopt;
-  return NamedChart{"batch_tradeoff.svg", chart.title, render_svg(chart)};
+  std::string caption = fmt::format(
+      "Each labelled point is a global batch B at the mean samples and steps to {}{} over the runs that reached it{}.",
+      target, d.target_loss ? " (from the step records)" : " (at epoch granularity)",
+      fitted ? fmt::format("; dashed: the fit S = S_min (1 + B_crit / B), E = E_min (1 + B / B_crit) (McCandlish "
+                           "et al. 2018) with the fitted B_crit{} marked on it",
+                           b_simple ? " and the measured gradient noise scale B_simple" : "")
+             : std::string("; no fit (the legend says why)"));
+  return NamedChart{"batch_tradeoff.svg", chart.title, render_svg(chart), caption};
 }
 
 // The sorted values of `key` over the finished groups when all are numbers, else empty.
@@ -350,7 +382,8 @@ std::optional<NamedChart> metric_heatmap(const ReportData& d) {
                                                              g.metric.std, g.metric_by_seed.size())
                                                : fmt::format("{:.2f} (n=1)", g.metric.mean);
   }
-  return NamedChart{"acc_heatmap.svg", m.title, render_heatmap(m)};
+  return NamedChart{"acc_heatmap.svg", m.title, render_heatmap(m),
+                    "Each cell: the mean over seeds in points, \xC2\xB1 the standard deviation, and the seeds (n)."};
 }
 }  // namespace
 
@@ -360,18 +393,22 @@ std::vector<NamedChart> axis_charts(const ReportData& d) {
   if (varies(d, replica_count)) {
     out.push_back(over_replicas(
         d,
-        line_chart("throughput_vs_replicas", "Images/s vs replicas (dashed: ideal linear scaling)", "replicas",
+        line_chart("throughput_vs_replicas", "Images/s vs replicas (light grey: ideal linear scaling)", "replicas",
                    "training images/s (mean over epochs and seeds)"),
-        [](const GroupStats& g) { return g.images_per_s; }, true));
+        [](const GroupStats& g) { return g.images_per_s; }, true,
+        "Each point is a group's mean images/s (over epochs and seeds), in its colour; a grey line joins the groups "
+        "that differ only in the replica count, and the light grey one with its dashes scales its fewest replicas' "
+        "images/s linearly."));
     const bool reached =
         std::any_of(d.groups.begin(), d.groups.end(), [](const GroupStats& g) { return g.target_reached > 0; });
-    if (reached && d.groups[0].target_acc)
+    if (reached && d.target_acc)
       out.push_back(over_replicas(
           d,
-          line_chart("target_time_vs_replicas",
-                     fmt::format("Time to {:.2f}% test accuracy vs replicas", 100 * *d.groups[0].target_acc),
-                     "replicas", "wall-clock seconds to target (mean over the runs that reached it)"),
-          [](const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : kNaN; }, false));
+          line_chart("target_time_vs_replicas", fmt::format("Time to {} vs replicas", accuracy_target(d)), "replicas",
+                     "wall-clock seconds to target (mean over the runs that reached it)"),
+          [](const GroupStats& g) { return g.target_reached > 0 ? g.target_wall_s : kNaN; }, false,
+          "Each point is a group's mean wall-clock seconds to the first epoch at the target, over its runs that "
+          "reached it, in its colour."));
   }
   if (varies(d, global_batch))
     if (auto chart = batch_tradeoff(d)) out.push_back(std::move(*chart));

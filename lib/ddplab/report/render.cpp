@@ -40,11 +40,13 @@ std::string csv_field(const std::string& s) {
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
+// Markdown text, not HTML: no entities (a reader sees "can't", not "can&#39;t"); a '|' would end
+// a table cell and a '<' open an HTML tag, so both are backslash-escaped.
 std::string md_cell(const std::string& s) {
   std::string out;
-  for (char c : escape_html(s)) {
-    if (c == '|')
-      out += "\\|";
+  for (char c : s) {
+    if (c == '|' || c == '<')
+      out += {'\\', c};
     else if (c == '\n')
       out += ' ';
     else
@@ -52,6 +54,9 @@ std::string md_cell(const std::string& s) {
   }
   return out;
 }
+
+// "validation" or "test": the set whose accuracy chooses (ReportData::on_validation).
+const char* chosen_set(const ReportData& d) { return d.on_validation ? "validation" : "test"; }
 
 std::string target_cell(const GroupStats& g) {
   if (!g.target_acc) return kDash;
@@ -169,23 +174,54 @@ const char* const kNoiseScaleNote =
     "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
     "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
 
-const char* const kAxisNote =
-    "Accuracy bars are each group's 95% t interval over its seeds (none with one seed). The trade-off chart puts "
-    "each global batch B at (samples, steps) to the target; the dashed curve is the fit S = S_min (1 + B_crit / B), "
-    "E = E_min (1 + B / B_crit) (McCandlish et al. 2018), with the fitted B_crit and the measured gradient noise "
-    "scale B_simple marked on it. See docs/report.md.";
+// Under the tables with a best epoch: which set chose it.
+std::string best_note(const ReportData& d) {
+  return d.on_validation ? "* chosen on the validation set: each run's epoch of highest validation accuracy, whose "
+                           "test accuracy is reported beside it (the test set chose nothing)."
+                         : "* best over epochs: optimistic, chosen on the test set (no validation split).";
+}
 
-const char* const kBestNote = "* best over epochs: optimistic, chosen on the test set.";
+// The target's heading: "time to 84.30% (chosen)".
+std::string target_heading(const ReportData& d) {
+  if (!d.target_acc) return "time to target (none: no finished runs)";
+  return fmt::format("time to {} {} acc{}", pct(*d.target_acc), chosen_set(d), d.target_chosen ? " (chosen)" : "");
+}
 
 Table groups_table(const ReportData& d) {
-  Table t = {{"group", "n", "final test acc", "test-set SE", "best test acc*", "final train loss", "final test loss",
-              fmt::format("time to {}", d.groups.empty() || !d.groups[0].target_acc ? std::string("target (none set)")
-                                                                                    : pct(*d.groups[0].target_acc)),
-              "images/s (range over runs)", "scaling efficiency"}};
-  for (const auto& g : d.groups)
-    t.push_back({g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), test_se_cell(g), pct_pm(g.best_test_acc, g.n),
-                 pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g), throughput_cell(g),
-                 efficiency_cell(d, g)});
+  std::vector<std::string> head = {"group", "n", "final test acc", "test-set SE"};
+  if (d.on_validation)
+    head.insert(head.end(), {"best val acc*", "test acc at that epoch*"});
+  else
+    head.push_back("best test acc*");
+  head.insert(head.end(), {"final train loss", "final test loss", target_heading(d), "images/s (range over runs)",
+                           "scaling efficiency"});
+  Table t = {head};
+  for (const auto& g : d.groups) {
+    std::vector<std::string> row = {g.label, n_cell(g), pct_pm(g.final_test_acc, g.n), test_se_cell(g)};
+    if (d.on_validation)
+      row.insert(row.end(), {pct_pm(g.chosen_val_acc, g.n), pct_pm(g.chosen_test_acc, g.n)});
+    else
+      row.push_back(pct_pm(g.best_test_acc, g.n));
+    row.insert(row.end(), {pm(g.final_train_loss, g.n, 4), pm(g.final_test_loss, g.n, 4), target_cell(g),
+                           throughput_cell(g), efficiency_cell(d, g)});
+    t.push_back(row);
+  }
+  return t;
+}
+
+// Per group: what it took to reach the target accuracy (means over the runs that reached it).
+Table target_table(const ReportData& d) {
+  Table t = {{"group", "reached", "epoch", "optimizer steps", "samples (steps \xC3\x97 global batch)",
+              "wall-clock s (fastest\xE2\x80\x93slowest run)", "device-s (wall \xC3\x97 replicas)"}};
+  for (const auto& g : d.groups) {
+    if (g.n == 0) continue;
+    const std::string wall = g.target_reached > 1
+                                 ? fmt::format("{} ({}\xE2\x80\x93{})", fixed(g.target_wall_s, 1),
+                                               fixed(g.target_wall_s_min, 1), fixed(g.target_wall_s_max, 1))
+                                 : fixed(g.target_wall_s, 1);
+    t.push_back({g.label, fmt::format("{}/{}", g.target_reached, g.n), fixed(g.target_epochs, 1),
+                 fixed(g.target_steps, 0), fixed(g.target_samples, 0), wall, fixed(g.target_device_s, 1)});
+  }
   return t;
 }
 
@@ -205,7 +241,8 @@ Table comparisons_table(const ReportData& d) {
 }
 
 Table runs_table(const ReportData& d) {
-  Table t = {{"run", "group", "status", "epochs", "final test acc", "best test acc*", "final train loss", "images/s",
+  Table t = {{"run", "group", "status", "epochs", "final test acc",
+              d.on_validation ? "test acc at best val epoch*" : "best test acc*", "final train loss", "images/s",
               "host CPU wait / steal"}};
   for (const auto& r : d.runs) {
     std::string status = r.status_text();
@@ -214,8 +251,10 @@ Table runs_table(const ReportData& d) {
     const std::string host = std::isfinite(wait) || std::isfinite(steal)
                                  ? fmt::format("{} / {}", percent_cell(wait), percent_cell(steal))
                                  : kDash;
+    const EpochPoint* best = r.best_epoch(d.on_validation);
     t.push_back({r.run_id, d.groups[r.group].label, status, fmt::format("{}", r.epochs.size()), pct(r.final_test_acc()),
-                 pct(r.best_test_acc()), fixed(r.final_train_loss(), 4), fixed(r.mean_images_per_s(), 1), host});
+                 pct(best ? best->test_acc : std::nan("")), fixed(r.final_train_loss(), 4),
+                 fixed(r.mean_images_per_s(), 1), host});
   }
   return t;
 }
@@ -273,6 +312,42 @@ bool first_beyond_spread(const GroupStats& a, const GroupStats& b) {
   return b.target_reached == 0 || a.target_wall_s_max < b.target_wall_s_min;
 }
 
+}  // namespace
+
+Recommendation recommend(const ReportData& d) {
+  Recommendation r;
+  for (const auto& g : d.groups)
+    if (std::isfinite(time_to_target(g)) && (!r.fastest || g.target_wall_s < r.fastest->target_wall_s)) r.fastest = &g;
+  if (!r.fastest) return r;
+  for (const auto& g : d.groups) {
+    if (!std::isfinite(time_to_target(g))) continue;
+    if (&g != r.fastest && !first_beyond_spread(*r.fastest, g)) r.uncertain.push_back(&g);
+    const bool near = g.target_wall_s <= (1 + kCheapestWithin) * r.fastest->target_wall_s;
+    if (near && (!r.cheapest || g.target_device_s < r.cheapest->target_device_s)) r.cheapest = &g;
+  }
+  return r;
+}
+
+std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b) {
+  const auto change = [](const std::string& x, const std::string& y) {
+    return x == y ? fmt::format("{} (unchanged)", x) : fmt::format("{} \xE2\x86\x92 {}", x, y);
+  };
+  const auto lr = [](double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string(kDash); };
+  const auto whole = [](double v) { return fixed(v, 0); };
+  const std::string batch = fmt::format("{}", a.global_batch), batch_b = fmt::format("{}", b.global_batch);
+  std::string o =
+      batch == batch_b ? std::string("global batch unchanged") : fmt::format("global batch {}", change(batch, batch_b));
+  o += whole(a.steps_per_epoch) == whole(b.steps_per_epoch)
+           ? std::string(", steps/epoch unchanged")
+           : fmt::format(", steps/epoch {}", change(whole(a.steps_per_epoch), whole(b.steps_per_epoch)));
+  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_last) == lr(b.lr_last)) return o + ", lr unchanged";
+  if (lr(a.lr_first) == lr(a.lr_last) && lr(b.lr_first) == lr(b.lr_last))
+    return o + fmt::format(", lr {}", change(lr(a.lr_first), lr(b.lr_first)));
+  return o + fmt::format(", lr {} at the first epoch, {} at the last", change(lr(a.lr_first), lr(b.lr_first)),
+                         change(lr(a.lr_last), lr(b.lr_last)));
+}
+
+namespace {
 const char* first_by_time(const GroupStats& a, const GroupStats& b) {
   if (first_beyond_spread(a, b)) return " (A first)";
   if (first_beyond_spread(b, a)) return " (B first)";
@@ -285,7 +360,7 @@ double steps_to_loss(const GroupStats& g) {
 // The summary: per swept setting, what each change between neighbouring values did.
 Table summary_table(const ReportData& d) {
   const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
-  Table t = {{"setting", "change A \xE2\x86\x92 B", "other settings",
+  Table t = {{"setting", "change A \xE2\x86\x92 B", "in effect (from the records)", "other settings",
               fmt::format("{} B \xE2\x88\x92 A (95% CI)", metric), "verdict", "images/s B / A", "time to target",
               "steps to target loss"}};
   for (const auto& change : summary_changes(d)) {
@@ -294,9 +369,9 @@ Table summary_table(const ReportData& d) {
     const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
     t.push_back(
-        {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), change.at.empty() ? kDash : change.at,
-         fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)), short_verdict(d, c),
-         ratio_cell(b.images_per_s, a.images_per_s),
+        {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), effective_change(a.effective, b.effective),
+         change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)),
+         short_verdict(d, c), ratio_cell(b.images_per_s, a.images_per_s),
          arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b)),
          arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
   }
@@ -312,37 +387,61 @@ std::string time_with_spread(const GroupStats& g) {
 
 // The line on who reached the target accuracy first: the fastest group, unless another group's
 // runs reached it within the spread of the fastest one's (then no group is named first).
-std::string first_to_target(const ReportData& d, const GroupStats& fastest) {
+std::string first_to_target(const ReportData& d, const Recommendation& r) {
+  const GroupStats& fastest = *r.fastest;
   std::vector<std::string> inside;
-  for (const auto& g : d.groups)
-    if (&g != &fastest && g.target_reached > 0 && !first_beyond_spread(fastest, g))
-      inside.push_back(time_with_spread(g));
+  for (const GroupStats* g : r.uncertain) inside.push_back(time_with_spread(*g));
   if (!inside.empty())
     return fmt::format(
-        "No group is first to reach {} test accuracy beyond the spread of its runs: {} and {} overlap (mean seconds, "
+        "No group is first to reach {} {} accuracy beyond the spread of its runs: {} and {} overlap (mean seconds, "
         "fastest to slowest run).",
-        pct(*fastest.target_acc), time_with_spread(fastest), fmt::join(inside, ", "));
+        pct(*d.target_acc), chosen_set(d), time_with_spread(fastest), fmt::join(inside, ", "));
   return fmt::format(
-      "First to reach {} test accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that reached "
+      "First to reach {} {} accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that reached "
       "it{}).",
-      pct(*fastest.target_acc), fastest.label, fixed(fastest.target_wall_s, 1), fixed(fastest.target_epochs, 1),
-      fastest.target_reached, fastest.n,
+      pct(*d.target_acc), chosen_set(d), fastest.label, fixed(fastest.target_wall_s, 1),
+      fixed(fastest.target_epochs, 1), fastest.target_reached, fastest.n,
       fastest.target_reached < 2 ? "; one run, so no spread to weigh the margin against" : "");
 }
 
-// Which group reached the target accuracy first (wall clock) and the target loss in the fewest steps.
+// The recommendation at the target: the fastest group, the cheapest in device-seconds near its
+// time, and whether the spread of the runs leaves the pick uncertain.
+std::string recommendation_line(const ReportData& d, const Recommendation& r) {
+  const GroupStats &fastest = *r.fastest, &cheapest = *r.cheapest;
+  std::string o = fmt::format("Recommendation at {} {} accuracy{}: {} is fastest ({} s, {} device-s)",
+                              pct(*d.target_acc), chosen_set(d), d.target_chosen ? " (the report's target)" : "",
+                              fastest.label, fixed(fastest.target_wall_s, 1), fixed(fastest.target_device_s, 1));
+  if (&cheapest == &fastest)
+    o += fmt::format(
+        " and the cheapest in device-seconds (wall \xC3\x97 replicas) of the groups within {:.0f}% of its time",
+        100 * kCheapestWithin);
+  else
+    o += fmt::format("; within {:.0f}% of its time, {} is cheapest ({} s, {} device-s, wall \xC3\x97 replicas)",
+                     100 * kCheapestWithin, cheapest.label, fixed(cheapest.target_wall_s, 1),
+                     fixed(cheapest.target_device_s, 1));
+  if (!r.uncertain.empty())
+    return o + fmt::format(
+                   ". Uncertain: {} other group{} reached it within the spread of the fastest one's runs, so other "
+                   "seeds could pick another.",
+                   r.uncertain.size(), r.uncertain.size() == 1 ? "" : "s");
+  if (fastest.target_reached < 2) return o + ". Uncertain: one run reached it, so there is no spread to weigh.";
+  return o + ". Its slowest run reached the target before every other group's fastest.";
+}
+
+// Which group reached the target accuracy first (wall clock), the recommendation, and which
+// reached the target loss in the fewest steps.
 std::vector<std::string> firsts(const ReportData& d) {
   std::vector<std::string> out;
-  const GroupStats* fastest = nullptr;
+  const Recommendation r = recommend(d);
   const GroupStats* fewest = nullptr;
-  for (const auto& g : d.groups) {
-    if (std::isfinite(time_to_target(g)) && (!fastest || time_to_target(g) < time_to_target(*fastest))) fastest = &g;
+  for (const auto& g : d.groups)
     if (std::isfinite(steps_to_loss(g)) && (!fewest || steps_to_loss(g) < steps_to_loss(*fewest))) fewest = &g;
+  if (r.fastest) {
+    out.push_back(first_to_target(d, r));
+    out.push_back(recommendation_line(d, r));
+  } else if (d.target_acc) {
+    out.push_back(fmt::format("No group reached {} {} accuracy.", pct(*d.target_acc), chosen_set(d)));
   }
-  if (fastest)
-    out.push_back(first_to_target(d, *fastest));
-  else if (!d.groups.empty() && d.groups[0].target_acc)
-    out.push_back(fmt::format("No group reached {} test accuracy.", pct(*d.groups[0].target_acc)));
   if (fewest)
     out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
                               fewest->label, fixed(fewest->target_loss_steps, 0),
@@ -350,12 +449,38 @@ std::vector<std::string> firsts(const ReportData& d) {
   return out;
 }
 
+// The heading of the time-to-target table.
+std::string target_title(const ReportData& d) {
+  return fmt::format("Time to {} {} accuracy", pct(*d.target_acc), chosen_set(d));
+}
+
+// Under the time-to-target table: where the target came from and what the columns are.
+std::string target_note(const ReportData& d) {
+  const std::string source =
+      d.target_chosen
+          ? fmt::format(
+                "No report.target_acc is set, so the report chose the target: the highest {} accuracy that every "
+                "group's mean curve (per epoch, the mean over its finished runs) reached, rounded down to 0.1 points; "
+                "here the peak of {}. Where one group lags far behind, it sets a low target: set report.target_acc.",
+                chosen_set(d), d.target_set_by)
+          : std::string("The target is report.target_acc (or --target).");
+  return fmt::format(
+      "{} Each column is the mean over the runs that reached it, at the first epoch whose {} accuracy is at or above "
+      "the target (epoch granularity). The recommendation names the fastest group on mean wall time and the group "
+      "with the fewest device-seconds (wall \xC3\x97 replicas) among those within {:.0f}% of its time; it is flagged "
+      "uncertain when another group's runs reached the target within the spread of the fastest one's. See "
+      "docs/report.md.",
+      source, chosen_set(d), 100 * kCheapestWithin);
+}
+
 // Below the summary table: what its columns mean.
 std::string summary_note() {
   return fmt::format(
       "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
-      "difference is the comparison below (paired by seed where possible, Holm-corrected). Time to target: "
-      "wall-clock seconds to the first epoch at the target test accuracy; steps to target loss: the first step record "
+      "difference is the comparison below (paired by seed where possible, Holm-corrected). In effect: the global "
+      "batch, optimizer steps per epoch and learning rate (first and last epoch) read from the runs' records. Time to "
+      "target: wall-clock seconds to the first epoch at the target accuracy; steps to target loss: the first step "
+      "record "
       "(log.every_steps) from which the training loss, averaged over {:.0f} samples around each record, stays at or "
       "below report.target_loss.",
       kLossWindowSamples);
@@ -388,21 +513,54 @@ std::string md_table(const Table& t) {
   return o;
 }
 
+// The x of a per-epoch chart.
+enum class EpochX { kEpoch, kSteps, kSamples, kWall };
+
+double x_of_record(EpochX x, const EpochPoint& e) {
+  switch (x) {
+    case EpochX::kEpoch:
+      return e.epoch;
+    case EpochX::kSteps:
+      return static_cast<double>(e.step);
+    case EpochX::kSamples:  // in thousands
+      return static_cast<double>(e.step) * static_cast<double>(e.global_batch) / 1000;
+    case EpochX::kWall:
+      return e.wall_s;
+  }
+  return std::nan("");
+}
+
 struct ChartDef {
   const char* id;
   const char* title;
   const char* x_label;
   const char* y_label;
   double EpochPoint::* y;
-  bool wall_x;
+  EpochX x;
+  bool percent;     // an accuracy: drawn in percent, like the tables
+  bool validation;  // drawn only when the runs have a validation split
 };
+const char* const kAtEpochs = "Each point is an epoch, at the mean over the group's runs of x and of y.";
 const ChartDef kCharts[] = {
-    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy", &EpochPoint::test_acc, false},
-    {"train_loss", "Training loss vs epoch", "epoch", "training loss", &EpochPoint::train_loss, false},
-    {"test_loss", "Test loss vs epoch", "epoch", "test loss", &EpochPoint::test_loss, false},
-    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)", &EpochPoint::lr, false},
-    {"test_acc_wall", "Test accuracy vs wall-clock time", "wall-clock seconds (mean over seeds)", "test accuracy",
-     &EpochPoint::test_acc, true},
+    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy (%)", &EpochPoint::test_acc, EpochX::kEpoch, true,
+     false},
+    {"val_acc", "Validation accuracy vs epoch", "epoch", "validation accuracy (%)", &EpochPoint::val_acc,
+     EpochX::kEpoch, true, true},
+    {"test_acc_steps", "Test accuracy vs optimizer steps", "optimizer steps (mean over seeds)", "test accuracy (%)",
+     &EpochPoint::test_acc, EpochX::kSteps, true, false},
+    {"test_acc_samples", "Test accuracy vs training samples seen",
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test accuracy (%)",
+     &EpochPoint::test_acc, EpochX::kSamples, true, false},
+    {"test_acc_wall", "Test accuracy vs wall-clock time", "wall-clock seconds (mean over seeds)", "test accuracy (%)",
+     &EpochPoint::test_acc, EpochX::kWall, true, false},
+    {"train_loss", "Training loss vs epoch", "epoch", "training loss", &EpochPoint::train_loss, EpochX::kEpoch, false,
+     false},
+    {"test_loss", "Test loss vs epoch", "epoch", "test loss", &EpochPoint::test_loss, EpochX::kEpoch, false, false},
+    {"test_loss_samples", "Test loss vs training samples seen",
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test loss",
+     &EpochPoint::test_loss, EpochX::kSamples, false, false},
+    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)", &EpochPoint::lr, EpochX::kEpoch,
+     false, false},
 };
 
 const char* kCss = R"(body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
@@ -411,13 +569,17 @@ th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}
 tr:nth-child(even) td{background:#fafafa}
 .warnings li{color:#a33}
-figure{display:inline-block;margin:0 1em 1em 0}
+figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
+figcaption{color:#555;font-size:13px;max-width:760px}
+.arm{display:inline-block;white-space:nowrap}
+.swatch{display:inline-block;width:1.6em;height:0.7em;margin:0 0.3em 0 0.6em}
 .note{color:#555;font-size:14px;max-width:60em})";
 }  // namespace
 
 namespace {
-// One series per group: at each epoch the mean over the group's runs of y (and of x), with the
-// min..max band of y. x_of / y_of read run r's i-th record; non-finite values are left out.
+// One series per group, in the group's colour: at each epoch the mean over the group's runs of y
+// (and of x), with the min..max band of y. x_of / y_of read run r's i-th record; non-finite values
+// are left out.
 using PointFn = std::function<double(const RunData&, size_t)>;
 ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn& x_of, const PointFn& y_of) {
   std::map<int, std::vector<double>> ys, xs;
@@ -431,6 +593,7 @@ ChartSeries group_series(const ReportData& d, const GroupStats& g, const PointFn
     }
   }
   ChartSeries s;
+  s.colour = static_cast<int>(&g - d.groups.data());
   s.label = fmt::format("{}{}", g.label, g.n == 0 && g.in_progress > 0 ? " (in progress)" : "");
   for (const auto& [epoch, v] : ys) {
     const double x = mean(xs[epoch]);
@@ -467,6 +630,7 @@ ChartSeries steps_series(const ReportData& d, const GroupStats& g) {
       if (std::isfinite(r.train_loss)) ys[r.step].push_back(r.train_loss), xs[r.step].push_back(r.epoch);
   ChartSeries s;
   s.label = g.label;
+  s.colour = static_cast<int>(&g - d.groups.data());
   s.markers = false;
   for (const auto& [step, v] : ys) {
     s.x.push_back(mean(xs[step]));
@@ -489,25 +653,28 @@ bool any_comm_bytes(const ReportData& d) {
 std::vector<NamedChart> render_charts(const ReportData& d) {
   std::vector<NamedChart> out;
   for (const auto& def : kCharts) {
+    if (def.validation && !d.on_validation) continue;
     LineChart chart = line_chart(def.id, def.title, def.x_label, def.y_label);
-    const PointFn x_of = [&](const RunData& r, size_t i) {
-      return def.wall_x ? r.epochs[i].wall_s : r.epochs[i].epoch;
-    };
-    const PointFn y_of = [&](const RunData& r, size_t i) { return r.epochs[i].*(def.y); };
+    chart.integer_x = def.x == EpochX::kEpoch;
+    if (def.percent) chart.y_floor = 0, chart.y_ceil = 100;
+    const PointFn x_of = [&](const RunData& r, size_t i) { return x_of_record(def.x, r.epochs[i]); };
+    const PointFn y_of = [&](const RunData& r, size_t i) { return (def.percent ? 100 : 1) * r.epochs[i].*(def.y); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
-    out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart)});
+    out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart),
+                   def.x == EpochX::kEpoch ? std::string() : std::string(kAtEpochs)});
   }
   if (any_steps(d)) {
     LineChart chart = line_chart("steps_train_loss", "Training loss per step interval (log.every_steps) vs epoch",
                                  "epochs done", "training loss over the interval, all replicas");
     for (const auto& g : d.groups) chart.series.push_back(steps_series(d, g));
-    out.push_back({"steps_train_loss.svg", chart.title, render_svg(chart)});
+    out.push_back({"steps_train_loss.svg", chart.title, render_svg(chart), ""});
   }
   if (any_noise_scale(d)) {
     LineChart chart =
-        line_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dashed: the group's global batch)", "epoch",
+        line_chart("noise_scale", "Gradient noise scale B_simple vs epoch (dotted: the group's global batch)", "epoch",
                    "B_simple (samples, log scale)");
     chart.log_y = true;
+    chart.integer_x = true;
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
       auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
@@ -515,16 +682,17 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
       s.reference_y = static_cast<double>(g.global_batch);
       chart.series.push_back(std::move(s));
     }
-    out.push_back({"noise_scale.svg", chart.title, render_svg(chart)});
+    out.push_back({"noise_scale.svg", chart.title, render_svg(chart), ""});
   }
   if (any_comm_bytes(d)) {
     LineChart chart = line_chart("test_acc_comm", "Test accuracy vs bytes communicated per rank",
-                                 "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy");
+                                 "MB sent by rank 0 so far (gradient and parameter collectives)", "test accuracy (%)");
+    chart.y_floor = 0, chart.y_ceil = 100;
     for (const auto& g : d.groups)
       chart.series.push_back(group_series(
           d, g, [](const RunData& r, size_t i) { return cumulative_comm_bytes(r, i) / 1e6; },
-          [](const RunData& r, size_t i) { return r.epochs[i].test_acc; }));
-    out.push_back({"test_acc_comm.svg", chart.title, render_svg(chart)});
+          [](const RunData& r, size_t i) { return 100 * r.epochs[i].test_acc; }));
+    out.push_back({"test_acc_comm.svg", chart.title, render_svg(chart), kAtEpochs});
   }
   return out;
 }
@@ -598,20 +766,49 @@ std::string html_warnings(const ReportData& d) {
   return o + "</ul>\n";
 }
 
+// A chart linked from Markdown, with its caption.
+std::string md_figure(const NamedChart& c) {
+  return fmt::format("![{}]({})\n\n{}", c.title, c.file, c.caption.empty() ? "" : md_cell(c.caption) + "\n\n");
+}
+
+// A chart with its caption.
+std::string html_figure(const NamedChart& c, const char* cls) {
+  const std::string caption =
+      c.caption.empty() ? std::string() : fmt::format("<figcaption>{}</figcaption>\n", escape_html(c.caption));
+  return fmt::format("<figure{}>\n{}{}</figure>\n", *cls ? fmt::format(" class=\"{}\"", cls) : "", c.svg, caption);
+}
+
+// The arms' colours, the same in every chart.
+std::string html_colour_key(const ReportData& d) {
+  std::string o = "<p class=\"colour-key\">Colours, the same in every chart:";
+  for (size_t i = 0; i < d.groups.size(); ++i) {
+    // Past the palette a colour repeats and the group's lines are dashed: so is its swatch.
+    const std::string fill =
+        palette_repeats(i) ? fmt::format("repeating-linear-gradient(90deg,{} 0 6px,#ffffff 6px 9px)", palette_colour(i))
+                           : palette_colour(i);
+    o += fmt::format(" <span class=\"arm\"><span class=\"swatch\" style=\"background:{}\"></span>{}</span>", fill,
+                     escape_html(d.groups[i].label));
+  }
+  return o + " (grey: a line over several groups).</p>\n";
+}
+
 // The answer first: what each swept setting did, then the charts against the swept settings.
 std::string html_summary(const ReportData& d) {
   std::string o = "<h2 id=\"summary\">Summary: what each swept setting did</h2>\n";
+  for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
   const Table t = summary_table(d);
   if (t.size() > 1)
     o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(summary_note()));
   else
     o += "<p>No two groups differ in exactly one swept setting.</p>\n";
-  for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
+  if (d.target_acc)
+    o += fmt::format("<h3 id=\"to-target\">{}</h3>\n{}<p class=\"note\">{}</p>\n", escape_html(target_title(d)),
+                     html_table(target_table(d), "to-target"), escape_html(target_note(d)));
   const auto charts = axis_charts(d);
   if (charts.empty()) return o;
   o += "<h2 id=\"axis-charts\">Against the swept settings</h2>\n";
-  for (const auto& c : charts) o += fmt::format("<figure class=\"axis\">\n{}</figure>\n", c.svg);
-  return o + fmt::format("<p class=\"note\">{}</p>\n", escape_html(kAxisNote));
+  for (const auto& c : charts) o += html_figure(c, "axis");
+  return o;
 }
 
 // B_crit per line and target, with its interval over seeds, or why the model refuses.
@@ -649,9 +846,10 @@ std::string html_tables(const ReportData& d) {
   o += fmt::format(
       "<p class=\"note\">{} Test-set SE is the sampling error sqrt(p (1 - p) / n_test) the test set alone "
       "puts on the final accuracy p, in points: seeds cannot shrink it.</p>\n",
-      escape_html(kBestNote));
+      escape_html(best_note(d)));
   o += "<p class=\"note\">Scaling efficiency is thr(N) / (N \xC3\x97 thr(1)) against the 1-replica group with the "
-       "same per-replica batch. Time to target is the first epoch whose test accuracy reaches the target (mean over "
+       "same per-replica batch. Time to target is the first epoch whose accuracy (the set that chooses) reaches the "
+       "target (mean over "
        "the runs that reached it).</p>\n";
   o += "<h2>Which differences are real?</h2>\n";
   if (d.comparisons.empty()) {
@@ -680,14 +878,15 @@ std::string render_html(const ReportData& d) {
       escape_html(d.title), kCss);
   o += fmt::format("<h1>ddplab report: {}</h1>\n", escape_html(d.title));
   o += html_intro(d);
+  o += html_colour_key(d);
   o += html_warnings(d);
   o += html_summary(d);
   o += html_tables(d);
   o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
-  for (const auto& c : render_charts(d)) o += fmt::format("<figure>\n{}</figure>\n", c.svg);
+  for (const auto& c : render_charts(d)) o += html_figure(c, "");
   o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"),
-                   escape_html(kBestNote));
+                   escape_html(best_note(d)));
   return o + "</body>\n</html>\n";
 }
 
@@ -704,13 +903,15 @@ std::string render_markdown(const ReportData& d) {
     o += "\n";
   }
   o += "## Summary: what each swept setting did\n\n";
+  for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
   if (const Table t = summary_table(d); t.size() > 1)
     o += fmt::format("{}\n{}\n\n", md_table(t), summary_note());
   else
     o += "No two groups differ in exactly one swept setting.\n\n";
-  for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
-  for (const auto& c : axis_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
-  o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), kBestNote);  // \* : not a list item
+  if (d.target_acc)
+    o += fmt::format("### {}\n\n{}\n{}\n\n", target_title(d), md_table(target_table(d)), target_note(d));
+  for (const auto& c : axis_charts(d)) o += md_figure(c);
+  o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), best_note(d));  // \* : not a list item
   o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
     o += "No two groups differ in exactly one setting.\n\n";
@@ -723,8 +924,8 @@ std::string render_markdown(const ReportData& d) {
     o += fmt::format("## Critical batch: steps to a training loss against the global batch\n\n{}\n{}\n\n", md_table(t),
                      kCriticalBatchNote);
   o += "## Charts\n\n";
-  for (const auto& c : render_charts(d)) o += fmt::format("![{}]({})\n\n", c.title, c.file);
-  o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), kBestNote);
+  for (const auto& c : render_charts(d)) o += md_figure(c);
+  o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), best_note(d));
   return o;
 }
 
@@ -736,7 +937,7 @@ std::string render_summary_csv(const ReportData& d) {
     const GroupStats& g = d.groups[r.group];
     std::string seed;
     if (r.spec.is_object() && r.spec.contains("seed")) seed = r.spec["seed"].dump();
-    const EpochPoint* t = g.target_acc ? r.first_reaching(*g.target_acc) : nullptr;
+    const EpochPoint* t = g.target_acc ? r.first_reaching(*g.target_acc, d.on_validation) : nullptr;
     o += fmt::format("{},{},{},{},{},{},{},{},{},", csv_field(r.experiment), csv_field(r.run_id), csv_field(g.label),
                      csv_field(r.status_name), csv_field(r.message), seed, r.replicas(), r.per_replica_batch(),
                      r.epochs.size());
@@ -762,8 +963,11 @@ std::string groups_csv_stats(const GroupStats& g) {
   o += fmt::format("{},{},{},{},{},{},{},", g.replicas, g.per_replica_batch, g.global_batch,
                    csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
                    g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
-  o += fmt::format("{},{},{},{}\n", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
+  o += fmt::format("{},{},{},{},", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
                    csv_num(g.test_sampling_error_pts), g.collapsed, g.diverged);
+  o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_num(g.target_steps), csv_num(g.target_samples),
+                   csv_num(g.target_device_s), csv_num(g.effective.steps_per_epoch), csv_num(g.effective.lr_first),
+                   csv_num(g.effective.lr_last), csv_num(g.chosen_val_acc.mean), csv_num(g.chosen_test_acc.mean));
   return o;
 }
 }  // namespace
@@ -775,7 +979,8 @@ std::string render_groups_csv(const ReportData& d) {
        "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
        "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
        "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency,test_samples,test_set_se_pts,"
-       "collapsed,diverged\n";
+       "collapsed,diverged,target_steps_mean,target_samples_mean,target_device_s_mean,steps_per_epoch,lr_first,lr_last,"
+       "chosen_val_acc_mean,chosen_test_acc_mean\n";
   for (const auto& g : d.groups) {
     o += csv_field(g.label);
     for (const auto& k : d.differing_keys) {
@@ -790,7 +995,7 @@ std::string render_groups_csv(const ReportData& d) {
 std::string render_comparisons_csv(const ReportData& d) {
   std::string o =
       "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
-      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high,bad_runs_p\n";
+      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high,bad_runs_p,effective\n";
   const std::string metric =
       d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
   for (const auto& c : d.comparisons) {
@@ -801,9 +1006,10 @@ std::string render_comparisons_csv(const ReportData& d) {
     o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
                      s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
                      csv_field(verdict_text(c)), csv_field(c.sentence));
-    o += fmt::format("{},{},{},{},{}\n", s.borderline ? "true" : "false",
+    o += fmt::format("{},{},{},{},{},{}\n", s.borderline ? "true" : "false",
                      s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "", csv_num(s.ci90_low),
-                     csv_num(s.ci90_high), c.bad_runs_p ? csv_num(*c.bad_runs_p) : "");
+                     csv_num(s.ci90_high), c.bad_runs_p ? csv_num(*c.bad_runs_p) : "",
+                     csv_field(effective_change(a.effective, b.effective)));
   }
   return o;
 }

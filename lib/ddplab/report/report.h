@@ -2,10 +2,11 @@
 // of a sweep). Reads only files (spec.json, manifest.json, epochs.jsonl; see ddplab/rundir/layout.h),
 // never links the trainer.
 //
-// The report opens with a summary per swept setting (summary_changes: each change of one setting
-// between neighbouring values, with the accuracy comparison, the throughput ratio and the times
-// to target), then the charts against the swept settings (axis_charts), then tables and per-epoch
-// charts.
+// The report opens with a summary per swept setting: who reached the target first and the
+// recommendation (recommend), then each change of one setting between neighbouring values
+// (summary_changes) with what it changed in effect (effective_change), the accuracy comparison,
+// the throughput ratio and the times to target, and the time-to-target table; then the charts
+// against the swept settings (axis_charts), then tables and per-epoch charts.
 //
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
@@ -22,13 +23,16 @@
 // no scripts, no external fetches), report.md (the same tables; charts linked as files),
 // summary.csv (a row per run), groups.csv (a row per group), comparisons.csv (a row per
 // comparison) and one SVG per chart:
-// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_wall.svg, plus, when the records
+// test_acc.svg, train_loss.svg, test_loss.svg, lr.svg, test_acc_steps.svg, test_acc_samples.svg,
+// test_loss_samples.svg (x: optimizer steps; samples seen, step x global batch), test_acc_wall.svg,
+// val_acc.svg (when ReportData::on_validation), plus, when the records
 // have them, steps_train_loss.svg (training loss per log.every_steps interval vs epoch, from
 // steps.jsonl), the axis charts (acc_vs_batch.svg, throughput_vs_replicas.svg,
 // target_time_vs_replicas.svg, batch_tradeoff.svg; see axis_charts), noise_scale.svg (B_simple per group vs epoch on a
 // log axis, the group's global batch dashed, with a sentence per group on what more replicas buy; docs/beyond.md) and
 // test_acc_comm.svg (test accuracy vs the bytes communicated so far). Accuracies are
-// fractions in [0, 1] (shown as percentages in HTML/Markdown).
+// fractions in [0, 1] (shown as percentages in HTML/Markdown and the charts). Each group has one
+// palette colour (its index) in every chart.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -69,7 +73,13 @@ struct EpochPoint {
   double host_cpu_wait_pct = 0, host_steal_pct = 0;
   int replicas = 1;
   int64_t global_batch = 0;
+  double val_loss = 0, val_acc = 0;  // NaN without a validation split
 };
+
+// Which accuracy chooses (best epoch, time to target, the chosen target, the recommendation):
+// validation accuracy when every run of the report has it in every record (ReportData::on_validation),
+// else test accuracy. `on_validation` picks the field.
+double selection_acc(const EpochPoint& e, bool on_validation);
 
 // The settings that make up the global batch: a line over the global batch pools the groups that
 // reach one batch through different splits (2 x 64 and 1 x 128).
@@ -115,6 +125,8 @@ struct RunData {
   int64_t per_replica_batch() const;  // global_batch / replicas of the last record (0 if unknown)
   double final_test_acc() const;      // NaN without records
   double best_test_acc() const;       // best over epochs: optimistic, chosen on the test set
+  // The epoch of the highest selection_acc (the first of equals), or nullptr when none is finite.
+  const EpochPoint* best_epoch(bool on_validation) const;
   // The mean test accuracy of the last k records (all of them when fewer), in points; NaN without.
   double final_test_acc_points(int k) const;
   double final_train_loss() const;
@@ -123,8 +135,8 @@ struct RunData {
   // Means over the epochs that recorded them, in percent; NaN when none did.
   double mean_host_cpu_wait_pct() const;
   double mean_host_steal_pct() const;
-  // The first epoch whose test_acc >= target, or nullptr.
-  const EpochPoint* first_reaching(double target) const;
+  // The first epoch whose selection_acc(on_validation) >= target, or nullptr.
+  const EpochPoint* first_reaching(double target, bool on_validation = false) const;
   // Steps to a training loss, read from the curve and not from one record: the first step record
   // from which on the training loss, averaged over a window of kLossWindowSamples samples centred
   // on each record (records weighted by their samples inside it), stays at or below `target_loss`
@@ -138,6 +150,18 @@ struct MeanStd {
   double mean = 0, std = 0;  // NaN when n == 0; std 0 when n == 1
 };
 
+// What a group's runs did, read from their records rather than the spec (the first finished run
+// with records; NaN / 0 when none): what a change of a setting changed in effect.
+struct EffectiveSettings {
+  int64_t global_batch = 0;
+  double steps_per_epoch = 0;        // the last record's step / its epoch
+  double lr_first = 0, lr_last = 0;  // the lr of the first and of the last record
+};
+// "global batch 64 -> 128, steps/epoch 187 -> 94, lr unchanged" (arrows as U+2192): the effective
+// differences from a to b, each "unchanged" when equal; an lr that moves over the epochs is given
+// at the first and the last ("lr 0.1 -> 0.2 at the first epoch, 0.001 (unchanged) at the last").
+std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b);
+
 struct GroupStats {
   std::string label;         // e.g. "replicas.count=2, schedule.scale_rule=linear"
   nlohmann::json values;     // the differing keys -> this group's values (object; dotted keys)
@@ -148,10 +172,17 @@ struct GroupStats {
   int diverged = 0;          // runs that diverged, likewise
   int in_progress = 0;       // runs with status running
   MeanStd final_test_acc, best_test_acc, final_train_loss, final_test_loss;
+  // With ReportData::on_validation: the best validation accuracy of each run and the test accuracy
+  // of the epoch it chose, over the finished runs (NaN without validation).
+  MeanStd chosen_val_acc, chosen_test_acc;
+  EffectiveSettings effective;
   std::optional<double> target_acc;
   int target_reached = 0;    // finished runs that reached the target
   double target_epochs = 0;  // mean over those runs (NaN when none)
   double target_wall_s = 0;
+  // Means over those runs of the optimizer steps, the samples (step x global batch) and the device-
+  // seconds (wall seconds x replicas) to the first epoch at the target (NaN when none).
+  double target_steps = 0, target_samples = 0, target_device_s = 0;
   double target_wall_s_min = 0, target_wall_s_max = 0;  // over those runs (NaN when none)
   // report.target_loss: finished runs whose step records reach it, and the mean over them of the
   // steps and samples to the first record at or below it (NaN when none).
@@ -232,8 +263,14 @@ struct ReportData {
   double equivalence_pts = 0.5;            // ReportOptions / report.equivalence_pts
   int final_epochs = 1;                    // ReportOptions / report.final_epochs
   std::optional<double> target_loss;       // ReportOptions / report.target_loss
-  std::vector<std::string> warnings;       // "file:line: ..." for skipped records etc.
-  std::string title;                       // the experiment name(s)
+  // The target accuracy (fraction): ReportOptions / report.target_acc, else chosen_target's.
+  std::optional<double> target_acc;
+  bool target_chosen = false;  // target_acc is the report's own choice
+  std::string target_set_by;   // then: the label of the group whose mean curve peaked lowest
+  // Every run with records has val_acc in each record: selection reads validation accuracy.
+  bool on_validation = false;
+  std::vector<std::string> warnings;  // "file:line: ..." for skipped records etc.
+  std::string title;                  // the experiment name(s)
 };
 
 // One change of one swept setting for the report's summary: a comparison (index into
@@ -306,6 +343,24 @@ struct NoiseScaleVerdict {
 std::string noise_scale_sentence(const GroupStats& g);
 NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise);
 
+// The target the report chooses when none is set (docs/report.md): the highest accuracy that every
+// group's mean curve reached, rounded down to 0.1 points. The mean curve of a group is, per epoch,
+// the mean selection_acc over its finished runs that did not collapse or diverge (RunHealth::kOk);
+// its highest value is the best the group reached on average. nullopt when no group has such runs.
+std::optional<double> chosen_target(const ReportData& data);
+
+// Who to pick at the target accuracy: the group fastest to it on mean wall seconds, and the group
+// with the fewest device-seconds (wall x replicas) among those within kCheapestWithin of that
+// time. `uncertain` names the groups that reached the target within the spread of the fastest one's
+// runs (the rule of "first to reach": a's slowest run before b's fastest).
+constexpr double kCheapestWithin = 0.10;
+struct Recommendation {
+  const GroupStats* fastest = nullptr;  // nullptr when no group reached the target
+  const GroupStats* cheapest = nullptr;
+  std::vector<const GroupStats*> uncertain;
+};
+Recommendation recommend(const ReportData& data);
+
 struct ReportSummary {
   size_t runs = 0, groups = 0;
   std::vector<std::string> warnings;         // also printed to stderr
@@ -341,6 +396,7 @@ struct NamedChart {
   std::string file;   // "test_acc.svg"
   std::string title;  // "Test accuracy vs epoch"
   std::string svg;
+  std::string caption;  // what is drawn, under the chart ("" for none)
 };
 std::vector<NamedChart> render_charts(const ReportData& data);
 // The charts against the swept settings, those the groups allow: acc_vs_batch (the metric vs

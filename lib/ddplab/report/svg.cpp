@@ -11,6 +11,8 @@ namespace ddplab::report {
 
 namespace {
 const char* const kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"};
+const char* const kNeutral = "#777777";
+const char* const kLightNeutral = "#BBBBBB";
 constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
 
 std::string num(double v) { return fmt::format("{:.2f}", v); }
@@ -63,7 +65,13 @@ LineChart line_chart(std::string id, std::string title, std::string x_label, std
 
 std::string palette_colour(size_t i) { return kPalette[i % kPaletteSize]; }
 
-std::vector<double> nice_ticks(double lo, double hi, int target) {
+bool palette_repeats(size_t i) { return i >= kPaletteSize; }
+
+std::string colour_of_index(int i) {
+  return i >= 0 ? palette_colour(static_cast<size_t>(i)) : i == kLightNeutralColour ? kLightNeutral : kNeutral;
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int target, bool integer) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (hi < lo) std::swap(lo, hi);
   // A range at rounding level (the mean of equal values, 0.1 vs 0.10000000000000002) is one value:
@@ -76,7 +84,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   const double raw = (hi - lo) / std::max(1, target);
   const double mag = std::pow(10, std::floor(std::log10(raw)));
   const double frac = raw / mag;
-  const double step = (frac <= 1 ? 1 : frac <= 2 ? 2 : frac <= 5 ? 5 : 10) * mag;
+  const double step = std::max(integer ? 1.0 : 0.0, (frac <= 1 ? 1 : frac <= 2 ? 2 : frac <= 5 ? 5 : 10) * mag);
   std::vector<double> ticks;
   for (double t = std::floor(lo / step) * step; t <= hi + step * 0.5 && ticks.size() < 100; t += step)
     ticks.push_back(t);
@@ -186,8 +194,9 @@ Frame frame_of(const LineChart& chart) {
       if (!f.x_ok(s.x[i]) || i >= s.y.size() || !f.y_ok(s.y[i])) continue;
       widen(s.x[i], x_lo, x_hi);
       widen(s.y[i], y_lo, y_hi);
-      if (i < s.err_lo.size() && f.y_ok(s.err_lo[i])) widen(s.err_lo[i], y_lo, y_hi);
-      if (i < s.err_hi.size() && f.y_ok(s.err_hi[i])) widen(s.err_hi[i], y_lo, y_hi);
+      // An error bar widens the axis only as far as y can go; past that it ends in an arrow.
+      for (const auto* err : {&s.err_lo, &s.err_hi})
+        if (i < err->size() && f.y_ok((*err)[i])) widen(std::clamp((*err)[i], chart.y_floor, chart.y_ceil), y_lo, y_hi);
       if (i < s.lo.size() && f.y_ok(s.lo[i])) widen(s.lo[i], y_lo, y_hi);
       if (i < s.hi.size() && f.y_ok(s.hi[i])) widen(s.hi[i], y_lo, y_hi);
     }
@@ -199,7 +208,7 @@ Frame frame_of(const LineChart& chart) {
     if (f.y_ok(s.reference_y)) widen(s.reference_y, y_lo, y_hi);
   f.xt = f.x_scale == XScale::kLog2    ? log2_ticks(x_lo, x_hi)
          : f.x_scale == XScale::kLog10 ? log_ticks(x_lo, x_hi)
-                                       : nice_ticks(x_lo, x_hi, 8);
+                                       : nice_ticks(x_lo, x_hi, 8, chart.integer_x);
   f.yt = f.log_y ? log_ticks(y_lo, y_hi) : nice_ticks(y_lo, y_hi, 6);
   f.xa = f.xt.front(), f.xb = f.xt.back(), f.ya = f.yt.front(), f.yb = f.yt.back();
   f.x_step = f.xt.size() > 1 ? f.xt[1] - f.xt[0] : 1, f.y_step = f.yt.size() > 1 ? f.yt[1] - f.yt[0] : 1;
@@ -252,12 +261,17 @@ std::string svg_axes(const LineChart& chart, const Frame& f) {
   return o;
 }
 
-std::string colour_of(const ChartSeries& s, size_t k) {
-  return palette_colour(s.colour >= 0 ? static_cast<size_t>(s.colour) : k);
-}
+// The palette index series k is drawn in (kNeutralColour: grey).
+int colour_index(const ChartSeries& s, size_t k) { return s.colour == -1 ? static_cast<int>(k) : s.colour; }
+
+std::string colour_of(const ChartSeries& s, size_t k) { return colour_of_index(colour_index(s, k)); }
 
 std::string dash_of(const ChartSeries& s, size_t k) {
-  return s.dashed ? " stroke-dasharray=\"8,4\"" : k >= kPaletteSize ? " stroke-dasharray=\"6,3\"" : "";
+  if (!s.dash_pattern.empty()) return fmt::format(" stroke-dasharray=\"{}\"", s.dash_pattern);
+  return s.dashed ? " stroke-dasharray=\"8,4\""
+         : colour_index(s, k) >= 0 && palette_repeats(static_cast<size_t>(colour_index(s, k)))
+             ? " stroke-dasharray=\"6,3\""
+             : "";
 }
 
 // Series k's min..max band (nothing when it has none).
@@ -276,14 +290,25 @@ std::string svg_band(const ChartSeries& s, size_t k, const Frame& f) {
                      lower, colour_of(s, k));
 }
 
-// Series k's error bars (a vertical line with caps at each point that has both ends).
+// The end of an error bar at pixel y: a cap, or where the bar reached past the axis an arrow
+// pointing on (`dir` -1 up, +1 down).
+std::string bar_end(double x, double y, bool clipped, int dir) {
+  if (!clipped) return fmt::format(" M{},{} L{},{}", num(x - 4), num(y), num(x + 4), num(y));
+  return fmt::format(" M{},{} L{},{} L{},{}", num(x - 4), num(y - 6 * dir), num(x), num(y), num(x + 4),
+                     num(y - 6 * dir));
+}
+
+// Series k's error bars (a vertical line with caps at each point that has both ends), drawn to the
+// axis's edge with an arrow where they reach past it.
 std::string svg_error_bars(const ChartSeries& s, size_t k, const Frame& f) {
   std::string o;
   for (size_t i = 0; i < s.x.size() && i < s.err_lo.size() && i < s.err_hi.size(); ++i) {
     if (!f.x_ok(s.x[i]) || !f.y_ok(s.err_lo[i]) || !f.y_ok(s.err_hi[i])) continue;
-    const double x = f.px(s.x[i]), lo = f.py(s.err_lo[i]), hi = f.py(s.err_hi[i]);
-    o += fmt::format("<path class=\"error-bar\" d=\"M{0},{1} L{0},{2} M{3},{1} L{4},{1} M{3},{2} L{4},{2}\"/>", num(x),
-                     num(lo), num(hi), num(x - 4), num(x + 4));
+    const bool low_clipped = s.err_lo[i]<f.ya, high_clipped = s.err_hi[i]> f.yb;
+    const double x = f.px(s.x[i]), lo = f.py(std::max(s.err_lo[i], f.ya)), hi = f.py(std::min(s.err_hi[i], f.yb));
+    o += fmt::format("<path class=\"error-bar{}\" d=\"M{},{} L{},{}{}{}\"/>",
+                     low_clipped || high_clipped ? " clipped" : "", num(x), num(lo), num(x), num(hi),
+                     bar_end(x, lo, low_clipped, 1), bar_end(x, hi, high_clipped, -1));
   }
   if (o.empty()) return o;
   return fmt::format("<g stroke=\"{}\" stroke-width=\"1.5\" fill=\"none\">{}</g>\n", colour_of(s, k), o);
@@ -299,10 +324,16 @@ std::string svg_line(const ChartSeries& s, size_t k, const Frame& f) {
         num(kLeft), num(f.py(s.reference_y)), num(kLeft + f.plot_w), num(f.py(s.reference_y)), colour_of(s, k));
   for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
     if (!f.x_ok(s.x[i]) || !f.y_ok(s.y[i])) continue;
-    d += fmt::format("{}{},{}", d.empty() ? "M" : " L", num(f.px(s.x[i])), num(f.py(s.y[i])));
-    if (s.markers)
-      markers += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\"/>", num(f.px(s.x[i])), num(f.py(s.y[i])),
-                             s.x.size() == 1 ? "5" : "2.5");  // a lone point is a marked value
+    const double x = f.px(s.x[i]), y = f.py(s.y[i]);
+    d += fmt::format("{}{},{}", d.empty() ? "M" : " L", num(x), num(y));
+    const bool own = i < s.point_colour.size() && s.point_colour[i] != -1;
+    if (s.markers || own)
+      markers += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\"{}/>", num(x), num(y),
+                             s.x.size() == 1 || own ? "5" : "2.5",  // a lone point is a marked value
+                             own ? fmt::format(" fill=\"{}\"", colour_of_index(s.point_colour[i])) : "");
+    if (i < s.point_label.size() && !s.point_label[i].empty())
+      markers += fmt::format("<text class=\"point-label\" x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>", num(x + 7),
+                             num(y - 7), escape_html(s.point_label[i]));
   }
   if (d.empty()) return o;
   o += fmt::format("<g class=\"series\" fill=\"{}\"><title>{}</title>\n", colour_of(s, k), escape_html(s.label));
