@@ -82,6 +82,20 @@ TEST(TensorBoardExport, WritesOneEventFilePerRunAtSamplesSeen) {
   EXPECT_EQ(one[2], scalar_event(kStart + 5, 3200, "steps/train_loss", 2.0f));
 }
 
+// A run with a validation split (dataset.validation) also gets val/loss and val/acc per epoch.
+TEST(TensorBoardExport, ValidationMetricsAreTheirOwnTags) {
+  TempDir tmp;
+  FakeRun r;
+  r.val_acc = {0.5, 0.625, 0.75};
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  export_runs({{tmp.path() / "runs"}, tmp.path() / "tb"});
+  const auto records =
+      read_records(tmp.path() / "tb" / "exp" / dir.filename() / "events.out.tfevents.1767225600.ddplab");
+  ASSERT_EQ(records.size(), 1u + 1u + 3u * 10u + 1u);
+  EXPECT_TRUE(holds(records, scalar_event(kStart + 24, 200 * 64, "val/acc", 0.625f)));
+  EXPECT_TRUE(holds(records, scalar_event(kStart + 24, 200 * 64, "val/loss", 0.375f)));
+}
+
 TEST(TensorBoardExport, SessionsGroupSeedsByTheReportsLabel) {
   TempDir tmp;
   write_sweep(tmp.path() / "runs");

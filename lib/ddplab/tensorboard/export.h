@@ -5,7 +5,8 @@
 // OUTDIR/<experiment>/<run_id>/events.out.tfevents.<start>.<host>, replaced when exported again,
 // holding, at step = training samples seen (an epoch record's step x its global batch; a step
 // record's samples), so that runs at different batch sizes and replica counts line up:
-//   per epoch record   train/loss, train/acc, test/loss, test/acc, lr, images_per_s, comm_wait_s,
+//   per epoch record   train/loss, train/acc, test/loss, test/acc, val/loss, val/acc (with a
+//                      validation split), lr, images_per_s, comm_wait_s,
 //                      comm_bytes, grad_noise_scale, and epoch (the epoch number);
 //   per step record    steps/train_loss, steps/train_acc, steps/lr (steps.jsonl, log.every_steps);
 // a value the record does not hold (null, e.g. grad_noise_scale with one replica) is not written;

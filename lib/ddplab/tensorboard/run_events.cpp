@@ -19,6 +19,8 @@ std::vector<Scalar> run_scalars(const report::RunData& run, double start) {
     add(samples, p.wall_s, "train/acc", p.train_acc);
     add(samples, p.wall_s, "test/loss", p.test_loss);
     add(samples, p.wall_s, "test/acc", p.test_acc);
+    add(samples, p.wall_s, "val/loss", p.val_loss);  // NaN without a validation split: not written
+    add(samples, p.wall_s, "val/acc", p.val_acc);
     add(samples, p.wall_s, "lr", p.lr);
     add(samples, p.wall_s, "images_per_s", p.images_per_s);
     add(samples, p.wall_s, "comm_wait_s", p.comm_wait_s);
