@@ -13,7 +13,6 @@ namespace ddplab::config {
 enum class DatasetName { kFashionMnist, kMnist, kIdx, kCifar10, kCifar100 };
 enum class Augment { kNone, kStandard, kTfTutorial };  // data/transform.h
 enum class DataOrder { kIndependent, kTorchSampler };  // data/loader.h: how an epoch's order is seeded
-enum class ModelName { kMnistCnn, kMlp, kCifarTfCnn, kResnet20 };
 enum class OptimizerName { kSgd, kAdam, kAdamw };
 enum class ScaleRule { kNone, kLinear, kSqrt };  // lr x 1, k, sqrt(k) for k = global / base batch
 enum class Decay { kConstant, kStep, kMultistep, kExponential, kCosine };
@@ -50,10 +49,6 @@ struct SettingNames<Augment> {
 template <>
 struct SettingNames<DataOrder> {
   static constexpr std::array names{"independent", "torch_sampler"};
-};
-template <>
-struct SettingNames<ModelName> {
-  static constexpr std::array names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};
 };
 template <>
 struct SettingNames<OptimizerName> {
