@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(threads);
   torch::manual_seed(1);
   ddplab::models::ModelOptions spec;
-  spec.name = ddplab::config::parse_setting<ddplab::config::ModelName>(model_name, "argument 1 (model)");
+  spec.name = model_name;
   auto model = ddplab::models::make_model(spec, {});
   model->to(device);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));

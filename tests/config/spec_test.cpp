@@ -50,7 +50,7 @@ TEST(Spec, DefaultsAreFilled) {
   EXPECT_EQ(s.name, "exp");
   EXPECT_STREQ(config::name(s.dataset.name), "fashion-mnist");
   EXPECT_EQ(s.dataset.root, "/usr/share/datasets/fashion-mnist");
-  EXPECT_STREQ(config::name(s.model.name), "mnist_cnn");
+  EXPECT_EQ(s.model.name, "mnist_cnn");
   EXPECT_DOUBLE_EQ(s.model.dropout, 0.5);
   EXPECT_STREQ(config::name(s.optimizer.name), "sgd");
   EXPECT_DOUBLE_EQ(s.optimizer.lr, 0.01);
@@ -112,7 +112,7 @@ TEST(Spec, CifarFieldsAndDefaults) {
       R"(optimizer.weight_decay_groups=[{"match":"^fc[12]\\.weight$","weight_decay":0.004},{"match":"bn","weight_decay":0}])");
   s = resolve(doc);
   EXPECT_STREQ(config::name(s.dataset.augment), "tf_tutorial");
-  EXPECT_STREQ(config::name(s.model.name), "resnet20");
+  EXPECT_EQ(s.model.name, "resnet20");
   EXPECT_TRUE(s.model.sync_bn);
   ASSERT_EQ(s.optimizer.weight_decay_groups.size(), 2u);
   EXPECT_EQ(s.optimizer.weight_decay_groups[0].match, "^fc[12]\\.weight$");

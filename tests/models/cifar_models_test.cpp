@@ -1,17 +1,18 @@
-#include "ddplab/models/cifar_models.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddplab/models/cifar_tf_cnn.h"
+#include "ddplab/models/models.h"
+
 namespace ddplab::models {
 namespace {
 
 ModelOptions model(const std::string& name, bool sync_bn = false) {
   ModelOptions m;
-  m.name = config::parse_setting<config::ModelName>(name, "/model/name");
+  m.name = name;
   m.sync_bn = sync_bn;
   return m;
 }

@@ -11,7 +11,7 @@ namespace {
 
 ModelOptions model(const std::string& name, double dropout = 0.5, int64_t hidden = 128) {
   ModelOptions m;
-  m.name = config::parse_setting<config::ModelName>(name, "/model/name");
+  m.name = name;
   m.dropout = dropout;
   m.hidden = hidden;
   return m;
@@ -73,13 +73,30 @@ TEST(Models, UnknownNameIsAnError) {
     make_model(model("resnet9000"), InputShape{});
     FAIL() << "expected ddplab::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("resnet9000"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("/model/name: must be one of \"mnist_cnn\", \"mlp\", ", 0), 0u) << what;
+    EXPECT_NE(what.find("\"resnet20\", got \"resnet9000\""), std::string::npos) << what;
   }
 }
 
-TEST(Models, ModelNamesListsEveryModel) {
-  EXPECT_EQ(model_names(), (std::vector<std::string>{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"}));
-  for (const auto& n : model_names()) EXPECT_NO_THROW(make_model(model(n), InputShape{}));
+// check_sync_fits_model (train/trainer.cpp) names the models without BatchNorm from the registry.
+TEST(Models, BatchNormTraitIsWhetherTheModelHasBuffers) {
+  for (const ModelEntry* m : registered_models())
+    EXPECT_EQ(m->has_batch_norm, !make_model(model(m->name), InputShape{})->buffers().empty()) << m->name;
+  EXPECT_EQ(model_names(false).size() + model_names(true).size(), model_names().size());
+  EXPECT_EQ(find_model("resnet20").has_batch_norm, true);
+  EXPECT_EQ(find_model("mlp").has_batch_norm, false);
+}
+
+// Every registered model builds at 1 x 28 x 28, 10 classes, and gives logits per image.
+TEST(Models, EveryRegisteredModelBuildsAndHasADescription) {
+  ASSERT_GE(model_names().size(), 4u);
+  for (const ModelEntry* m : registered_models()) {
+    EXPECT_EQ(&find_model(m->name), m);
+    EXPECT_GT(std::string(m->description).size(), 0u) << m->name;
+    auto net = make_model(model(m->name), InputShape{});
+    EXPECT_EQ(net->forward(torch::zeros({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10})) << m->name;
+  }
 }
 
 TEST(Models, SchemaEnumIsTheRegistry) {

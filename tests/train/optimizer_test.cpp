@@ -34,7 +34,7 @@ double decay_of(const torch::optim::Optimizer& o, size_t group) {
 
 std::shared_ptr<models::Model> tf_cnn() {
   models::ModelOptions m;
-  m.name = config::ModelName::kCifarTfCnn;
+  m.name = "cifar_tf_cnn";
   return models::make_model(m, models::InputShape{3, 24, 24, 10});
 }
 

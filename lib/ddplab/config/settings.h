@@ -15,7 +15,6 @@ enum class Augment { kNone, kStandard, kTfTutorial };  // data/transform.h
 enum class DataOrder { kIndependent, kTorchSampler };  // data/loader.h: how an epoch's order is seeded
 enum class DataShard { kContiguous, kStrided };        // data/loader.h: which replica takes which sample
 enum class StopMetric { kValLoss, kValAcc };           // train/early_stop.h: what chooses the best epoch
-enum class ModelName { kMnistCnn, kMlp, kCifarTfCnn, kResnet20 };
 enum class OptimizerName { kSgd, kAdam, kAdamw };
 enum class ScaleRule { kNone, kLinear, kSqrt };  // lr x 1, k, sqrt(k) for k = global / base batch
 enum class Decay { kConstant, kStep, kMultistep, kExponential, kCosine };
@@ -60,10 +59,6 @@ struct SettingNames<DataShard> {
 template <>
 struct SettingNames<StopMetric> {
   static constexpr std::array names{"val_loss", "val_acc"};
-};
-template <>
-struct SettingNames<ModelName> {
-  static constexpr std::array names{"mnist_cnn", "mlp", "cifar_tf_cnn", "resnet20"};
 };
 template <>
 struct SettingNames<OptimizerName> {

@@ -22,6 +22,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/datasets.h"
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/slurm.h"
 #include "ddplab/config/spec_error.h"
@@ -643,13 +644,13 @@ ExperimentSpec load(const std::string& path, const std::vector<std::string>& ove
 const char* schema_text() { return ddplab::schema_json(); }
 
 std::optional<int64_t> known_classes(DatasetName name) {
-  if (name == DatasetName::kIdx) return std::nullopt;
-  return name == DatasetName::kCifar100 ? 100 : 10;
+  const DatasetInfo& d = dataset_info(name);
+  return d.official ? std::optional<int64_t>(d.classes) : std::nullopt;
 }
 
 std::optional<int64_t> known_test_samples(DatasetName name) {
-  if (name == DatasetName::kIdx) return std::nullopt;
-  return 10000;
+  const DatasetInfo& d = dataset_info(name);
+  return d.official ? std::optional<int64_t>(d.test_size) : std::nullopt;
 }
 
 std::optional<DatasetName> dataset_of(const nlohmann::json& name) {
@@ -659,21 +660,7 @@ std::optional<DatasetName> dataset_of(const nlohmann::json& name) {
   return std::nullopt;
 }
 
-std::string default_root(DatasetName name) {
-  switch (name) {
-    case DatasetName::kFashionMnist:
-      return "/usr/share/datasets/fashion-mnist";
-    case DatasetName::kMnist:
-      return "data/mnist";
-    case DatasetName::kCifar10:
-      return "data/cifar-10-batches-bin";
-    case DatasetName::kCifar100:
-      return "data/cifar-100-binary";
-    case DatasetName::kIdx:
-      return "";
-  }
-  return "";
-}
+std::string default_root(DatasetName name) { return dataset_info(name).default_root; }
 
 }  // namespace ddplab::config
 

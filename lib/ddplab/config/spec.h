@@ -39,11 +39,11 @@ struct EarlyStopSpec {
 };
 
 struct ModelSpec {
-  ModelName name = ModelName::kMnistCnn;
-  double dropout = 0.5;    // mnist_cnn and mlp
-  int64_t hidden = 128;    // mlp only
-  double ema_decay = 0.0;  // weight EMA for evaluation (train/weight_ema.h); 0: off
-  bool sync_bn = false;    // BatchNorm statistics over all replicas (models/batch_norm.h)
+  std::string name = "mnist_cnn";  // a name in the model registry (models/models.h)
+  double dropout = 0.5;            // mnist_cnn and mlp
+  int64_t hidden = 128;            // mlp only
+  double ema_decay = 0.0;          // weight EMA for evaluation (train/weight_ema.h); 0: off
+  bool sync_bn = false;            // BatchNorm statistics over all replicas (models/batch_norm.h)
 };
 
 // optimizer.weight_decay_groups entry: parameters whose name `match` finds (std::regex, ECMAScript,

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/datasets.h"
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
 #include "ddplab/data/validation.h"
@@ -19,17 +20,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kTrainImages = "train-images-idx3-ubyte";
-constexpr const char* kTrainLabels = "train-labels-idx1-ubyte";
-constexpr const char* kTestImages = "t10k-images-idx3-ubyte";
-constexpr const char* kTestLabels = "t10k-labels-idx1-ubyte";
-
 using config::DatasetName;
+using config::DatasetReader;
 
-bool is_cifar(DatasetName name) { return name == DatasetName::kCifar10 || name == DatasetName::kCifar100; }
+bool is_cifar(DatasetName name) { return config::dataset_info(name).reader != DatasetReader::kIdx; }
 
 CifarKind cifar_kind(DatasetName name) {
-  return name == DatasetName::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100;
+  return config::dataset_info(name).reader == DatasetReader::kCifar10 ? CifarKind::kCifar10 : CifarKind::kCifar100;
+}
+
+// The catalogue's file names of a split (config/datasets.h); IDX: images, then labels.
+const config::DatasetFiles& split_files(DatasetName name, bool train) {
+  const config::DatasetInfo& info = config::dataset_info(name);
+  return train ? info.train : info.test;
 }
 
 // "dataset 'cifar10'", the prefix of this file's messages.
@@ -37,17 +40,9 @@ std::string dataset_label(const DatasetOptions& spec) { return fmt::format("data
 
 // The official file names, train files in the order they are concatenated.
 std::vector<std::string> cifar_files(const DatasetOptions& spec, bool train) {
+  const config::DatasetFiles& files = split_files(spec.name, train);
   std::vector<std::string> names;
-  if (spec.name == DatasetName::kCifar10) {
-    if (train) {
-      for (int i = 1; i <= 5; ++i) names.push_back(fmt::format("data_batch_{}.bin", i));
-    } else {
-      names.push_back("test_batch.bin");
-    }
-  } else {
-    names.push_back(train ? "train.bin" : "test.bin");
-  }
-  for (auto& n : names) n = (fs::path(spec.root) / n).string();
+  for (size_t i = 0; i < files.count; ++i) names.push_back((fs::path(spec.root) / files.names[i]).string());
   return names;
 }
 
@@ -97,18 +92,14 @@ void check_root(const DatasetOptions& spec) {
   }
   if (!fs::is_directory(spec.root, ec)) {
     std::string hint;
-    if (spec.name == DatasetName::kMnist || is_cifar(spec.name)) {
-      const char* name = spec.name == DatasetName::kMnist     ? "mnist"
-                         : spec.name == DatasetName::kCifar10 ? "cifar10"
-                                                              : "cifar100";
-      const std::string archive = spec.name == DatasetName::kMnist ? ""
-                                  : spec.name == DatasetName::kCifar10
-                                      ? ", or unpack the official cifar-10-binary.tar.gz there"
-                                      : ", or unpack the official cifar-100-binary.tar.gz there";
+    const config::DatasetInfo& info = config::dataset_info(spec.name);
+    if (info.fetchable) {
+      const std::string archive =
+          *info.archive != '\0' ? fmt::format(", or unpack the official {} there", info.archive) : "";
       hint = fmt::format(
           " (scripts/fetch-data.py {} downloads it where the default dataset.root looks{}, or set "
           "dataset.root)",
-          name, archive);
+          config::name(spec.name), archive);
     }
     const bool other = fs::exists(spec.root, ec);
     const std::string relative =
@@ -183,7 +174,10 @@ void check_dataset_files(const DatasetOptions& spec) {
       }
     return;
   }
-  for (const char* base : {kTrainImages, kTrainLabels, kTestImages, kTestLabels}) find_file(spec, base);
+  for (bool train : {true, false}) {
+    const config::DatasetFiles& files = split_files(spec.name, train);
+    for (size_t i = 0; i < files.count; ++i) find_file(spec, files.names[i]);
+  }
 }
 
 DatasetPair load_dataset(const DatasetOptions& spec) {
@@ -196,9 +190,10 @@ DatasetPair load_dataset(const DatasetOptions& spec) {
     pair.train = first(read_cifar(cifar_files(spec, true), kind), spec.train_limit);
     pair.test = first(read_cifar(cifar_files(spec, false), kind), spec.test_limit);
   } else {
-    pair.num_classes = 10;
-    pair.train = load_split(spec, kTrainImages, kTrainLabels, spec.train_limit, pair.num_classes);
-    pair.test = load_split(spec, kTestImages, kTestLabels, spec.test_limit, pair.num_classes);
+    const config::DatasetFiles &train = split_files(spec.name, true), &test = split_files(spec.name, false);
+    pair.num_classes = config::dataset_info(spec.name).classes;
+    pair.train = load_split(spec, train.names[0], train.names[1], spec.train_limit, pair.num_classes);
+    pair.test = load_split(spec, test.names[0], test.names[1], spec.test_limit, pair.num_classes);
   }
   if (pair.train.images.size(1) != pair.test.images.size(1) || pair.train.images.size(2) != pair.test.images.size(2) ||
       pair.train.images.size(3) != pair.test.images.size(3)) {

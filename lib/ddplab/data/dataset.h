@@ -1,13 +1,12 @@
 // In-memory image classification datasets: the MNIST family in IDX format and CIFAR-10/100 in
 // their binary format.
 //
-// load_dataset() reads, by options.name:
-//   fashion-mnist, mnist, idx  four IDX files under options.root, each raw or ".gz":
-//       train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte
-//     and checks that image and label counts match and labels are < 10;
-//   cifar10   data_batch_1.bin .. data_batch_5.bin (train, in that order) and test_batch.bin;
-//   cifar100  train.bin and test.bin (fine labels, 100 classes);
-//     see cifar.h for the record layout and its checks.
+// load_dataset() reads the files that the dataset catalogue (config/datasets.h) names for
+// options.name, under options.root, with the catalogue's reader:
+//   IDX (fashion-mnist, mnist, idx)  images and labels per split, each raw or ".gz"; checks that
+//     image and label counts match and labels are < the catalogue's classes;
+//   CIFAR binary (cifar10, cifar100)  a split's files concatenated in order; see cifar.h for the
+//     record layout and its checks.
 // A missing root or file is a ddplab::Error naming the path and pointing to docs/data.md.
 // Images stay uint8 in memory (60000x28x28 = 47 MB, 50000x3x32x32 = 154 MB); batches are
 // normalized on the fly (transform.h) with the training set's statistics.

@@ -1,12 +1,8 @@
 // The model registry. Every model maps a float image batch [B, C, H, W] to logits [B, classes].
-//
-//   mnist_cnn  the seed CNN (TF "Deep MNIST"): conv5x5x32 -> ReLU -> maxpool2 -> conv5x5x64 ->
-//              ReLU -> maxpool2 -> fc 3136->1024 -> ReLU -> dropout(p) -> fc 1024->10
-//              (3,274,634 parameters at 28x28). "same" padding, as the TF original.
-//   mlp        flatten -> fc (C*H*W)->hidden -> ReLU -> dropout(p) -> fc hidden->classes; for fast tests.
-//   cifar_tf_cnn  the TF CIFAR-10 tutorial model (cifar_models.h): 1,068,298 parameters at 24x24.
-//   resnet20   He et al. 2016's CIFAR ResNet-20, option A shortcuts (cifar_models.h): 269,722
-//              parameters; BatchNorm layers (batch_norm.h) follow model.sync_bn.
+// Each model is its own lib/ddplab/models/<name>.cpp, which documents it and defines its
+// ModelEntry; models.cpp lists the entries, one line each, in the order of schema.json's
+// `model.name` enum (tests/models/models_test.cpp checks that the two agree). Today: mnist_cnn,
+// mlp, cifar_tf_cnn, resnet20 (docs/spec.md, `model.name`).
 //
 // Parameters are registered in forward order; the gradient buckets (distributed/grad_sync.h) take
 // them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
@@ -18,7 +14,6 @@
 
 #include <torch/nn/module.h>
 
-#include "ddplab/config/settings.h"
 #include "ddplab/models/batch_norm.h"
 
 namespace ddplab::models {
@@ -31,10 +26,10 @@ struct InputShape {
 // Which model to build; the trainer fills it from the spec's `model` section (train/options.h).
 // Defaults as the spec's.
 struct ModelOptions {
-  config::ModelName name = config::ModelName::kMnistCnn;
-  double dropout = 0.5;  // mnist_cnn and mlp
-  int64_t hidden = 128;  // mlp only
-  bool sync_bn = false;  // BatchNorm statistics over all replicas (batch_norm.h)
+  std::string name = "mnist_cnn";  // a registered model's name
+  double dropout = 0.5;            // mnist_cnn and mlp
+  int64_t hidden = 128;            // mlp only
+  bool sync_bn = false;            // BatchNorm statistics over all replicas (batch_norm.h)
 };
 
 class Model : public torch::nn::Module {
@@ -48,11 +43,29 @@ class Model : public torch::nn::Module {
   std::shared_ptr<ReplicaSum> replica_sum_ = std::make_shared<ReplicaSum>();
 };
 
-// Throws ddplab::Error when the model cannot take `shape` (mnist_cnn: height and width
-// divisible by 4).
+// One registered model: what models/<name>.cpp defines, as
+// `extern const ModelEntry kMlp{"mlp", "...", false, &make};`.
+struct ModelEntry {
+  const char* name;         // the spec's model.name
+  const char* description;  // one line: what the model is
+  bool has_batch_norm;      // BatchNorm running statistics (model.sync_bn applies; local SGD/EASGD refuse it)
+  // Throws ddplab::Error when the model cannot take `shape`.
+  std::shared_ptr<Model> (*make)(const ModelOptions& options, const InputShape& shape);
+};
+
+// Every registered model, in the order of schema.json's model.name enum.
+const std::vector<const ModelEntry*>& registered_models();
+
+// The entry named `name`; a spec error naming /model/name and the registered names otherwise.
+const ModelEntry& find_model(const std::string& name);
+
+// find_model(options.name).make(options, shape). Throws ddplab::Error when the name is unknown or
+// the model cannot take `shape` (mnist_cnn: height and width divisible by 4).
 std::shared_ptr<Model> make_model(const ModelOptions& options, const InputShape& shape);
 
+// The registered names, in the registry's order; with `has_batch_norm`, only those with or without.
 std::vector<std::string> model_names();
+std::vector<std::string> model_names(bool has_batch_norm);
 
 int64_t parameter_count(const torch::nn::Module& module);
 

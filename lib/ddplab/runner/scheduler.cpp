@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/datasets.h"
 
 namespace ddplab::runner {
 
@@ -35,25 +36,8 @@ std::string describe_needs(const config::ExperimentSpec& spec) {
                      spec.replicas.count, spec.replicas.threads);
 }
 
-namespace {
-
-int64_t full_train_size(config::DatasetName name) {
-  switch (name) {
-    case config::DatasetName::kCifar10:
-    case config::DatasetName::kCifar100:
-      return 50000;
-    case config::DatasetName::kFashionMnist:
-    case config::DatasetName::kMnist:
-    case config::DatasetName::kIdx:
-      return 60000;
-  }
-  return 60000;
-}
-
-}  // namespace
-
 double work_estimate(const config::ExperimentSpec& spec) {
-  const int64_t full = full_train_size(spec.dataset.name);
+  const int64_t full = config::dataset_info(spec.dataset.name).train_size;
   const int64_t samples = spec.dataset.train_limit > 0 ? std::min(spec.dataset.train_limit, full) : full;
   const Needs n = needs_of(spec);
   const int units = std::max(1, n.gpus > 0 ? n.gpus : n.cores);

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
@@ -51,8 +52,9 @@ void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module
       "/replicas/sync",
       fmt::format("{} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running statistics, "
                   "which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
-                  "without BatchNorm (mlp, mnist_cnn, cifar_tf_cnn), got {}",
-                  config::name(spec.replicas.sync.method), config::name(spec.model.name),
+                  "without BatchNorm ({}), got {}",
+                  config::name(spec.replicas.sync.method), spec.model.name,
+                  fmt::join(models::model_names(/*has_batch_norm=*/false), ", "),
                   config::name(spec.replicas.sync.method)));
 }
 

@@ -1,58 +1,20 @@
-#include "ddplab/models/cifar_models.h"
-
+// resnet20: He et al. 2016 ("Deep Residual Learning", section 4.2), n = 3: conv3x3 16 -> BN ->
+//   ReLU, three stages of three basic blocks (16, 32, 64 channels; stages 2 and 3 start with
+//   stride 2), global average pool, fc classes. Basic block: conv3x3 -> BN -> ReLU -> conv3x3 -> BN,
+//   plus the shortcut, -> ReLU. Shortcuts are option A: identity, and where the shape changes the
+//   input subsampled with stride 2 and zero-padded in channels (no parameters), so the model has
+//   269,722 parameters (option B's 1x1 projections would make it 272,474). Convolutions have no
+//   bias and He (Kaiming) normal initialization; BatchNorm layers synchronize over replicas when
+//   `sync_bn` (batch_norm.h), through the model's ReplicaSum.
 #include <torch/torch.h>
+
+#include "ddplab/models/batch_norm.h"
+#include "ddplab/models/models.h"
 
 namespace ddplab::models {
 namespace {
 
 namespace nn = torch::nn;
-
-// tf.truncated_normal: values further than 2 std from the mean are drawn again.
-void truncated_normal_(at::Tensor w, double std) {
-  torch::NoGradGuard no_grad;
-  w.normal_(0, std);
-  for (auto bad = w.abs() > 2 * std; bad.any().item<bool>(); bad = w.abs() > 2 * std)
-    w.copy_(torch::where(bad, torch::empty_like(w).normal_(0, std), w));
-}
-
-// The output size of max_pool2d(kernel 3, stride 2, padding 1).
-int64_t pooled(int64_t size) { return (size - 1) / 2 + 1; }
-
-class CifarTfCnn : public Model {
- public:
-  explicit CifarTfCnn(const InputShape& s)
-      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(s.channels, 64, 5).padding(2)))),
-        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(64, 64, 5).padding(2)))),
-        fc1_(register_module("fc1", nn::Linear(64 * pooled(pooled(s.height)) * pooled(pooled(s.width)), 384))),
-        fc2_(register_module("fc2", nn::Linear(384, 192))),
-        fc3_(register_module("fc3", nn::Linear(192, s.classes))) {
-    torch::NoGradGuard no_grad;
-    truncated_normal_(conv1_->weight, 5e-2);
-    conv1_->bias.zero_();
-    truncated_normal_(conv2_->weight, 5e-2);
-    conv2_->bias.fill_(0.1);
-    truncated_normal_(fc1_->weight, 0.04);
-    fc1_->bias.fill_(0.1);
-    truncated_normal_(fc2_->weight, 0.04);
-    fc2_->bias.fill_(0.1);
-    truncated_normal_(fc3_->weight, 1.0 / 192.0);
-    fc3_->bias.zero_();
-  }
-
-  at::Tensor forward(const at::Tensor& x) override {
-    auto h = torch::max_pool2d(torch::relu(conv1_->forward(x)), 3, 2, 1);
-    h = tf_local_response_norm(h);
-    h = tf_local_response_norm(torch::relu(conv2_->forward(h)));
-    h = torch::max_pool2d(h, 3, 2, 1);
-    h = torch::relu(fc1_->forward(h.flatten(1)));
-    h = torch::relu(fc2_->forward(h));
-    return fc3_->forward(h);
-  }
-
- private:
-  nn::Conv2d conv1_, conv2_;
-  nn::Linear fc1_, fc2_, fc3_;
-};
 
 nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
   nn::Conv2d conv(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
@@ -123,17 +85,12 @@ class ResNet20 : public Model {
   nn::Linear fc_;
 };
 
+std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape) {
+  return std::make_shared<ResNet20>(shape, options.sync_bn);
+}
+
 }  // namespace
 
-at::Tensor tf_local_response_norm(const at::Tensor& x) {
-  namespace F = torch::nn::functional;
-  return F::local_response_norm(x, F::LocalResponseNormFuncOptions(9).alpha(0.001).beta(0.75).k(1.0));
-}
-
-std::shared_ptr<Model> make_cifar_tf_cnn(const InputShape& shape) { return std::make_shared<CifarTfCnn>(shape); }
-
-std::shared_ptr<Model> make_resnet20(const InputShape& shape, bool sync_bn) {
-  return std::make_shared<ResNet20>(shape, sync_bn);
-}
+extern const ModelEntry kResnet20{"resnet20", "He et al. 2016's CIFAR ResNet-20, option A shortcuts", true, &make};
 
 }  // namespace ddplab::models
