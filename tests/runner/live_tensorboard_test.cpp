@@ -12,6 +12,7 @@
 #include "ddplab/tensorboard/events.h"
 #include "ddplab/tensorboard/export.h"
 #include "integration/integration_util.h"
+#include "tensorboard/event_file_util.h"
 
 namespace ddplab::testing {
 namespace {
@@ -27,21 +28,6 @@ nlohmann::json killed_spec(const Workspace& ws, const std::string& name, int rep
   spec["log"] = {{"every_steps", 10}, {"tensorboard", true}};
   spec["debug"] = {{"fault", "crash"}, {"rank", crash_rank}, {"step", 100}};
   return spec;
-}
-
-std::vector<fs::path> event_files(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find("tfevents") != std::string::npos) files.push_back(e.path());
-  return files;
-}
-
-// The scalar records the export writes of `dir` now (its file but file_version, session start
-// and session end).
-std::vector<std::string> exported_scalars(const fs::path& dir, const fs::path& out) {
-  fs::remove_all(out);
-  const auto records = tensorboard::read_records(tensorboard::export_runs({{dir}, out}).files.at(0));
-  return {records.begin() + 2, records.end() - 1};
 }
 
 // The live file's records from `first` on, but a session end at the end.

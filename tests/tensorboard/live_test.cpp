@@ -11,11 +11,14 @@
 #include "ddplab/tensorboard/events.h"
 #include "ddplab/tensorboard/export.h"
 #include "report/fake_run.h"
+#include "tensorboard/event_file_util.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace ddplab;
 using namespace ddplab::tensorboard;
+using ddplab::testing::event_files;
+using ddplab::testing::exported_scalars;
 using ddplab::testing::FakeRun;
 using ddplab::testing::read_file;
 using ddplab::testing::TempDir;
@@ -38,22 +41,6 @@ void keep_lines(const fs::path& file, const std::vector<std::string>& lines, siz
   std::string text;
   for (size_t i = 0; i < n && i < lines.size(); ++i) text += lines[i];
   write_file(file, text);
-}
-
-// The scalar records `ddplab export tensorboard` writes for the run in `dir` now: its file's
-// records but the file_version, the session start and the session end.
-std::vector<std::string> exported_scalars(const fs::path& dir, const fs::path& out) {
-  fs::remove_all(out);
-  const auto summary = export_runs({{dir}, out});
-  auto records = read_records(summary.files.at(0));
-  return {records.begin() + 2, records.end() - 1};
-}
-
-std::vector<std::string> event_files(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find("tfevents") != std::string::npos) names.push_back(e.path().filename());
-  return names;
 }
 
 // A run of 3 epochs with a step record in each; `dir` holds its first `epochs` epochs.
@@ -121,7 +108,7 @@ TEST(TensorBoardLive, AResumedRunsFileHoldsTheKeptRecordsOnceAndReplacesTheOldFi
   run.hold(1);  // resume dropped the records after the checkpoint (RunLog::resume)
   LiveEventFile resumed(run.dir, /*resumed=*/true);
   EXPECT_NE(resumed.file(), old_file);
-  EXPECT_EQ(event_files(run.dir), std::vector<std::string>{resumed.file().filename()});
+  EXPECT_EQ(event_files(run.dir), std::vector<fs::path>{resumed.file()});
   auto records = read_records(resumed.file());
   ASSERT_GE(records.size(), 3u);
   // A session_log START at step 0: its Event ends with the session_log field, all that is left of
