@@ -757,11 +757,8 @@ void Trainer::restore_final_params() {
 
 void Trainer::save_model() {
   if (!lead()) return;
-  const auto model_file = rundir::model_file(options_.run_dir);
-  const auto tmp = rundir::temp_file(model_file);
   model_->to(torch::kCPU);
-  torch::save(model_, tmp.string());
-  std::filesystem::rename(tmp, model_file);
+  save_module(rundir::model_file(options_.run_dir), *model_);
 }
 
 // ---- Observer ----------------------------------------------------------------------------------
