@@ -1,7 +1,9 @@
 #include "ddplab/train/trainer.h"
 
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -34,12 +36,19 @@ class Recorder : public TrainObserver {
   std::vector<rundir::EpochRecord> epochs;
 };
 
-// Trains `spec` on `ranks` in-process ranks (threads over Gloo), each with a Recorder.
-std::vector<std::shared_ptr<Recorder>> train_observed(const config::ExperimentSpec& spec, int ranks) {
+// What one in-process rank saw: its observer's reports and what it threw (null: it finished).
+struct RankRun {
+  std::shared_ptr<Recorder> recorder = std::make_shared<Recorder>();
+  std::exception_ptr error;
+};
+
+// Trains `spec` on `ranks` in-process ranks (threads over Gloo), each with a Recorder; each rank's
+// exception is kept, not rethrown. `resume`: from the run directory's checkpoint (else it is made
+// afresh).
+std::vector<RankRun> train_ranks(const config::ExperimentSpec& spec, int ranks, bool resume = false) {
   const data::DatasetPair data = data::load_dataset(dataset_options(spec.dataset));
-  rundir::RunLog::create(spec, /*overwrite=*/true);
-  std::vector<std::shared_ptr<Recorder>> recorders;
-  for (int r = 0; r < ranks; ++r) recorders.push_back(std::make_shared<Recorder>());
+  if (!resume) rundir::RunLog::create(spec, /*overwrite=*/true);
+  std::vector<RankRun> runs(static_cast<size_t>(ranks));
   testing::run_ranks(ranks, [&](const std::shared_ptr<distributed::Comm>& comm) {
     distributed::World world;
     world.rank = comm->rank;
@@ -49,10 +58,47 @@ std::vector<std::shared_ptr<Recorder>> train_observed(const config::ExperimentSp
     options.run_dir = rundir::run_dir(spec);
     options.data = &data;
     options.comm = ranks > 1 ? comm : nullptr;
-    options.observer = recorders[static_cast<size_t>(comm->rank)];
-    train_replica(spec, world, options);
+    options.resume = resume;
+    RankRun& run = runs[static_cast<size_t>(comm->rank)];
+    options.observer = run.recorder;
+    try {
+      train_replica(spec, world, options);
+    } catch (...) {
+      run.error = std::current_exception();
+    }
   });
+  return runs;
+}
+
+std::vector<std::shared_ptr<Recorder>> train_observed(const config::ExperimentSpec& spec, int ranks) {
+  std::vector<std::shared_ptr<Recorder>> recorders;
+  for (const auto& run : train_ranks(spec, ranks)) {
+    if (run.error) std::rethrow_exception(run.error);
+    recorders.push_back(run.recorder);
+  }
   return recorders;
+}
+
+// The records of a run directory without the fields that measure the machine (times, host load).
+std::vector<nlohmann::json> numeric_records(const config::ExperimentSpec& spec) {
+  auto records = testing::read_records(rundir::run_dir(spec));
+  for (auto& r : records)
+    for (const auto& k : rundir::EpochRecord::machine_fields()) r.erase(k);
+  return records;
+}
+
+template <class E>
+E thrown(const RankRun& run) {
+  try {
+    if (run.error) std::rethrow_exception(run.error);
+  } catch (const E& e) {
+    return e;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw another exception: " << e.what();
+    throw;
+  }
+  ADD_FAILURE() << "threw nothing";
+  throw std::runtime_error("threw nothing");
 }
 
 TEST(Trainer, ReportsEveryStepOnEveryRankAndEveryEpochOnRankZeroAndPrintsNothingItself) {
@@ -77,6 +123,48 @@ TEST(Trainer, ReportsEveryStepOnEveryRankAndEveryEpochOnRankZeroAndPrintsNothing
     EXPECT_EQ(recorders[0]->epochs[e].epoch, written[e]["epoch"].get<int>());
     EXPECT_EQ(recorders[0]->epochs[e].test_acc, written[e]["test_acc"].get<double>()) << "the record it wrote";
   }
+}
+
+TEST(Trainer, ACleanStopInsideAnEpochThenResumeGivesTheRecordsOfARunNeverStopped) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("never_stopped");
+  doc["replicas"]["count"] = 2;
+  // dropout stays 0: ranks that are threads share the process's default generator (the dropout
+  // streams' resume is tested with processes, tests/integration).
+  const config::ExperimentSpec never_stopped = config::resolve(doc);
+  train_observed(never_stopped, 2);
+
+  doc["name"] = "stopped";
+  // Asked before global step 5 (epoch 2 of 4 steps); the flag is read one step late, so every
+  // rank stops after step 7, the epoch's third.
+  doc["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 5}};
+  const config::ExperimentSpec stopped = config::resolve(doc);
+  const auto first = train_ranks(stopped, 2);
+  for (const auto& run : first) {
+    const auto e = thrown<Interrupted>(run);
+    EXPECT_NE(std::string(e.what()).find("after step 7 (epoch 2)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(numeric_records(stopped).size(), 1U) << "epoch 1's record, nothing of epoch 2 yet";
+
+  const auto second = train_ranks(stopped, 2, /*resume=*/true);
+  for (const auto& run : second) EXPECT_FALSE(run.error) << "the resumed attempt finishes";
+  EXPECT_EQ(second[0].recorder->steps.front(), std::make_pair(1, int64_t{3})) << "it goes on after the stop's step";
+  EXPECT_EQ(numeric_records(stopped), numeric_records(never_stopped));
+}
+
+TEST(Trainer, DivergenceIsAgreedByEveryRankAtTheSameStepAndWritesNoRecord) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("diverging");
+  doc["replicas"]["count"] = 2;
+  doc["optimizer"] = {{"name", "sgd"}, {"lr", 1e30}};
+  const config::ExperimentSpec spec = config::resolve(doc);
+  const auto runs = train_ranks(spec, 2);
+  const auto on_rank0 = thrown<Diverged>(runs[0]);
+  const auto on_rank1 = thrown<Diverged>(runs[1]);
+  EXPECT_EQ(on_rank0.step, on_rank1.step);
+  EXPECT_EQ(on_rank0.epoch, 1);
+  EXPECT_TRUE(runs[0].recorder->epochs.empty());
+  EXPECT_TRUE(numeric_records(spec).empty());
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ class GradSync {
   // compute stream stood, from CUDA events; this call waits for the device).
   double take_comm_wait_s() { return timer_.take_seconds(); }
 
+  const GradSyncOptions& options() const { return options_; }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }

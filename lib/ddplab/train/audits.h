@@ -72,9 +72,15 @@ class AuditTrail {
   // The messages of the failures since the last take(), oldest first; empties them.
   std::vector<std::string> take() { return std::exchange(warnings_, {}); }
 
+  // Local SGD: the replica consistency audit of an epoch waits for the replicas' next agreement
+  // (an averaging point); the trainer defers it and runs it there.
+  void defer_replica_check(bool deferred = true) { replica_check_deferred_ = deferred; }
+  bool replica_check_deferred() const { return replica_check_deferred_; }
+
  private:
   config::AuditMode mode_;
   std::vector<std::string> warnings_;
+  bool replica_check_deferred_ = false;
 };
 
 }  // namespace ddplab::train

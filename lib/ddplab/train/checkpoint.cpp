@@ -100,6 +100,19 @@ at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer&
   return blob;
 }
 
+std::vector<at::Tensor> gather_replica_states(distributed::Comm& comm, torch::nn::Module& model,
+                                              torch::optim::Optimizer& optimizer) {
+  const at::Tensor blob = replica_state_blob(model, optimizer);
+  const auto sizes = distributed::allgather(comm, torch::tensor({blob.numel()}, torch::kInt64));
+  int64_t longest = 0;
+  for (const auto& n : sizes) longest = std::max(longest, n.item<int64_t>());
+  auto padded = torch::zeros({longest}, torch::kUInt8);
+  padded.narrow(0, 0, blob.numel()).copy_(blob);
+  auto blobs = distributed::allgather(comm, padded);
+  for (size_t r = 0; r < blobs.size(); ++r) blobs[r] = blobs[r].narrow(0, 0, sizes[r].item<int64_t>());
+  return blobs;
+}
+
 void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   const at::Tensor bytes = blob.to(torch::kCPU).contiguous();
   torch::serialize::InputArchive archive;

@@ -17,6 +17,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "ddplab/distributed/comm.h"
+
 namespace ddplab::train {
 
 struct CheckpointState {
@@ -56,6 +58,12 @@ struct CheckpointState {
 // One replica's model and optimizer state, serialized as save_checkpoint writes rank 0's, in a
 // uint8 tensor (on the CPU) that can be gathered to rank 0.
 at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+// Every rank's replica_state_blob, index = rank, on every rank (a collective; blobs of unequal
+// length are padded for the all-gather and cut back): what differs between the replicas of local
+// SGD / EASGD, for CheckpointState::replica_states.
+std::vector<at::Tensor> gather_replica_states(distributed::Comm& comm, torch::nn::Module& model,
+                                              torch::optim::Optimizer& optimizer);
+
 // Loads what replica_state_blob made into `model` and `optimizer` (tensors onto the model's device).
 void load_replica_state_blob(const at::Tensor& blob, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 

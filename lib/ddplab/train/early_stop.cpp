@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 
 namespace ddplab::train {
 
@@ -30,6 +31,19 @@ bool EarlyStop::should_stop(int64_t epochs_done) const {
 void EarlyStop::restore(int64_t best_epoch, double best) {
   best_epoch_ = best_epoch;
   best_ = best;
+}
+
+nlohmann::json EarlyStop::manifest_entry(int64_t epochs_done) const {
+  return {{"epochs_done", epochs_done},
+          {"best_epoch", best_epoch_.value_or(0)},
+          {"metric", config::name(spec_.metric)},
+          {"best", best_}};
+}
+
+std::string EarlyStop::note(int64_t epochs_done) const {
+  const int64_t best = best_epoch_.value_or(0);
+  return fmt::format("stopped early after epoch {}: {} has not improved on epoch {}'s {:.4f} for {} epochs",
+                     epochs_done, config::name(spec_.metric), best, best_, epochs_done - best);
 }
 
 }  // namespace ddplab::train

@@ -9,6 +9,9 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
@@ -28,6 +31,11 @@ class EarlyStop {
   std::optional<int64_t> best_epoch() const { return best_epoch_; }
   double best() const { return best_; }
   void restore(int64_t best_epoch, double best);
+
+  // Patience ran out after `epochs_done` epochs: the manifest's "early_stop" entry (epochs_done,
+  // best_epoch, metric, best) and the one-line note that says why the run has fewer epochs.
+  nlohmann::json manifest_entry(int64_t epochs_done) const;
+  std::string note(int64_t epochs_done) const;
 
  private:
   double metric_of(const rundir::EpochRecord& rec) const;

@@ -36,6 +36,20 @@ rundir::EpochRecord make_epoch_record(const EpochContext& c, const EpochTotals& 
   return rec;
 }
 
+EpochTotals epoch_start_totals(const CheckpointState& resumed, int epoch, bool lead, c10::Device device) {
+  const bool partial = epoch == resumed.epochs_done && resumed.step_in_epoch > 0;
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+  EpochTotals totals;
+  totals.loss_sum = torch::full({}, partial && lead ? resumed.loss_sum : 0.0, f64);
+  totals.correct =
+      torch::full({}, partial && lead ? static_cast<int64_t>(resumed.correct) : 0, f64.dtype(torch::kInt64));
+  if (!partial) return totals;
+  totals.grad_norm_sum = resumed.grad_norm_sum;
+  totals.comm_wait_s = resumed.comm_wait_s;
+  totals.comm_bytes = resumed.comm_bytes;
+  return totals;
+}
+
 CheckpointState make_checkpoint_state(int epoch, int64_t global_step, double wall_s, const EpochTotals& totals,
                                       const std::optional<PartialEpoch>& partial) {
   CheckpointState state;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/train/checkpoint.h"
@@ -62,6 +63,11 @@ struct PartialEpoch {
 // inside it (then it also holds the partial metrics: `partial`'s and the grad norm, comm wait and
 // bytes of `totals`). `global_step`: steps taken so far; `wall_s`: training time so far. Records:
 // one per finished epoch.
+// What epoch `epoch` (0-based) starts from: zeros, or, in the epoch a checkpoint stopped inside,
+// `resumed`'s partial totals (its summed training sums on the lead rank only, which reports them
+// for all; lr left 0). Tensors on `device`.
+EpochTotals epoch_start_totals(const CheckpointState& resumed, int epoch, bool lead, c10::Device device);
+
 CheckpointState make_checkpoint_state(int epoch, int64_t global_step, double wall_s, const EpochTotals& totals,
                                       const std::optional<PartialEpoch>& partial);
 

@@ -21,6 +21,8 @@ class StepLog {
   bool enabled() const { return every_steps_ > 0; }
   // Whether step `step` (0-based within its epoch) closes an interval.
   bool closes_interval(int64_t step) const;
+  // Whether step `step` is the epoch's last.
+  bool closes_epoch(int64_t step) const { return step + 1 == steps_per_epoch_; }
   // Epoch `epoch` (0-based) starts at step `first_step` of it (> 0 when resumed inside it) with
   // these training sums already in its totals (the checkpoint's partial ones, else 0).
   void start_epoch(int epoch, int64_t first_step, double loss_sum, double correct);

@@ -1,0 +1,33 @@
+// Exact evaluation of the model a process holds on its replicas' slices (data::eval_shard) of
+// the test set and the validation split; the trainer all-reduces the sums into the whole sets'.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "ddplab/data/dataset.h"
+#include "ddplab/train/faults.h"
+#include "ddplab/train/network.h"
+
+namespace ddplab::train {
+
+struct SetSums {
+  at::Tensor loss_sum;  // float64, 0-dim, on the device: summed loss of the slices' samples
+  at::Tensor correct;   // int64, 0-dim, on the device
+};
+
+struct Evaluation {
+  SetSums test;
+  std::optional<SetSums> validation;  // dataset.validation
+  std::optional<double> drift;        // local SGD / EASGD: the replicas' drift (ReplicaSync::EpochView)
+};
+
+// In eval mode and without autograd (under bf16 autocast when `bf16`): the first `test_samples` of
+// data.test and all of data.validation (if any), the slices of replicas `ids` of `count`, in
+// batches of 1000, loss as `faults` says. The caller puts the BatchNorm statistics in place first.
+Evaluation evaluate_sets(Network& net, const data::DatasetPair& data, int64_t test_samples, const std::vector<int>& ids,
+                         int count, const DebugFaults& faults, bool bf16);
+
+}  // namespace ddplab::train

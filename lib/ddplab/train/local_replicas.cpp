@@ -1,0 +1,122 @@
+#include "ddplab/train/local_replicas.h"
+
+#include <mutex>
+
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+#include <torch/torch.h>
+
+#include "ddplab/train/simulated.h"
+
+namespace ddplab::train {
+namespace {
+
+// Dropout draws from the default generator of the device it runs on (Philox on CUDA).
+at::Generator dropout_generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
+}
+
+class ProcessReplica final : public LocalReplicas {
+ public:
+  ProcessReplica(const distributed::World& world, c10::Device device, const distributed::GradSync& sync,
+                 std::shared_ptr<distributed::Comm> comm)
+      : LocalReplicas(world.size, {world.rank}),
+        rank_(world.rank),
+        size_(world.size),
+        sync_(sync),
+        comm_(std::move(comm)),
+        generator_(dropout_generator(device)) {}
+
+  int loader_rank() const override { return rank_; }
+  int loader_ranks() const override { return size_; }
+  void compute(const at::Tensor& x, const at::Tensor& y, const ShardStep& step) override { step(x, y); }
+  at::Tensor local_norm_squared_mean() const override { return sync_.local_norm_squared_mean(); }
+
+  std::vector<at::Tensor> dropout_states() override {
+    const at::Tensor state = own_state();
+    return comm_ ? distributed::allgather(*comm_, state) : std::vector<at::Tensor>{state};
+  }
+  bool set_dropout_states(const std::vector<at::Tensor>& states) override {
+    if (static_cast<int>(states.size()) != size_ || states[0].numel() != dropout_state_bytes()) return false;
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(states[static_cast<size_t>(rank_)]);
+    return true;
+  }
+  int64_t dropout_state_bytes() override { return own_state().numel(); }
+
+ private:
+  at::Tensor own_state() {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    return generator_.get_state();
+  }
+
+  int rank_, size_;
+  const distributed::GradSync& sync_;
+  std::shared_ptr<distributed::Comm> comm_;
+  at::Generator generator_;
+};
+
+class SimulatedShards final : public LocalReplicas {
+ public:
+  SimulatedShards(const config::ExperimentSpec& spec, Network& net, const distributed::GradSync& sync)
+      : LocalReplicas(spec.replicas.count, all_replicas(spec.replicas.count)),
+        shard_(spec.per_replica_batch),
+        sync_(sync),
+        sim_(*net.model, net.params, seeds(spec), sync.options().mean, net.device, sync.options().compress_bf16) {}
+
+  int loader_rank() const override { return 0; }
+  int loader_ranks() const override { return 1; }
+
+  void compute(const at::Tensor& x, const at::Tensor& y, const ShardStep& step) override {
+    sim_.begin_step();
+    for (int k = 0; k < count(); ++k) {
+      sim_.begin_replica(k);
+      step(x.narrow(0, k * shard_, shard_), y.narrow(0, k * shard_, shard_));
+      sim_.end_replica(k);
+    }
+    sim_.end_step(&sync_);
+  }
+  at::Tensor local_norm_squared_mean() const override { return sim_.local_norm_squared_mean(); }
+
+  std::vector<at::Tensor> dropout_states() override { return sim_.rng_states(); }
+  bool set_dropout_states(const std::vector<at::Tensor>& states) override {
+    if (static_cast<int>(states.size()) != count() || states[0].numel() != dropout_state_bytes()) return false;
+    sim_.set_rng_states(states);
+    return true;
+  }
+  int64_t dropout_state_bytes() override { return sim_.rng_states()[0].numel(); }
+
+ private:
+  static std::vector<int> all_replicas(int count) {
+    std::vector<int> ids;
+    for (int k = 0; k < count; ++k) ids.push_back(k);
+    return ids;
+  }
+  static std::vector<uint64_t> seeds(const config::ExperimentSpec& spec) {
+    std::vector<uint64_t> out;
+    for (int k = 0; k < spec.replicas.count; ++k) out.push_back(dropout_seed(spec.seed, k));
+    return out;
+  }
+
+  int64_t shard_;
+  const distributed::GradSync& sync_;
+  SimulatedReplicas sim_;
+};
+
+}  // namespace
+
+uint64_t dropout_seed(int64_t spec_seed, int replica) {
+  return static_cast<uint64_t>(spec_seed) * 1000003ULL + 1 + static_cast<uint64_t>(replica);
+}
+
+std::unique_ptr<LocalReplicas> make_local_replicas(const config::ExperimentSpec& spec, const distributed::World& world,
+                                                   Network& network, const distributed::GradSync& sync,
+                                                   std::shared_ptr<distributed::Comm> comm) {
+  torch::manual_seed(dropout_seed(spec.seed, world.rank));
+  if (spec.replicas.mode == config::ReplicaMode::kProcesses)
+    return std::make_unique<ProcessReplica>(world, network.device, sync, std::move(comm));
+  TORCH_INTERNAL_ASSERT(world.size == 1, "simulated replicas run in one process, got world size ", world.size);
+  return std::make_unique<SimulatedShards>(spec, network, sync);
+}
+
+}  // namespace ddplab::train

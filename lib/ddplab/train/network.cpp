@@ -1,0 +1,86 @@
+#include "ddplab/train/network.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "ddplab/config/spec_error.h"
+#include "ddplab/runtime/device.h"
+#include "ddplab/train/optimizer.h"
+#include "ddplab/train/options.h"
+
+namespace ddplab::train {
+namespace {
+
+models::InputShape input_shape(const data::Transform& transform, const data::DatasetPair& data) {
+  const data::ImageSize image = transform.output_size();
+  return {image.channels, image.height, image.width, data.num_classes};
+}
+
+// One step needs a whole global batch: the loader drops the last partial one, as drop_last=True.
+void check_batch_fits(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
+  if (spec.global_batch > data.train.size())
+    throw config::spec_error(
+        "/batch", fmt::format("the global batch {} ({} x {}) is larger than the {} training "
+                              "samples{}; not one step would run",
+                              spec.global_batch, spec.replicas.count, spec.per_replica_batch, data.train.size(),
+                              spec.dataset.train_limit > 0 ? " (dataset.train_limit)" : ""));
+}
+
+// Local SGD and EASGD evaluate and save averaged weights (the replicas' mean, the center). A model
+// with BatchNorm would be evaluated with rank 0's running statistics, gathered for rank 0's own
+// weights, not for the averaged ones: a biased test accuracy and saved model. Refused rather than
+// measured wrong (docs/ddp-semantics.md, item 2).
+void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module& model) {
+  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || spec.replicas.count < 2 || model.buffers().empty())
+    return;
+  throw config::spec_error(
+      "/replicas/sync",
+      fmt::format("{} evaluates and saves averaged weights, but model.name \"{}\" has BatchNorm running statistics, "
+                  "which would be rank 0's, gathered for other weights; use replicas.sync \"allreduce\" or a model "
+                  "without BatchNorm ({}), got {}",
+                  config::name(spec.replicas.sync.method), spec.model.name,
+                  fmt::join(models::model_names(/*has_batch_norm=*/false), ", "),
+                  config::name(spec.replicas.sync.method)));
+}
+
+}  // namespace
+
+std::vector<at::Tensor> Network::floating_buffers() const {
+  std::vector<at::Tensor> out;
+  for (const auto& b : buffers)
+    if (b.is_floating_point()) out.push_back(b);
+  return out;
+}
+
+Network make_network(const config::ExperimentSpec& spec, const data::DatasetPair& data, int rank) {
+  check_batch_fits(spec, data);
+  Network net;
+  net.transform = data::make_transform(spec.dataset.augment, data);
+  torch::manual_seed(static_cast<uint64_t>(spec.seed) + (spec.debug.has(config::Fault::kSkipBroadcast) ? rank : 0));
+  net.model = models::make_model(model_options(spec.model), input_shape(*net.transform, data));
+  check_sync_fits_model(spec, *net.model);
+  for (const auto& item : net.model->named_parameters()) {
+    net.named.emplace_back(item.key(), item.value());
+    net.params.push_back(item.value());
+  }
+  for (const auto& b : net.model->buffers()) net.buffers.push_back(b);
+  net.optimizer = make_optimizer(spec.optimizer, net.named);
+  return net;
+}
+
+void place_on_device(Network& network, const config::ExperimentSpec& spec, const distributed::World& world) {
+  if (spec.replicas.device != config::Device::kCuda) return;
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const int local_rank = world.local_rank;
+  if (gpus == 0 || (spec.replicas.backend == config::Backend::kNccl && gpus <= local_rank))
+    throw config::spec_error("/replicas/device",
+                             fmt::format("cuda: local rank {} needs GPU {}, but {} GPU(s) are visible "
+                                         "(NCCL needs one GPU per rank; backend gloo can share one)",
+                                         local_rank, local_rank, gpus));
+  network.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+  runtime::select_device(network.device);
+  network.model->to(network.device);
+}
+
+}  // namespace ddplab::train
