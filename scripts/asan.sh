@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-unit='Spec.*:SweepSpec.*:IdxReader.*:IdxWriter.*:Dataset*:*DatasetLimits*:Loader.*:Cifar.*:CifarDataset.*:Transform.*:RunLog.*:Report*:GradSync.*:NoiseScale.*:ParamAverager.*:World.*:Models.*:*DropoutModes*:CifarTfCnn.*:ResNet20.*:BatchNorm.*:LrSchedule.*:Optimizer.*:Checkpoint.*:SimulatedReplicas.*:HostReadback.*:StreamTimer.*:Comm.*:Link.*'
+unit='Spec.*:SweepSpec.*:IdxReader.*:IdxWriter.*:Dataset*:*DatasetLimits*:Loader.*:Cifar.*:CifarDataset.*:Transform.*:RunLog.*:Report*:GradReducer.*:NoiseScale.*:ParamAverager.*:World.*:Models.*:*DropoutModes*:CifarTfCnn.*:ResNet20.*:BatchNorm.*:LrSchedule.*:Optimizer.*:Checkpoint.*:SimulatedReplicas.*:HostReadback.*:StreamTimer.*:Comm.*:Link.*'
 args=(--gtest_filter="$unit")
 if [ "${1:-}" = --all ]; then
   shift

@@ -6,15 +6,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "distributed/ranks.h"
 
 namespace ddplab::train {
 namespace {
 
 using distributed::Comm;
-using distributed::GradSync;
-using distributed::GradSyncOptions;
+using distributed::GradReducer;
+using distributed::GradReducerOptions;
 
 at::Tensor scalar(double v) { return torch::tensor(v, torch::kFloat64); }
 
@@ -77,7 +77,7 @@ TEST(NoiseScale, NoBSimpleWhileTheGradientEstimateIsNotPositive) {
 // Linear regression with Gaussian inputs and noise, gradients taken at a fixed w = w* + delta
 // (no step): x ~ N(0, I_d), y = w*.x + e, e ~ N(0, s^2), per-sample loss 0.5 (w.x - y)^2. The true
 // gradient is delta and, by Isserlis, tr(Sigma) = d (|delta|^2 + s^2) + |delta|^2. Each rank draws
-// its own samples; the real GradSync all-reduces over Gloo and averages the local norms.
+// its own samples; the real GradReducer all-reduces over Gloo and averages the local norms.
 struct RegressionResult {
   double b_simple = 0, trace = 0, grad_sq = 0;
 };
@@ -91,9 +91,9 @@ RegressionResult estimate_on_ranks(int ranks, int64_t per_rank_batch, bool mean,
     auto w_star = torch::linspace(-1, 1, d);
     auto w = (w_star + std::sqrt(delta_sq / static_cast<double>(d))).requires_grad_(true);
     std::vector<at::Tensor> params{w};
-    GradSyncOptions options;
+    GradReducerOptions options;
     options.mean = mean;
-    GradSync sync(params, comm, options);
+    GradReducer sync(params, comm, options);
     GradNoiseScale gns(per_rank_batch, per_rank_batch * ranks);
     for (int step = 0; step < steps; ++step) {
       auto x = torch::randn({per_rank_batch, d}, gen);

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/models/models.h"
 
 namespace ddplab::train {
@@ -39,7 +39,7 @@ std::shared_ptr<models::Model> tf_cnn() {
 }
 
 // DDP leaves an unused parameter's .grad untouched (None) and torch.optim.SGD skips it: momentum
-// and weight decay must not move it. GradSync leaves it undefined; the optimizer skips it.
+// and weight decay must not move it. GradReducer leaves it undefined; the optimizer skips it.
 TEST(Optimizer, AParameterNoBackwardReachesIsNotMovedByMomentumOrWeightDecay) {
   auto used = torch::ones({4}, torch::requires_grad());
   auto unused = torch::ones({4}, torch::requires_grad());
@@ -47,7 +47,7 @@ TEST(Optimizer, AParameterNoBackwardReachesIsNotMovedByMomentumOrWeightDecay) {
   auto spec = sgd(/*weight_decay=*/0.1, {});
   spec.momentum = 0.9;
   auto optimizer = make_optimizer(spec, params);
-  distributed::GradSync sync({used, unused}, nullptr);
+  distributed::GradReducer sync({used, unused}, nullptr);
   for (int step = 0; step < 3; ++step) {
     sync.prepare_for_backward();
     (used * 2.0).sum().backward();

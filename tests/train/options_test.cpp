@@ -26,9 +26,9 @@ TEST(Options, DatasetOptionsDefaultAsTheSpec) {
   EXPECT_EQ(own.validation, from_spec.validation);
 }
 
-TEST(Options, GradSyncOptionsDefaultAsTheSpec) {
-  const distributed::GradSyncOptions own;
-  const distributed::GradSyncOptions from_spec = grad_sync_options(config::ReplicasSpec{});
+TEST(Options, GradReducerOptionsDefaultAsTheSpec) {
+  const distributed::GradReducerOptions own;
+  const distributed::GradReducerOptions from_spec = grad_reducer_options(config::ReplicasSpec{});
   EXPECT_EQ(own.bucket_mb, from_spec.bucket_mb);
   EXPECT_EQ(own.mean, from_spec.mean);
   EXPECT_EQ(own.compress_bf16, from_spec.compress_bf16);

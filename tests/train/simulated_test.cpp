@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 
 namespace ddplab::train {
 namespace {
@@ -177,7 +177,7 @@ TEST(SimulatedReplicas, BatchNormStartsEveryReplicaFromRankZerosBuffersAndKeepsR
   EXPECT_EQ(net.norm->num_batches_tracked.item<int64_t>(), 1);
 }
 
-// Two replicas, a parameter only the first shard uses: its summed gradient lands in its GradSync
+// Two replicas, a parameter only the first shard uses: its summed gradient lands in its GradReducer
 // bucket, so the reduced gradient's norm (grad_norm, the divergence check and the noise scale
 // read it) holds what the optimizer steps on. Before, the last shard's finalize() left its .grad
 // undefined and end_step() gave it a fresh tensor: the norm left it out (here 192 where the step used 240).
@@ -185,7 +185,7 @@ TEST(SimulatedReplicas, AParameterTheLastShardLeftUnusedKeepsItsBucketView) {
   auto a = torch::full({3}, 2.0).requires_grad_();
   auto b = torch::full({3}, 2.0).requires_grad_();
   const std::vector<at::Tensor> params{a, b};
-  distributed::GradSync sync(params, /*comm=*/nullptr);
+  distributed::GradReducer sync(params, /*comm=*/nullptr);
   nn::Module holder;
   SimulatedReplicas sim(holder, params, {1, 2}, /*mean=*/false, torch::kCPU);
   sim.begin_step();

@@ -4,7 +4,7 @@
 // make_comm() connects rank `world.rank` of `world.size` and returns when every rank has
 // joined (or throws after `timeout`). All collectives below are blocking wrappers over the
 // c10d Work objects; they take tensors on any device and move them to `Comm::device` and back
-// when the backend needs it (NCCL cannot reduce host tensors). GradSync (grad_sync.h) uses the
+// when the backend needs it (NCCL cannot reduce host tensors). GradReducer (grad_reducer.h) uses the
 // asynchronous backend calls directly on its device buckets.
 #pragma once
 #include <chrono>

@@ -17,7 +17,7 @@ ParamAverager::ParamAverager(std::vector<at::Tensor> params, std::shared_ptr<Com
     numel += p.numel();
     center_.push_back(p.detach().clone());
   }
-  flat_ = torch::zeros({numel + kControlSlots}, params_[0].options().requires_grad(false));
+  flat_ = torch::zeros({numel + slots_.size()}, params_[0].options().requires_grad(false));
 }
 
 void ParamAverager::fill(const std::vector<at::Tensor>& parts, Agreement local) {
@@ -26,21 +26,18 @@ void ParamAverager::fill(const std::vector<at::Tensor>& parts, Agreement local) 
     flat_.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
     offset += t.numel();
   }
-  flat_[offset].fill_(local.stop ? 1.0 : 0.0);
-  flat_[offset + 1].fill_(local.diverged ? 1.0 : 0.0);
+  slots_.write(flat_.narrow(0, offset, slots_.size()), local);
 }
 
-ParamAverager::Agreement ParamAverager::allreduce_and_read_agreement() {
+Agreement ParamAverager::allreduce_and_read_agreement() {
   if (comm_ && comm_->size > 1) {
     std::vector<at::Tensor> v{flat_};
     comm_->backend->allreduce(v)->wait();
   }
-  // Slots > 0 (divided by N under average(), still > 0) where any rank set them.
-  const auto slots = flat_.narrow(0, flat_.numel() - kControlSlots, kControlSlots).to(torch::kCPU, torch::kDouble);
-  return {slots[0].item<double>() > 0, slots[1].item<double>() > 0};
+  return slots_.read(flat_.narrow(0, flat_.numel() - slots_.size(), slots_.size()));
 }
 
-ParamAverager::Agreement ParamAverager::average(Agreement local) {
+Agreement ParamAverager::average(Agreement local) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (const auto& p : params_) parts.push_back(p.detach());
@@ -55,7 +52,7 @@ ParamAverager::Agreement ParamAverager::average(Agreement local) {
   return agreed;
 }
 
-ParamAverager::Agreement ParamAverager::elastic_step(double alpha, Agreement local) {
+Agreement ParamAverager::elastic_step(double alpha, Agreement local) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> diffs;
   for (size_t i = 0; i < params_.size(); ++i) diffs.push_back(params_[i].detach() - center_[i]);

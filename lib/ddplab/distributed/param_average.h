@@ -7,7 +7,7 @@
 // control slots: a rank that wants to stop (SIGINT/SIGTERM, debug fault stop) sets the first, a
 // rank whose local gradient norm was NaN or Inf since the last agreement sets the second, and
 // every rank learns both from the result, so between gradient all-reduces stops and divergences
-// are agreed at averaging points (as GradSync's last bucket agrees stops at every step).
+// are agreed at averaging points (as GradReducer's last bucket agrees stops at every step).
 // Optimizer state is never touched: it stays local.
 //
 // Without a Comm (one replica) the same arithmetic runs over one replica (average() leaves the
@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "ddplab/distributed/agreement.h"
 #include "ddplab/distributed/comm.h"
 
 namespace ddplab::distributed {
@@ -31,12 +32,8 @@ class ParamAverager {
 
   int replicas() const { return comm_ ? comm_->size : 1; }
 
-  // What a rank brings to an averaging point, and (returned) what all agreed: each field is true
-  // on every rank if any rank passed it true.
-  struct Agreement {
-    bool stop = false;
-    bool diverged = false;
-  };
+  // A rank brings its Agreement (agreement.h) to an averaging point; the one returned is what all
+  // agreed: each field is true on every rank if any rank passed it true.
   // x_r <- mean over replicas of x_r (divided by N, then summed, as torch's average_parameters).
   Agreement average(Agreement local);
   // EASGD: with d_r = x_r - c, x_r <- x_r - alpha d_r and c <- c + alpha sum_r d_r. The center c
@@ -60,7 +57,7 @@ class ParamAverager {
   Spread spread() const;
 
  private:
-  static constexpr int64_t kControlSlots = 2;  // stop, diverged
+  ControlSlots slots_{{/*diverged=*/true, /*local_norm=*/false}};  // after the parameters
   // Copies `parts` (shaped like the parameters) into flat_ and sets the control slots.
   void fill(const std::vector<at::Tensor>& parts, Agreement local);
   Agreement allreduce_and_read_agreement();
@@ -68,7 +65,7 @@ class ParamAverager {
   std::vector<at::Tensor> params_;
   std::shared_ptr<Comm> comm_;
   std::vector<at::Tensor> center_;
-  at::Tensor flat_;  // numel(params) + kControlSlots
+  at::Tensor flat_;  // numel(params) + the control slots
 };
 
 }  // namespace ddplab::distributed

@@ -4,7 +4,7 @@
 // `model.name` enum (tests/models/models_test.cpp checks that the two agree). Today: mnist_cnn,
 // mlp, cifar_tf_cnn, resnet20 (docs/spec.md, `model.name`).
 //
-// Parameters are registered in forward order; the gradient buckets (distributed/grad_sync.h) take
+// Parameters are registered in forward order; the gradient buckets (distributed/grad_reducer.h) take
 // them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
 // hands it a ReplicaSum after construction (so models/ and distributed/ stay independent).
 #pragma once

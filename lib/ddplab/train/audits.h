@@ -4,7 +4,7 @@
 //       (distributed/consistency.h); a mismatch names the first parameter that differs (towers
 //       that do not share weights). `what` names the tensors in the message: "parameter", or
 //       "EASGD center variable of parameter".
-//   (b) gradient: every trainable parameter received a gradient during the epoch (GradSync's
+//   (b) gradient: every trainable parameter received a gradient during the epoch (GradReducer's
 //       received_grad()), else it is not used in forward or the loss is not connected to it.
 //   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
 //       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an

@@ -47,7 +47,7 @@ struct CheckpointState {
   // (replica_state_blob), index = rank; every rank resumes from its own. Empty otherwise (the
   // replicas are identical, rank 0's model and optimizer above are every rank's).
   std::vector<at::Tensor> replica_states;
-  // GradSync's rebuilt bucket layout (GradSync::rebuilt_layout()); empty before the rebuild, for
+  // GradReducer's rebuilt bucket layout (GradReducer::rebuilt_layout()); empty before the rebuild, for
   // one replica, and in checkpoints that predate it.
   std::vector<int64_t> bucket_layout;
   // The best epoch so far on validation (train/early_stop.h) and its metric; 0: none yet.

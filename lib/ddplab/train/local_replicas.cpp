@@ -18,19 +18,19 @@ at::Generator dropout_generator(c10::Device device) {
 
 class ProcessReplica final : public LocalReplicas {
  public:
-  ProcessReplica(const distributed::World& world, c10::Device device, const distributed::GradSync& sync,
+  ProcessReplica(const distributed::World& world, c10::Device device, const distributed::GradReducer& reducer,
                  std::shared_ptr<distributed::Comm> comm)
       : LocalReplicas(world.size, {world.rank}),
         rank_(world.rank),
         size_(world.size),
-        sync_(sync),
+        reducer_(reducer),
         comm_(std::move(comm)),
         generator_(dropout_generator(device)) {}
 
   int loader_rank() const override { return rank_; }
   int loader_ranks() const override { return size_; }
   void compute(const at::Tensor& x, const at::Tensor& y, const ShardStep& step) override { step(x, y); }
-  at::Tensor local_norm_squared_mean() const override { return sync_.local_norm_squared_mean(); }
+  at::Tensor local_norm_squared_mean() const override { return reducer_.local_norm_squared_mean(); }
 
   std::vector<at::Tensor> dropout_states() override {
     const at::Tensor state = own_state();
@@ -51,18 +51,19 @@ class ProcessReplica final : public LocalReplicas {
   }
 
   int rank_, size_;
-  const distributed::GradSync& sync_;
+  const distributed::GradReducer& reducer_;
   std::shared_ptr<distributed::Comm> comm_;
   at::Generator generator_;
 };
 
 class SimulatedShards final : public LocalReplicas {
  public:
-  SimulatedShards(const config::ExperimentSpec& spec, Network& net, const distributed::GradSync& sync)
+  SimulatedShards(const config::ExperimentSpec& spec, Network& net, const distributed::GradReducer& reducer)
       : LocalReplicas(spec.replicas.count, all_replicas(spec.replicas.count)),
         shard_(spec.per_replica_batch),
-        sync_(sync),
-        sim_(*net.model, net.params, seeds(spec), sync.options().mean, net.device, sync.options().compress_bf16) {}
+        reducer_(reducer),
+        sim_(*net.model, net.params, seeds(spec), reducer.options().mean, net.device, reducer.options().compress_bf16) {
+  }
 
   int loader_rank() const override { return 0; }
   int loader_ranks() const override { return 1; }
@@ -74,7 +75,7 @@ class SimulatedShards final : public LocalReplicas {
       step(x.narrow(0, k * shard_, shard_), y.narrow(0, k * shard_, shard_));
       sim_.end_replica(k);
     }
-    sim_.end_step(&sync_);
+    sim_.end_step(&reducer_);
   }
   at::Tensor local_norm_squared_mean() const override { return sim_.local_norm_squared_mean(); }
 
@@ -99,7 +100,7 @@ class SimulatedShards final : public LocalReplicas {
   }
 
   int64_t shard_;
-  const distributed::GradSync& sync_;
+  const distributed::GradReducer& reducer_;
   SimulatedReplicas sim_;
 };
 
@@ -110,13 +111,13 @@ uint64_t dropout_seed(int64_t spec_seed, int replica) {
 }
 
 std::unique_ptr<LocalReplicas> make_local_replicas(const config::ExperimentSpec& spec, const distributed::World& world,
-                                                   Network& network, const distributed::GradSync& sync,
+                                                   Network& network, const distributed::GradReducer& reducer,
                                                    std::shared_ptr<distributed::Comm> comm) {
   torch::manual_seed(dropout_seed(spec.seed, world.rank));
   if (spec.replicas.mode == config::ReplicaMode::kProcesses)
-    return std::make_unique<ProcessReplica>(world, network.device, sync, std::move(comm));
+    return std::make_unique<ProcessReplica>(world, network.device, reducer, std::move(comm));
   TORCH_INTERNAL_ASSERT(world.size == 1, "simulated replicas run in one process, got world size ", world.size);
-  return std::make_unique<SimulatedShards>(spec, network, sync);
+  return std::make_unique<SimulatedShards>(spec, network, reducer);
 }
 
 }  // namespace ddplab::train

@@ -2,7 +2,7 @@
 // reduction accounting, its checkpoints and its loader have no branch on how replicas are laid
 // out. Two implementations (local_replicas.cpp):
 //   - one replica per process (replicas.mode "processes", DDP's way): this rank's replica; its
-//     gradient is all-reduced by the GradSync buckets during backward;
+//     gradient is all-reduced by the GradReducer buckets during backward;
 //   - all N replicas in this one process (replicas.mode "simulated", simulated.h): the global
 //     batch is split into the N shards, each replica's forward and backward runs on its shard
 //     with its own dropout stream and BatchNorm statistics, and the gradients are combined as
@@ -19,7 +19,7 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/distributed/comm.h"
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/distributed/world.h"
 #include "ddplab/train/network.h"
 
@@ -28,7 +28,7 @@ namespace ddplab::train {
 class LocalReplicas {
  public:
   // Forward and backward of one replica on its shard (x [b, C, H, W], y [b]); the gradient goes
-  // into the GradSync buckets.
+  // into the GradReducer buckets.
   using ShardStep = std::function<void(const at::Tensor& x, const at::Tensor& y)>;
 
   virtual ~LocalReplicas() = default;
@@ -70,10 +70,10 @@ class LocalReplicas {
 // Replica k's dropout seed: what process k passes to torch::manual_seed.
 uint64_t dropout_seed(int64_t spec_seed, int replica);
 
-// The replicas of `world.rank` as the spec lays them out; seeds the dropout stream(s). `sync`
+// The replicas of `world.rank` as the spec lays them out; seeds the dropout stream(s). `reducer`
 // and `comm` (null for one process) must outlive the result.
 std::unique_ptr<LocalReplicas> make_local_replicas(const config::ExperimentSpec& spec, const distributed::World& world,
-                                                   Network& network, const distributed::GradSync& sync,
+                                                   Network& network, const distributed::GradReducer& reducer,
                                                    std::shared_ptr<distributed::Comm> comm);
 
 }  // namespace ddplab::train

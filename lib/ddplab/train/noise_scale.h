@@ -3,7 +3,7 @@
 //
 // Every all-reduced step yields two gradient norms at two batch sizes: each replica's local
 // gradient (B_small = the per-replica batch; |G_small|^2 is the mean over replicas of the local
-// squared norms, which GradSync averages in its last bucket) and the all-reduced gradient
+// squared norms, which GradReducer averages in its last bucket) and the all-reduced gradient
 // (B_big = the global batch; |G_big|^2). Since E|G_B|^2 = |G|^2 + tr(Sigma) / B, the unbiased
 // per-step estimates are
 //

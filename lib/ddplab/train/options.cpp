@@ -21,8 +21,8 @@ models::ModelOptions model_options(const config::ModelSpec& model) {
   return o;
 }
 
-distributed::GradSyncOptions grad_sync_options(const config::ReplicasSpec& replicas) {
-  distributed::GradSyncOptions o;
+distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec& replicas) {
+  distributed::GradReducerOptions o;
   o.bucket_mb = replicas.bucket_mb;
   o.mean = replicas.reduce == config::Reduce::kMean;
   o.compress_bf16 = replicas.grad_dtype == config::WireDtype::kBf16;

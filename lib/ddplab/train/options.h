@@ -1,11 +1,11 @@
 // The one place where the typed spec (config/spec.h) becomes the options structs of the layers
-// below train: data (DatasetOptions), models (ModelOptions) and distributed (GradSyncOptions).
+// below train: data (DatasetOptions), models (ModelOptions) and distributed (GradReducerOptions).
 // Those layers never see config::ExperimentSpec or its sections; runner, the tests and the
 // benchmarks call these too when they load a dataset or build a model from a spec.
 #pragma once
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/models/models.h"
 
 namespace ddplab::train {
@@ -16,7 +16,7 @@ data::DatasetOptions dataset_options(const config::DatasetSpec& dataset);
 // model.{name, dropout, hidden, sync_bn}.
 models::ModelOptions model_options(const config::ModelSpec& model);
 
-// replicas.{bucket_mb, reduce, grad_dtype}; the other fields keep GradSyncOptions' defaults.
-distributed::GradSyncOptions grad_sync_options(const config::ReplicasSpec& replicas);
+// replicas.{bucket_mb, reduce, grad_dtype}; the other fields keep GradReducerOptions' defaults.
+distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec& replicas);
 
 }  // namespace ddplab::train

@@ -25,7 +25,7 @@ static int64_t local_steps_after(const config::SyncSpec& spec, int64_t steps_per
   return global_step + 1 - first;
 }
 
-ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, distributed::ParamAverager::Agreement local) {
+ReplicaSync::StepResult ReplicaSync::after_step(int64_t global_step, distributed::Agreement local) {
   StepResult r;
   if (!local_from(global_step)) return r;
   if (local_steps_after(spec_, steps_per_epoch_, global_step) % spec_.period != 0) return r;

@@ -48,8 +48,8 @@ class ReplicaSync {
     int64_t bytes = 0;          // bytes this rank sent for it (ring all-reduce model)
   };
   // After the optimizer step of `global_step`: the averaging or elastic step, if one is due,
-  // carrying this rank's stop request and divergence (ParamAverager::Agreement).
-  StepResult after_step(int64_t global_step, distributed::ParamAverager::Agreement local);
+  // carrying this rank's stop request and divergence (distributed/agreement.h).
+  StepResult after_step(int64_t global_step, distributed::Agreement local);
   // Whether the replicas hold identical parameters after step `global_step` (all-reduced or
   // averaged there).
   bool replicas_agree_after(int64_t global_step) const;

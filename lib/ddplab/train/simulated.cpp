@@ -69,17 +69,17 @@ void SimulatedReplicas::end_replica(int k) {
   }
 }
 
-void SimulatedReplicas::end_step(const distributed::GradSync* sync) {
+void SimulatedReplicas::end_step(const distributed::GradReducer* reducer) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
-    // Write into the existing .grad (a GradSync bucket view), so the buckets stay in place.
+    // Write into the existing .grad (a GradReducer bucket view), so the buckets stay in place.
     if (!used_[i]) {
       p.mutable_grad() = at::Tensor();
     } else if (p.grad().defined()) {
       p.mutable_grad().copy_(grad_sum_[i]);
-    } else if (sync != nullptr) {
-      p.mutable_grad() = sync->grad_view(i);
+    } else if (reducer != nullptr) {
+      p.mutable_grad() = reducer->grad_view(i);
       p.mutable_grad().copy_(grad_sum_[i]);
     } else {
       p.mutable_grad() = grad_sum_[i].to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);

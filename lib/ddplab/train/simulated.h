@@ -3,7 +3,7 @@
 //
 // Per step the trainer splits the global batch into the N contiguous shards that N processes
 // would get (data/loader.h) and, for replica k = 0..N-1, calls begin_replica(k), runs forward
-// and backward on shard k, finalizes the gradient buckets (distributed/grad_sync.h, without a Comm)
+// and backward on shard k, finalizes the gradient buckets (distributed/grad_reducer.h, without a Comm)
 // and calls end_replica(k) (with batch.accumulate_steps K > 1, the K micro-batches of shard k
 // accumulate into the buckets between the two calls, as process k's no_sync() loop does, so
 // end_replica(k) reads shard k's whole gradient); end_step() then leaves in every .grad what the
@@ -19,7 +19,7 @@
 // What makes the replicas differ is kept per replica, as separate processes keep it:
 //   - the dropout RNG stream: N states of the device's default generator, replica k's seeded as
 //     process k seeds it (train/trainer.h), swapped in by begin_replica(k) and out by end_replica(k);
-//   - a parameter that no shard's backward reached keeps its .grad undefined (GradSync leaves
+//   - a parameter that no shard's backward reached keeps its .grad undefined (GradReducer leaves
 //     it so per shard; end_step() too when no shard used it), as DDP for a globally unused one;
 //   - BatchNorm (ghost batch norm): each shard is normalized with its own batch statistics, and
 //     buffers follow DDP's broadcast_buffers=True: every replica starts the step from rank 0's
@@ -36,7 +36,7 @@
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
 
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 
 namespace ddplab::train {
 
@@ -52,13 +52,13 @@ class SimulatedReplicas {
 
   void begin_step();
   void begin_replica(int k);
-  // Call after shard k's backward and GradSync::finalize(): reads its gradient from every .grad.
+  // Call after shard k's backward and GradReducer::finalize(): reads its gradient from every .grad.
   void end_replica(int k);
-  // With `sync` (the process's GradSync), a parameter some shard used but the last one left
+  // With `reducer` (the process's GradReducer), a parameter some shard used but the last one left
   // unused (its .grad undefined by that shard's finalize()) gets its bucket view back, so the
-  // reduced gradient GradSync reads (its norm: grad_norm, the divergence check, the noise scale)
+  // reduced gradient GradReducer reads (its norm: grad_norm, the divergence check, the noise scale)
   // holds what the optimizer steps on. Without it such a .grad is a fresh tensor.
-  void end_step(const distributed::GradSync* sync = nullptr);
+  void end_step(const distributed::GradReducer* reducer = nullptr);
 
   // After end_step(): mean over the replicas of |g_k|^2 (0-dim float64 tensor, no host sync).
   at::Tensor local_norm_squared_mean() const;

@@ -62,9 +62,9 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
   net_ = make_network(spec_, *data_, world_.rank);
   place_on_device(net_, spec_, world_);
   connect();
-  sync_ = std::make_unique<distributed::GradSync>(net_.params, comm_, grad_sync_options(spec_.replicas));
+  reducer_ = std::make_unique<distributed::GradReducer>(net_.params, comm_, grad_reducer_options(spec_.replicas));
   epoch_model_.emplace(net_, spec_.model.ema_decay);
-  replicas_ = make_local_replicas(spec_, world_, net_, *sync_, comm_);
+  replicas_ = make_local_replicas(spec_, world_, net_, *reducer_, comm_);
   build_loader();
   if (options_.resume) resume();
   global_step_ = resumed_.global_step;
@@ -105,7 +105,7 @@ void Trainer::build_loader() {
 void Trainer::resume() {
   const auto file = rundir::checkpoint_file(options_.run_dir);
   resumed_ = load_checkpoint(file, *net_.model, *net_.optimizer);
-  if (!resumed_.bucket_layout.empty()) sync_->restore_layout(resumed_.bucket_layout);
+  if (!resumed_.bucket_layout.empty()) reducer_->restore_layout(resumed_.bucket_layout);
   if (!resumed_.replica_states.empty()) {
     if (static_cast<int>(resumed_.replica_states.size()) != world_.size)
       throw Error(
@@ -150,7 +150,7 @@ void Trainer::run_epoch(int epoch) {
   runtime::synchronize(net_.device);
   const double epoch_s = seconds_since(this_epoch_->start);
   const runtime::HostLoad host = runtime::host_load_between(this_epoch_->host_start, runtime::sample_host());
-  totals.comm_wait_s += sync_->take_comm_wait_s();
+  totals.comm_wait_s += reducer_->take_comm_wait_s();
   Evaluation test;
   const auto drift = epoch_model_->evaluate_with(replica_sync_->epoch_view(), [&] {
     broadcast_buffers();  // every rank evaluates with rank 0's BatchNorm statistics, the saved model's
@@ -161,7 +161,7 @@ void Trainer::run_epoch(int epoch) {
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
   if (this_epoch_->first_step < steps())
     audits_.run(
-        [&] { check_gradients_and_updates(net_.named, this_epoch_->snapshot, sync_->received_grad(), epoch + 1); });
+        [&] { check_gradients_and_updates(net_.named, this_epoch_->snapshot, reducer_->received_grad(), epoch + 1); });
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
   rec.host_cpu_wait_pct = host.cpu_wait_pct;
   rec.host_steal_pct = host.steal_pct;
@@ -187,7 +187,7 @@ EpochTotals Trainer::start_epoch(int epoch) {
   this_epoch_.emplace(net_.device, world_.rank);
   this_epoch_->first_step = partial ? resumed_.step_in_epoch : 0;
   net_.model->train();
-  sync_->reset_received();
+  reducer_->reset_received();
   this_epoch_->snapshot = clone_all(net_.params);
   EpochTotals totals = epoch_start_totals(resumed_, epoch, lead(), net_.device);
   // The record's lr is the last step's: already taken if a stop came in the epoch's last step.
@@ -224,16 +224,16 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   totals.lr = schedule_(epoch + static_cast<double>(step) / steps());
   set_lr(*net_.optimizer, totals.lr);
   const bool reduce = replica_sync_->reduces_gradients(global_step_);
-  sync_->set_require_sync(reduce);
+  reducer_->set_require_sync(reduce);
   const bool fault_stop = faults_.stop_wanted(global_step_);
   const bool stop_wanted = StopSignals::last() != 0 || fault_stop;
-  sync_->request_stop(stop_wanted);
+  reducer_->request_stop(stop_wanted);
   broadcast_buffers();
   replicas_->compute(batch_x, batch_y,
                      [&](const at::Tensor& x, const at::Tensor& y) { accumulate_gradients(x, y, reduce, totals); });
-  const at::Tensor grad_sq = sync_->grad_norm_squared();  // of the reduced gradient
+  const at::Tensor grad_sq = reducer_->grad_norm_squared();  // of the reduced gradient
   if (reduce && replicas_->count() > 1) account_reduction(grad_sq, totals);
-  this_epoch_->readback.push(grad_sq, sync_->stop_flag(), global_step_, totals.lr, !reduce && world_.size > 1);
+  this_epoch_->readback.push(grad_sq, reducer_->stop_flag(), global_step_, totals.lr, !reduce && world_.size > 1);
   faults_.on_gradients(net_.params);
   net_.optimizer->step();
   epoch_model_->after_step(global_step_);
@@ -242,11 +242,11 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   while (readback.pending() > (step + 1 < steps() ? 1 : 0)) stop = readback.read(epoch, totals.grad_norm_sum) || stop;
   step_recorder_->after_step(step, global_step_ + 1, totals.lr, seconds_since(train_start_), totals.loss_sum,
                              totals.correct);
-  const auto synced =
+  const auto averaged =
       replica_sync_->after_step(global_step_, {stop_wanted, this_epoch_->readback.local_divergence().has_value()});
-  if (synced.diverged) diverge_agreed(epoch);
-  stop = stop || synced.stop;
-  totals.comm_bytes += synced.bytes;
+  if (averaged.diverged) diverge_agreed(epoch);
+  stop = stop || averaged.stop;
+  totals.comm_bytes += averaged.bytes;
   if (audits_.replica_check_deferred() && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
     audits_.run([&] { check_replica_consistency(*comm_, net_.named, epoch, "parameter"); });
     audits_.defer_replica_check(false);
@@ -260,8 +260,8 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
 void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals) {
   const int64_t micro = x.size(0) / spec_.accumulate_steps;
   for (int64_t m = 0; m < spec_.accumulate_steps; ++m) {
-    sync_->set_require_sync(reduce && m + 1 == spec_.accumulate_steps);
-    sync_->prepare_for_backward(/*accumulate=*/m > 0);
+    reducer_->set_require_sync(reduce && m + 1 == spec_.accumulate_steps);
+    reducer_->prepare_for_backward(/*accumulate=*/m > 0);
     const auto xm = x.narrow(0, m * micro, micro), ym = y.narrow(0, m * micro, micro);
     const auto [logits, loss] = forward_backward(xm, ym);
     torch::NoGradGuard no_grad;
@@ -271,7 +271,7 @@ void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, boo
 }
 
 // Returns the logits and the mean loss; the gradient (of loss / batch.accumulate_steps) is in the
-// buckets, and reduced if this backward syncs (GradSync), when it returns.
+// buckets, and reduced if this backward syncs (GradReducer), when it returns.
 std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x, const at::Tensor& y) {
   at::Tensor logits, loss;
   {
@@ -280,16 +280,16 @@ std::pair<at::Tensor, at::Tensor> Trainer::forward_backward(const at::Tensor& x,
     loss = faults_.loss(logits, y, at::Reduction::Mean);
   }
   (spec_.accumulate_steps > 1 ? loss / static_cast<double>(spec_.accumulate_steps) : loss).backward();
-  sync_->finalize();
+  reducer_->finalize();
   return {logits, loss};
 }
 
 // The noise scale and traffic of a step whose gradients were all-reduced over 2+ replicas.
 void Trainer::account_reduction(const at::Tensor& grad_sq, EpochTotals& totals) {
   const double n = replicas_->count();
-  totals.comm_bytes += distributed::ring_allreduce_bytes(sync_->payload_bytes(), replicas_->count());
+  totals.comm_bytes += distributed::ring_allreduce_bytes(reducer_->payload_bytes(), replicas_->count());
   // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
-  const auto mean_sq = sync_->options().mean ? grad_sq : grad_sq / (n * n);
+  const auto mean_sq = reducer_->options().mean ? grad_sq : grad_sq / (n * n);
   // Under sync_bn a replica's gradient is not that of B/N independent samples (SyncBatchNorm's
   // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
   // so nothing is measured (docs/ddp-semantics.md).
@@ -308,7 +308,7 @@ void Trainer::diverge_agreed(int epoch) {
 // A clean stop after `step`: the checkpoint holds the partial epoch, then Interrupted is thrown.
 void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   while (this_epoch_->readback.pending() > 0) this_epoch_->readback.read(epoch, totals.grad_norm_sum);
-  totals.comm_wait_s += sync_->take_comm_wait_s();
+  totals.comm_wait_s += reducer_->take_comm_wait_s();
   const int sig = StopSignals::last() != 0 ? StopSignals::last() : SIGTERM;
   const double wall_s = seconds_since(train_start_);
   auto partial_sums = torch::stack({totals.loss_sum, totals.correct.to(torch::kFloat64)}).cpu();
@@ -416,7 +416,7 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.gns_steps = noise_scale_.steps();
   state.easgd_center = replica_sync_->center();
   epoch_model_->save_to(state);
-  state.bucket_layout = sync_->rebuilt_layout();
+  state.bucket_layout = reducer_->rebuilt_layout();
   state.best_epoch = early_stop_.best_epoch().value_or(0);
   state.best_metric = early_stop_.best();
   // Local SGD / EASGD over processes: every replica holds weights and momentum of its own.

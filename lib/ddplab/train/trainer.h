@@ -79,7 +79,7 @@ class Diverged : public std::runtime_error {
 bool loss_has_blown_up(double mean_train_loss, int64_t num_classes);
 
 // SIGINT/SIGTERM while a StopSignals lives (base/stop_signals.h; `ddplab run` and a worker hold one
-// with Second::kDefaultAction): every rank finishes the same step (agreed through GradSync's
+// with Second::kDefaultAction): every rank finishes the same step (agreed through GradReducer's
 // control slot), then training stops: status "interrupted", exit code 128 + signal.
 class Interrupted : public std::runtime_error {
  public:

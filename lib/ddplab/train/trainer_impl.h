@@ -1,15 +1,15 @@
 // Trainer: the state and the named pieces of train_replica (trainer.h), internal to train/. Its
 // parts, each its own file: the Network (network.h; the set-up check_setup shares), the
 // LocalReplicas this process computes (local_replicas.h: its own, or all of them simulated),
-// GradSync (distributed/grad_sync.h), ReplicaSync (local SGD / EASGD), the EpochModel (the weights
+// GradReducer (distributed/grad_reducer.h), ReplicaSync (local SGD / EASGD), the EpochModel (the weights
 // an epoch evaluates and saves), StepReadback, StepRecorder (log.every_steps), DebugFaults, and
 // the TrainObserver it reports to (it prints nothing itself). start_epoch() makes an EpochState.
 //
 // The constructor sets up, in this order (RNG draws and collectives depend on it): the data; the
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
-// parameters and buffers; GradSync, the epoch model and the local replicas (which seed the
+// parameters and buffers; GradReducer, the epoch model and the local replicas (which seed the
 // dropout streams); the loader, ReplicaSync and run log; then, when resuming, the checkpoint.
-// Every rank calls the same collectives in the same order (c10d needs it): per step GradSync's
+// Every rank calls the same collectives in the same order (c10d needs it): per step GradReducer's
 // all-reduces and ReplicaSync's averaging, a buffer broadcast before every forward and before
 // evaluation; with log.every_steps, per interval the all-reduce of the epoch's training sums
 // (after the step's gradient reduction, before ReplicaSync's); per epoch the metric all-reduce,
@@ -26,7 +26,7 @@
 #include "ddplab/data/dataset.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/distributed/comm.h"
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/distributed/world.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runtime/device.h"
@@ -107,7 +107,7 @@ class Trainer {
   std::shared_ptr<const data::DatasetPair> data_;  // options_.data (not owned), else loaded here
   Network net_;
   std::shared_ptr<distributed::Comm> comm_;  // null with one process
-  std::unique_ptr<distributed::GradSync> sync_;
+  std::unique_ptr<distributed::GradReducer> reducer_;
   std::unique_ptr<LocalReplicas> replicas_;
   GradNoiseScale noise_scale_;
   std::optional<data::TrainLoader> loader_;

@@ -1,4 +1,4 @@
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 
 #include <cmath>
 
@@ -17,8 +17,8 @@ std::vector<at::Tensor> params_of_sizes(const std::vector<int64_t>& numels) {
   return ps;
 }
 
-GradSyncOptions small_buckets() {
-  GradSyncOptions o;
+GradReducerOptions small_buckets() {
+  GradReducerOptions o;
   o.first_bucket_mb = 1.0;
   o.bucket_mb = 2.0;
   return o;
@@ -30,11 +30,11 @@ bool inside(const at::Tensor& t, const char* base, int64_t bytes) {
   return p >= base && p + t.numel() * t.element_size() <= base + bytes;
 }
 
-TEST(GradSync, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
+TEST(GradReducer, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
   // 300000 floats = 1,200,000 bytes each: one reaches 1 MiB (1,048,576) alone,
   // two reach 2 MiB (2,097,152) together.
   auto ps = params_of_sizes({300000, 300000, 300000, 300000, 300000});
-  GradSync sync(ps, nullptr, small_buckets());
+  GradReducer sync(ps, nullptr, small_buckets());
   ASSERT_EQ(sync.bucket_count(), 3);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{4}));
   EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{3, 2}));
@@ -43,20 +43,20 @@ TEST(GradSync, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
   EXPECT_EQ(sync.bucket_bytes(1), 2400000);
 }
 
-TEST(GradSync, BucketClosesOnceItReachesItsCap) {
+TEST(GradReducer, BucketClosesOnceItReachesItsCap) {
   // 100000 floats = 400,000 bytes: the first bucket closes at 3 (1.2 MB >= 1 MiB), the next
   // ones at 6 (2.4 MB >= 2 MiB; 5 make 2.0 MB < 2 MiB).
   auto ps = params_of_sizes(std::vector<int64_t>(10, 100000));
-  GradSync sync(ps, nullptr, small_buckets());
+  GradReducer sync(ps, nullptr, small_buckets());
   ASSERT_EQ(sync.bucket_count(), 3);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{9, 8, 7}));
   EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{6, 5, 4, 3, 2, 1}));
   EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{0}));
 }
 
-TEST(GradSync, SmallModelFitsInOneBucket) {
+TEST(GradReducer, SmallModelFitsInOneBucket) {
   auto ps = params_of_sizes({10, 20, 30});
-  GradSync sync(ps, nullptr);
+  GradReducer sync(ps, nullptr);
   ASSERT_EQ(sync.bucket_count(), 1);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 1, 0}));
   EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
@@ -64,7 +64,7 @@ TEST(GradSync, SmallModelFitsInOneBucket) {
 
 // A bucket holds one dtype (DDP's per-dtype buckets); before, a float64 parameter's gradient was a
 // view into a float32 bucket. Two ranks reduce both dtypes, each gradient in its parameter's dtype.
-TEST(GradSync, EachDtypeFillsBucketsOfItsOwn) {
+TEST(GradReducer, EachDtypeFillsBucketsOfItsOwn) {
   std::vector<std::vector<size_t>> layout(2);
   std::vector<std::vector<double>> grads(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
@@ -72,7 +72,7 @@ TEST(GradSync, EachDtypeFillsBucketsOfItsOwn) {
     auto a = torch::zeros({3}, torch::requires_grad());
     auto b = torch::zeros({2}, torch::dtype(torch::kFloat64).requires_grad(true));
     auto c = torch::zeros({4}, torch::requires_grad());
-    GradSync sync({a, b, c}, comm);
+    GradReducer sync({a, b, c}, comm);
     EXPECT_EQ(sync.bucket_count(), 2);
     for (int k = 0; k < sync.bucket_count(); ++k)
       for (size_t i : sync.bucket_params(k)) layout[r].push_back(i);
@@ -90,9 +90,9 @@ TEST(GradSync, EachDtypeFillsBucketsOfItsOwn) {
 
 // A checkpoint's layout (rebuilt_layout()) rebuilds the buckets in its order; a layout that is
 // not a permutation of this model's parameters is refused.
-TEST(GradSync, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {
+TEST(GradReducer, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {
   auto ps = params_of_sizes({10, 20, 30});
-  GradSync sync(ps, nullptr);
+  GradReducer sync(ps, nullptr);
   EXPECT_TRUE(sync.rebuilt_layout().empty()) << "not rebuilt yet";
   sync.restore_layout({0, 2, 1});
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{0, 2, 1}));
@@ -102,15 +102,15 @@ TEST(GradSync, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {
   EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 1, 7}); }).find("parameter 7"), std::string::npos);
 }
 
-TEST(GradSync, ParametersWithoutRequiresGradGetNoBucket) {
+TEST(GradReducer, ParametersWithoutRequiresGradGetNoBucket) {
   std::vector<at::Tensor> ps{torch::zeros({4}, torch::requires_grad()), torch::zeros({4}),
                              torch::zeros({4}, torch::requires_grad())};
-  GradSync sync(ps, nullptr);
+  GradReducer sync(ps, nullptr);
   ASSERT_EQ(sync.bucket_count(), 1);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 0}));
 }
 
-TEST(GradSync, GradientsEqualAutogradAndAreBucketViews) {
+TEST(GradReducer, GradientsEqualAutogradAndAreBucketViews) {
   torch::manual_seed(3);
   auto w1 = torch::randn({300000}, torch::requires_grad());
   auto w2 = torch::randn({300000}, torch::requires_grad());
@@ -127,7 +127,7 @@ TEST(GradSync, GradientsEqualAutogradAndAreBucketViews) {
   loss_of(r1, r2, r3).backward();
 
   std::vector<at::Tensor> ps{w1, w2, w3};
-  GradSync sync(ps, nullptr, small_buckets());
+  GradReducer sync(ps, nullptr, small_buckets());
   ASSERT_EQ(sync.bucket_count(), 2);  // {2}, {1, 0}
   sync.prepare_for_backward();
   std::vector<const void*> before;
@@ -153,10 +153,10 @@ TEST(GradSync, GradientsEqualAutogradAndAreBucketViews) {
   EXPECT_NEAR(sync.grad_norm_squared().item<double>(), expect, expect * 1e-5);
 }
 
-TEST(GradSync, PrepareForBackwardZeroesGradientsBetweenSteps) {
+TEST(GradReducer, PrepareForBackwardZeroesGradientsBetweenSteps) {
   auto w = torch::ones({8}, torch::requires_grad());
   std::vector<at::Tensor> ps{w};
-  GradSync sync(ps, nullptr);
+  GradReducer sync(ps, nullptr);
   for (int step = 0; step < 3; ++step) {
     sync.prepare_for_backward();
     EXPECT_TRUE(torch::equal(w.grad(), torch::zeros({8}))) << "step " << step;
@@ -166,12 +166,12 @@ TEST(GradSync, PrepareForBackwardZeroesGradientsBetweenSteps) {
   }
 }
 
-TEST(GradSync, ReceivedGradMarksOnlyUsedParameters) {
+TEST(GradReducer, ReceivedGradMarksOnlyUsedParameters) {
   auto a = torch::ones({4}, torch::requires_grad());
   auto unused = torch::ones({4}, torch::requires_grad());
   auto b = torch::ones({4}, torch::requires_grad());
   std::vector<at::Tensor> ps{a, unused, b};
-  GradSync sync(ps, nullptr);
+  GradReducer sync(ps, nullptr);
   sync.prepare_for_backward();
   EXPECT_EQ(sync.received_grad(), (std::vector<bool>{false, false, false}));
   ((a * 2).sum() + (b * b).sum()).backward();
@@ -183,12 +183,12 @@ TEST(GradSync, ReceivedGradMarksOnlyUsedParameters) {
 
 // As DDP: a parameter no replica used keeps no gradient (torch.optim then skips it), and the
 // bucket it sits in is still reduced, so finalize() returns.
-TEST(GradSync, UnusedParameterKeepsNoGradientAndFinalizeReturns) {
+TEST(GradReducer, UnusedParameterKeepsNoGradientAndFinalizeReturns) {
   // Two buckets; the unused parameter is alone in the first (so that bucket never gets ready).
   auto used = torch::ones({300000}, torch::requires_grad());
   auto unused = torch::ones({300000}, torch::requires_grad());
   std::vector<at::Tensor> ps{used, unused};
-  GradSync sync(ps, nullptr, small_buckets());
+  GradReducer sync(ps, nullptr, small_buckets());
   ASSERT_EQ(sync.bucket_count(), 2);
   EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{1}));
   for (int step = 0; step < 2; ++step) {
@@ -203,17 +203,17 @@ TEST(GradSync, UnusedParameterKeepsNoGradientAndFinalizeReturns) {
   EXPECT_TRUE(sync.received_grad()[0]);
 }
 
-TEST(GradSync, WorksWithModuleParametersAcrossSteps) {
+TEST(GradReducer, WorksWithModuleParametersAcrossSteps) {
   torch::manual_seed(4);
   torch::nn::Linear lin(6, 3);
   auto params = lin->parameters();
-  GradSync sync(params, nullptr);
+  GradReducer sync(params, nullptr);
   auto x = torch::randn({5, 6});
   for (int step = 0; step < 2; ++step) {
     sync.prepare_for_backward();
     lin->forward(x).pow(2).sum().backward();
     sync.finalize();
-    // Reference on a fresh copy without GradSync.
+    // Reference on a fresh copy without GradReducer.
     auto w = lin->weight.detach().clone().requires_grad_(true);
     auto bias = lin->bias.detach().clone().requires_grad_(true);
     torch::nn::functional::linear(x, w, bias).pow(2).sum().backward();
@@ -247,10 +247,10 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16
     auto a = torch::zeros({300000}, torch::requires_grad());
     auto b = torch::zeros({300000}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
-    GradSyncOptions options = small_buckets();
+    GradReducerOptions options = small_buckets();
     options.mean = mean;
     options.compress_bf16 = bf16;
-    GradSync sync(ps, comm, options);
+    GradReducer sync(ps, comm, options);
     EXPECT_EQ(sync.bucket_count(), 2);
     sync.set_require_sync(require_sync);
     sync.request_stop(r == stop_rank);
@@ -274,7 +274,7 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16
 // DDP's find_unused_parameters=False case that must not hang: a bucket whose only parameter
 // gets no gradient is never ready during backward (and so neither is any later bucket);
 // finalize() launches them all, in order, on every rank.
-TEST(GradSync, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
+TEST(GradReducer, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
   std::vector<float> used_grad(2);
   std::vector<int> unused_defined(2);  // int, not bool: written by two threads at once
   testing::run_ranks(
@@ -283,9 +283,9 @@ TEST(GradSync, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
         auto used = torch::ones({300000}, torch::requires_grad());
         auto unused = torch::ones({300000}, torch::requires_grad());
         std::vector<at::Tensor> ps{used, unused};
-        GradSyncOptions options = small_buckets();
+        GradReducerOptions options = small_buckets();
         options.rebuild_buckets = false;
-        GradSync sync(ps, comm, options);
+        GradReducer sync(ps, comm, options);
         ASSERT_EQ(sync.bucket_params(0), (std::vector<size_t>{1})) << "the unused parameter's bucket is first";
         for (int step = 0; step < 2; ++step) {
           sync.prepare_for_backward();
@@ -305,7 +305,7 @@ TEST(GradSync, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
 // A parameter that only rank 0 used is used globally: both ranks get the reduced gradient (rank
 // 1 contributes zeros), as DDP's find_unused_parameters=True. Rank 1's flag travels in the last
 // bucket's used slots.
-TEST(GradSync, ParameterUsedByOneRankOnlyGetsTheReducedGradientOnBoth) {
+TEST(GradReducer, ParameterUsedByOneRankOnlyGetsTheReducedGradientOnBoth) {
   std::vector<float> some(2), all(2);
   std::vector<int> some_defined(2);  // int, not bool: written by two threads at once
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
@@ -313,7 +313,7 @@ TEST(GradSync, ParameterUsedByOneRankOnlyGetsTheReducedGradientOnBoth) {
     auto both = torch::ones({300000}, torch::requires_grad());
     auto only0 = torch::ones({300000}, torch::requires_grad());
     std::vector<at::Tensor> ps{both, only0};
-    GradSync sync(ps, comm, small_buckets());
+    GradReducer sync(ps, comm, small_buckets());
     for (int step = 0; step < 2; ++step) {
       sync.prepare_for_backward();
       auto loss = (both * (r == 0 ? 1.0 : 3.0)).sum();
@@ -334,7 +334,7 @@ TEST(GradSync, ParameterUsedByOneRankOnlyGetsTheReducedGradientOnBoth) {
 
 // After the first step the buckets follow the order in which gradients arrived on rank 0
 // (broadcast, so every rank agrees even when its own order differed), as DDP's rebuild.
-TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
+TEST(GradReducer, BucketsAreRebuiltInRankZerosArrivalOrder) {
   std::vector<std::vector<std::vector<size_t>>> before(2), after(2);
   std::vector<float> reduced(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
@@ -344,7 +344,7 @@ TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
     auto b = torch::zeros({600000}, torch::requires_grad());
     auto c = torch::zeros({600000}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b, c};
-    GradSync sync(ps, comm, small_buckets());
+    GradReducer sync(ps, comm, small_buckets());
     auto buckets = [&] {
       std::vector<std::vector<size_t>> out;
       for (int k = 0; k < sync.bucket_count(); ++k) out.push_back(sync.bucket_params(k));
@@ -380,7 +380,7 @@ TEST(GradSync, BucketsAreRebuiltInRankZerosArrivalOrder) {
   }
 }
 
-TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
+TEST(GradReducer, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
   auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/-1);
   const double n = 300000;
   // |g_0|^2 = n (1 + 4), |g_1|^2 = n (9 + 36); mean over the ranks.
@@ -399,7 +399,7 @@ TEST(GradSync, LocalSquaredNormsAreAveragedInTheLastBucketUnderMean) {
       << "gradients plus the control and noise slots and a used slot per parameter";
 }
 
-TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {
+TEST(GradReducer, SumReductionGivesTheSameNormsOfTheMeanGradient) {
   auto s = two_rank_step(/*mean=*/false, /*require_sync=*/true, /*stop_rank=*/1);
   const double n = 300000;
   for (int r = 0; r < 2; ++r) {
@@ -411,7 +411,7 @@ TEST(GradSync, SumReductionGivesTheSameNormsOfTheMeanGradient) {
   }
 }
 
-TEST(GradSync, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
+TEST(GradReducer, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
   auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, /*bf16=*/true);
   const double n = 300000;
   const double local_mean = (n * 5 + n * 45) / 2;
@@ -429,7 +429,7 @@ TEST(GradSync, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
 // One step of the bf16 wire, element for element: each rank's gradient divided by N in fp32,
 // cast to bfloat16, the two summed in bfloat16 (one rounding per element, in either order), cast
 // back. Random gradients, so most elements round.
-TEST(GradSync, Bf16WireRoundsEachElementAsTheReferenceDoes) {
+TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
   const int64_t n = 300000;
   auto gradient = [&](int rank, int param) {
     auto gen = at::detail::createCPUGenerator(100 + 10 * rank + param);
@@ -441,9 +441,9 @@ TEST(GradSync, Bf16WireRoundsEachElementAsTheReferenceDoes) {
     auto a = torch::zeros({n}, torch::requires_grad());
     auto b = torch::zeros({n}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
-    GradSyncOptions options = small_buckets();
+    GradReducerOptions options = small_buckets();
     options.compress_bf16 = true;
-    GradSync sync(ps, comm, options);
+    GradReducer sync(ps, comm, options);
     EXPECT_EQ(sync.bucket_count(), 2);
     sync.prepare_for_backward();
     ((a * gradient(r, 0)).sum() + (b * gradient(r, 1)).sum()).backward();
@@ -461,7 +461,7 @@ TEST(GradSync, Bf16WireRoundsEachElementAsTheReferenceDoes) {
 
 // DDP's no_sync(): backwards without sync accumulate, the next synced backward reduces the sum
 // (gradient accumulation). Rank r's micro-batch gradients are k_r per backward, three backwards.
-TEST(GradSync, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
+TEST(GradReducer, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
   std::vector<float> after_local(2), reduced(2);
   std::vector<double> local_mean(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
@@ -470,7 +470,7 @@ TEST(GradSync, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
     auto a = torch::zeros({300000}, torch::requires_grad());
     auto b = torch::zeros({300000}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
-    GradSync sync(ps, comm, small_buckets());
+    GradReducer sync(ps, comm, small_buckets());
     sync.set_require_sync(false);
     for (int micro = 0; micro < 2; ++micro) {
       sync.prepare_for_backward(/*accumulate=*/micro > 0);
@@ -498,14 +498,14 @@ TEST(GradSync, NoSyncBackwardsAccumulateAndTheNextSyncedOneReducesTheSum) {
 // The first finalize() rebuilds the buckets (rank 0's arrival order). When it ends a no_sync
 // micro-batch, what that micro-batch used must still count at the synced one: before, the rebuild
 // forgot it, and a parameter used only by the first micro-batch lost its accumulated gradient.
-TEST(GradSync, ABucketRebuildAfterANoSyncBackwardKeepsWhatItUsed) {
+TEST(GradReducer, ABucketRebuildAfterANoSyncBackwardKeepsWhatItUsed) {
   std::vector<float> a_grad(2, -1), b_grad(2, -1);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
     const int r = comm->rank;
     const double k = r == 0 ? 1.0 : 3.0;
     auto a = torch::zeros({4}, torch::requires_grad());
     auto b = torch::zeros({4}, torch::requires_grad());
-    GradSync sync({a, b}, comm);  // rebuild_buckets on, as the trainer's
+    GradReducer sync({a, b}, comm);  // rebuild_buckets on, as the trainer's
     sync.set_require_sync(false);
     sync.prepare_for_backward();
     (a * k).sum().backward();  // the first micro-batch uses a only
@@ -523,7 +523,7 @@ TEST(GradSync, ABucketRebuildAfterANoSyncBackwardKeepsWhatItUsed) {
   }
 }
 
-TEST(GradSync, NoSyncKeepsLocalGradientsAndAgreesNothing) {
+TEST(GradReducer, NoSyncKeepsLocalGradientsAndAgreesNothing) {
   auto s = two_rank_step(/*mean=*/true, /*require_sync=*/false, /*stop_rank=*/0);
   EXPECT_FLOAT_EQ(s.reduced_a[0], 1.0f);
   EXPECT_FLOAT_EQ(s.reduced_a[1], 3.0f);

@@ -24,25 +24,28 @@
 // the reduced gradient. `received_grad()` reports the parameters this replica never used to the
 // audits.
 //
-// The last bucket (the last to be reduced) carries extra floats after the gradients. The
-// used slots: one per parameter, 1 where this replica's backward reached it (filled at launch,
-// when every hook of the backward has fired: the last bucket launches last), so after the
-// all-reduce a slot is > 0 where any replica used the parameter. They are read on the host only
-// when this replica left a parameter unused (no host sync per step otherwise). The
-// control slot: request_stop() sets it before backward; after finalize(), stop_flag() is > 0
-// on every rank if any rank asked, so all ranks stop after the same step without an extra
-// collective (used for clean stops on SIGINT/SIGTERM). The noise slot: when a bucket is launched
-// its local squared norm (this replica's gradient, before the all-reduce) is added to a running
-// 0-dim tensor; the last bucket writes the total into the slot, so after finalize() it holds the
-// mean over replicas of |local gradient|^2 (local_norm_squared_mean(); the gradient noise scale's
-// |G_small|^2, see noise_scale.h), again without an extra collective.
+// The last bucket (the last to be reduced) carries extra floats after the gradients: the control
+// slots (agreement.h's ControlSlots: stop, local norm), then one used slot per parameter. The
+// used slots: 1 where this replica's backward reached the parameter (filled at launch, when every
+// hook of the backward has fired: the last bucket launches last), so after the all-reduce a slot
+// is > 0 where any replica used the parameter. They are read on the host only when this replica
+// left a parameter unused (no host sync per step otherwise). The stop slot: request_stop() sets
+// it before backward; after finalize(), stop_flag() is > 0 on every rank if any rank asked, so all
+// ranks stop after the same step without an extra collective (clean stops on SIGINT/SIGTERM;
+// ParamAverager agrees stops the same way at averaging points). The local norm slot: when a
+// bucket is launched its local squared norm (this replica's gradient, before the all-reduce) is
+// added to a running 0-dim tensor; the last bucket writes the total into the slot, so after
+// finalize() it holds the mean over replicas of |local gradient|^2 (local_norm_squared_mean();
+// the gradient noise scale's |G_small|^2, see noise_scale.h), again without an extra collective.
 //
-// compress_bf16 (replicas.grad_dtype "bf16") is DDP's bf16_compress_hook: a launched bucket is
-// divided by the world size in fp32, its gradients cast into a persistent bfloat16 buffer,
-// all-reduced in bf16 (half the bytes), and cast back into the fp32 bucket in finalize(). The
-// control slots of the last bucket are not gradients and stay fp32: they travel in a second,
-// small fp32 all-reduce issued right after the last bucket's (bf16 would round the local squared
-// norm that the noise scale magnifies; the stop flag would survive, but one path serves both).
+// How a launched bucket travels is its CommHook (comm_hook.h), DDP's register_comm_hook: by
+// default allreduce_hook(), one all-reduce of the bucket. compress_bf16 (replicas.grad_dtype
+// "bf16") is bf16_compress_hook(), DDP's bf16_compress_hook: the bucket is divided by the world
+// size in fp32, its gradients cast into a persistent bfloat16 buffer, all-reduced in bf16 (half
+// the bytes), and cast back into the fp32 bucket in finalize(). The extra slots of the last
+// bucket are not gradients and stay fp32: they travel in a second, small fp32 all-reduce issued
+// right after the last bucket's (bf16 would round the local squared norm that the noise scale
+// magnifies; the stop flag would survive, but one path serves both).
 //
 // set_require_sync(false) is DDP's require_backward_grad_sync = False: buckets are filled but not
 // reduced (local SGD and EASGD between their averaging points); no stop is agreed and no local
@@ -62,26 +65,28 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "ddplab/distributed/agreement.h"
 #include "ddplab/distributed/comm.h"
+#include "ddplab/distributed/comm_hook.h"
 #include "ddplab/runtime/device.h"
 
 namespace ddplab::distributed {
 
-struct GradSyncOptions {
+struct GradReducerOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   bool mean = true;  // false: sum
   bool rebuild_buckets = true;
-  bool compress_bf16 = false;  // all-reduce in bfloat16 (see above)
+  bool compress_bf16 = false;  // all-reduce in bfloat16: bf16_compress_hook() (see above)
 };
 
-class GradSync {
+class GradReducer {
  public:
   // `params` in registration order (module.parameters()); `comm` may be null (one replica).
-  GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options = {});
-  ~GradSync();
-  GradSync(const GradSync&) = delete;
-  GradSync& operator=(const GradSync&) = delete;
+  GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradReducerOptions options = {});
+  ~GradReducer();
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
 
   // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
   // accumulate = true keeps the gradients the buckets hold (backwards since the last zeroing,
@@ -95,7 +100,11 @@ class GradSync {
   // compute stream stood, from CUDA events; this call waits for the device).
   double take_comm_wait_s() { return timer_.take_seconds(); }
 
-  const GradSyncOptions& options() const { return options_; }
+  const GradReducerOptions& options() const { return options_; }
+  // Replaces how buckets travel (comm_hook.h; by default allreduce_hook(), or
+  // bf16_compress_hook() under compress_bf16), as DDP's register_comm_hook. Before the first
+  // backward.
+  void register_comm_hook(std::unique_ptr<CommHook> hook);
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
@@ -147,15 +156,14 @@ class GradSync {
     std::vector<int64_t> offsets;
     int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ extra_slots() in the last bucket)
     at::Tensor flat;
-    at::Tensor wire;     // compress_bf16: the bf16 copy of the gradients that is all-reduced; else undefined
-    at::Tensor control;  // compress_bf16, last bucket: the fp32 copy of the extra slots that is all-reduced
     size_t pending = 0;
-    c10::intrusive_ptr<c10d::Work> work, control_work;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;  // the hook's, since its launch
   };
 
-  // control (stop), local squared norm, then one used slot per parameter
-  static constexpr int64_t kControlSlots = 2;
-  int64_t extra_slots() const { return kControlSlots + static_cast<int64_t>(params_.size()); }
+  // The last bucket's extra slots: the control slots (stop, local squared norm), then one used
+  // flag per parameter.
+  int64_t extra_slots() const { return slots_.size() + static_cast<int64_t>(params_.size()); }
+  BucketView bucket_view(size_t b) const;
   std::vector<size_t> unused_by_all() const;
   bool reducing() const { return comm_ != nullptr && comm_->size > 1 && require_sync_; }
   void build_buckets(const std::vector<size_t>& order);
@@ -166,7 +174,9 @@ class GradSync {
 
   std::vector<at::Tensor> params_;
   std::shared_ptr<Comm> comm_;
-  GradSyncOptions options_;
+  GradReducerOptions options_;
+  ControlSlots slots_{{/*diverged=*/false, /*local_norm=*/true}};
+  std::unique_ptr<CommHook> hook_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;     // param -> bucket
   std::vector<int64_t> index_in_;  // param -> position in its bucket

@@ -1,4 +1,4 @@
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 
 #include <map>
 
@@ -23,10 +23,11 @@ class ReadyHook : public torch::autograd::PostAccumulateGradHook {
 
 }  // namespace
 
-GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradSyncOptions options)
+GradReducer::GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradReducerOptions options)
     : params_(std::move(params)),
       comm_(std::move(comm)),
       options_(options),
+      hook_(options.compress_bf16 ? bf16_compress_hook() : allreduce_hook()),
       timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
   used_.assign(params_.size(), false);
@@ -42,12 +43,12 @@ GradSync::GradSync(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, G
   options_.rebuild_buckets = options_.rebuild_buckets && comm_ != nullptr;
 }
 
-GradSync::~GradSync() {
+GradReducer::~GradReducer() {
   for (auto& p : params_)
     if (p.requires_grad()) torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
 }
 
-void GradSync::build_buckets(const std::vector<size_t>& order) {
+void GradReducer::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   bucket_of_.assign(params_.size(), -1);
   index_in_.assign(params_.size(), -1);
@@ -82,19 +83,28 @@ void GradSync::build_buckets(const std::vector<size_t>& order) {
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
     b.flat = torch::zeros({numel + (last ? extra_slots() : 0)}, params_[g.front()].options().requires_grad(false));
-    if (options_.compress_bf16) {
-      b.wire = torch::empty({numel}, b.flat.options().dtype(torch::kBFloat16));
-      if (last) b.control = torch::zeros({extra_slots()}, b.flat.options());
-    }
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
     }
     buckets_.push_back(std::move(b));
   }
+  hook_->reset();
 }
 
-void GradSync::prepare_for_backward(bool accumulate) {
+void GradReducer::register_comm_hook(std::unique_ptr<CommHook> hook) {
+  TORCH_INTERNAL_ASSERT(hook != nullptr && steps_ == 0, "register_comm_hook: a hook, before the first backward");
+  hook_ = std::move(hook);
+}
+
+BucketView GradReducer::bucket_view(size_t b) const {
+  const Bucket& bucket = buckets_[b];
+  BucketView v{static_cast<int>(b), bucket.flat, bucket.flat.narrow(0, 0, bucket.grad_numel), at::Tensor()};
+  if (b + 1 == buckets_.size()) v.control = bucket.flat.narrow(0, bucket.grad_numel, extra_slots());
+  return v;
+}
+
+void GradReducer::prepare_for_backward(bool accumulate) {
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {
     if (!accumulate)
@@ -102,20 +112,19 @@ void GradSync::prepare_for_backward(bool accumulate) {
     else if (&b == &buckets_.back())
       b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
     b.pending = b.params.size();
-    b.work.reset();
-    b.control_work.reset();
+    b.works.clear();
     for (size_t k = 0; k < b.params.size(); ++k) {
       auto& p = params_[b.params[k]];
       p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
     }
   }
   if (!accumulate) used_.assign(params_.size(), false);
-  if (!buckets_.empty() && stop_requested_) buckets_.back().flat[buckets_.back().grad_numel].fill_(1.0);
+  if (!buckets_.empty()) slots_.write(bucket_view(buckets_.size() - 1).control, {stop_requested_, false});
   if (reducing() && !buckets_.empty()) local_sq_ = torch::zeros({}, buckets_.back().flat.options());
   next_bucket_ = 0;
 }
 
-void GradSync::mark_ready(size_t param) {
+void GradReducer::mark_ready(size_t param) {
   received_[param] = true;
   used_[param] = true;
   if (!rebuilt_ && steps_ == 0) arrival_.push_back(param);
@@ -132,37 +141,26 @@ void GradSync::mark_ready(size_t param) {
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
-void GradSync::launch_ready_buckets() {
+void GradReducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) launch(buckets_[next_bucket_++]);
 }
 
-void GradSync::launch(Bucket& bucket) {
+void GradReducer::launch(Bucket& bucket) {
   if (!reducing()) return;
-  auto grads = bucket.flat.narrow(0, 0, bucket.grad_numel);
-  local_sq_ += grads.dot(grads);
-  if (&bucket == &buckets_.back()) {
-    bucket.flat[bucket.grad_numel + 1].copy_(local_sq_);
-    auto used = bucket.flat.narrow(0, bucket.grad_numel + kControlSlots, static_cast<int64_t>(params_.size()));
+  const BucketView v = bucket_view(static_cast<size_t>(&bucket - buckets_.data()));
+  local_sq_ += v.grads.dot(v.grads);
+  if (v.control.defined()) {
+    slots_.write_local_norm(v.control, local_sq_);
+    auto used = bucket.flat.narrow(0, bucket.grad_numel + slots_.size(), static_cast<int64_t>(params_.size()));
     used.fill_(1.0);
     for (size_t i = 0; i < params_.size(); ++i)
       if (!used_[i]) used[static_cast<int64_t>(i)].fill_(0.0);
   }
   if (options_.mean) bucket.flat.div_(comm_->size);
-  if (!bucket.wire.defined()) {
-    std::vector<at::Tensor> tensors{bucket.flat};
-    bucket.work = comm_->backend->allreduce(tensors);
-    return;
-  }
-  bucket.wire.copy_(grads);
-  std::vector<at::Tensor> wire{bucket.wire};
-  bucket.work = comm_->backend->allreduce(wire);
-  if (!bucket.control.defined()) return;
-  bucket.control.copy_(bucket.flat.narrow(0, bucket.grad_numel, extra_slots()));
-  std::vector<at::Tensor> control{bucket.control};
-  bucket.control_work = comm_->backend->allreduce(control);
+  bucket.works = hook_->launch(*comm_, v);
 }
 
-void GradSync::finalize() {
+void GradReducer::finalize() {
   torch::NoGradGuard no_grad;
   while (next_bucket_ < buckets_.size()) {
     buckets_[next_bucket_].pending = 0;
@@ -172,16 +170,12 @@ void GradSync::finalize() {
   // measure that stall on the stream itself. Nothing to wait for (one replica, no_sync): no timing.
   if (reducing()) {
     timer_.start();
-    for (auto& b : buckets_) {
-      if (b.work) b.work->wait();
-      if (b.control_work) b.control_work->wait();
-    }
+    for (auto& b : buckets_)
+      for (auto& work : b.works) work->wait();
     timer_.stop();
   }
-  for (auto& b : buckets_) {
-    if (b.work && b.wire.defined()) b.flat.narrow(0, 0, b.grad_numel).copy_(b.wire);
-    if (b.control_work) b.flat.narrow(0, b.grad_numel, extra_slots()).copy_(b.control);
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!buckets_[b].works.empty()) hook_->finish(bucket_view(b));
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
   // reduced values back where the optimizer reads them.
   for (auto& b : buckets_)
@@ -192,17 +186,16 @@ void GradSync::finalize() {
     }
   reduced_ = reducing() && !buckets_.empty();
   if (reduced_) {
-    const Bucket& last = buckets_.back();
-    // The control slot is > 0 if any rank asked (divided by N under mean, still > 0).
-    stop_flag_ = last.flat.narrow(0, last.grad_numel, 1);
-    local_sq_mean_ = last.flat[last.grad_numel + 1].clone();
+    const at::Tensor control = bucket_view(buckets_.size() - 1).control;
+    stop_flag_ = slots_.stop(control);  // > 0 if any rank asked
+    local_sq_mean_ = slots_.local_norm(control).clone();
     if (!options_.mean) local_sq_mean_.div_(comm_->size);
   } else {
     // One replica: its own request; no_sync steps agree nothing (the averaging step does).
     if (!no_stop_.defined())
       no_stop_ = torch::zeros({1}, buckets_.empty() ? torch::TensorOptions() : buckets_.back().flat.options());
     const bool own = require_sync_ && !buckets_.empty();
-    stop_flag_ = own ? buckets_.back().flat.narrow(0, buckets_.back().grad_numel, 1) : no_stop_;
+    stop_flag_ = own ? slots_.stop(bucket_view(buckets_.size() - 1).control) : no_stop_;
     local_sq_mean_ = at::Tensor();
   }
   const std::vector<size_t> unused = unused_by_all();
@@ -212,13 +205,13 @@ void GradSync::finalize() {
 }
 
 // The trainable parameters that no replica used in this step's backward (after the reduction).
-std::vector<size_t> GradSync::unused_by_all() const {
+std::vector<size_t> GradReducer::unused_by_all() const {
   std::vector<size_t> unused;
   for (size_t i = 0; i < params_.size(); ++i)
     if (!used_[i] && params_[i].requires_grad()) unused.push_back(i);
   if (unused.empty() || !reduced_) return unused;
   const Bucket& last = buckets_.back();
-  const auto used = last.flat.narrow(0, last.grad_numel + kControlSlots, static_cast<int64_t>(params_.size()))
+  const auto used = last.flat.narrow(0, last.grad_numel + slots_.size(), static_cast<int64_t>(params_.size()))
                         .to(torch::kCPU, torch::kFloat32);
   const auto flags = used.accessor<float, 1>();
   std::vector<size_t> by_all;
@@ -227,7 +220,7 @@ std::vector<size_t> GradSync::unused_by_all() const {
   return by_all;
 }
 
-void GradSync::maybe_rebuild() {
+void GradReducer::maybe_rebuild() {
   if (!options_.rebuild_buckets || rebuilt_) return;
   rebuilt_ = true;
   // Rank 0's arrival order decides; parameters that never arrived go last.
@@ -256,7 +249,7 @@ void GradSync::maybe_rebuild() {
     if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
 }
 
-std::vector<int64_t> GradSync::rebuilt_layout() const {
+std::vector<int64_t> GradReducer::rebuilt_layout() const {
   std::vector<int64_t> order;
   if (!rebuilt_) return order;
   for (const auto& b : buckets_)
@@ -264,7 +257,7 @@ std::vector<int64_t> GradSync::rebuilt_layout() const {
   return order;
 }
 
-void GradSync::restore_layout(const std::vector<int64_t>& order) {
+void GradReducer::restore_layout(const std::vector<int64_t>& order) {
   std::vector<bool> seen(params_.size(), false);
   std::vector<size_t> layout;
   for (int64_t i : order) {
@@ -285,7 +278,7 @@ void GradSync::restore_layout(const std::vector<int64_t>& order) {
   rebuilt_ = true;
 }
 
-at::Tensor GradSync::grad_view(size_t param) const {
+at::Tensor GradReducer::grad_view(size_t param) const {
   for (const auto& b : buckets_)
     for (size_t k = 0; k < b.params.size(); ++k)
       if (b.params[k] == param)
@@ -293,7 +286,7 @@ at::Tensor GradSync::grad_view(size_t param) const {
   TORCH_INTERNAL_ASSERT(false, "parameter ", param, " is in no gradient bucket");
 }
 
-at::Tensor GradSync::grad_norm_squared() const {
+at::Tensor GradReducer::grad_norm_squared() const {
   if (buckets_.empty()) return torch::zeros({});
   // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
   at::Tensor total;
@@ -304,26 +297,19 @@ at::Tensor GradSync::grad_norm_squared() const {
   return total;
 }
 
-at::Tensor GradSync::mean_grad_norm_squared() const {
+at::Tensor GradReducer::mean_grad_norm_squared() const {
   auto sq = grad_norm_squared();
   if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_)
     sq.div_(static_cast<double>(comm_->size) * comm_->size);
   return sq;
 }
 
-int64_t GradSync::payload_bytes() const {
+int64_t GradReducer::payload_bytes() const {
   int64_t bytes = 0;
-  for (const auto& b : buckets_) {
-    if (!b.wire.defined()) {
-      bytes += b.flat.numel() * b.flat.element_size();
-      continue;
-    }
-    bytes += b.wire.numel() * b.wire.element_size();
-    if (b.control.defined()) bytes += b.control.numel() * b.control.element_size();
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b) bytes += hook_->payload_bytes(bucket_view(b));
   return bytes;
 }
 
-void GradSync::reset_received() { received_.assign(params_.size(), false); }
+void GradReducer::reset_received() { received_.assign(params_.size(), false); }
 
 }  // namespace ddplab::distributed
