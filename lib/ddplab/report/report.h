@@ -387,17 +387,27 @@ ReportData analyze(const ReportOptions& options);
 ReportSummary write_report(const ReportOptions& options);
 
 // The pieces, for tests and other front ends.
-std::string render_html(const ReportData& data);
-std::string render_markdown(const ReportData& data);
-std::string render_summary_csv(const ReportData& data);
-std::string render_groups_csv(const ReportData& data);
-std::string render_comparisons_csv(const ReportData& data);
 struct NamedChart {
   std::string file;   // "test_acc.svg"
   std::string title;  // "Test accuracy vs epoch"
   std::string svg;
   std::string caption;  // what is drawn, under the chart ("" for none)
 };
+// Every chart of one report, computed once per write_report and shared by report.html, report.md
+// and the SVG files.
+struct ReportCharts {
+  std::vector<NamedChart> epochs;  // render_charts
+  std::vector<NamedChart> axis;    // axis_charts
+};
+ReportCharts report_charts(const ReportData& data);
+std::string render_html(const ReportData& data, const ReportCharts& charts);
+std::string render_markdown(const ReportData& data, const ReportCharts& charts);
+// The same with the charts computed here.
+std::string render_html(const ReportData& data);
+std::string render_markdown(const ReportData& data);
+std::string render_summary_csv(const ReportData& data);
+std::string render_groups_csv(const ReportData& data);
+std::string render_comparisons_csv(const ReportData& data);
 std::vector<NamedChart> render_charts(const ReportData& data);
 // The charts against the swept settings, those the groups allow: acc_vs_batch (the metric vs
 // global batch on a log2 axis, 95% t interval bars over seeds, a line per other setting; groups
