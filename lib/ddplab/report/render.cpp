@@ -254,7 +254,7 @@ Table runs_table(const ReportData& d) {
     const std::string host = std::isfinite(wait) || std::isfinite(steal)
                                  ? fmt::format("{} / {}", percent_cell(wait), percent_cell(steal))
                                  : kDash;
-    const EpochPoint* best = r.best_epoch(d.on_validation);
+    const rundir::EpochRecord* best = r.best_epoch(d.on_validation);
     t.push_back({r.run_id, d.groups[r.group].label, status, fmt::format("{}", r.epochs.size()), pct(r.final_test_acc()),
                  pct(best ? best->test_acc : std::nan("")), fixed(r.final_train_loss(), 4),
                  fixed(r.mean_images_per_s(), 1), host});
@@ -519,7 +519,7 @@ std::string md_table(const Table& t) {
 // The x of a per-epoch chart.
 enum class EpochX { kEpoch, kSteps, kSamples, kWall };
 
-double x_of_record(EpochX x, const EpochPoint& e) {
+double x_of_record(EpochX x, const rundir::EpochRecord& e) {
   switch (x) {
     case EpochX::kEpoch:
       return e.epoch;
@@ -538,32 +538,33 @@ struct ChartDef {
   const char* title;
   const char* x_label;
   const char* y_label;
-  double EpochPoint::* y;
+  double (*y)(const rundir::EpochRecord&);  // in the record's units
   EpochX x;
   bool percent;     // an accuracy: drawn in percent, like the tables
   bool validation;  // drawn only when the runs have a validation split
 };
 const char* const kAtEpochs = "Each point is an epoch, at the mean over the group's runs of x and of y.";
+double test_acc(const rundir::EpochRecord& e) { return e.test_acc; }
+double test_loss(const rundir::EpochRecord& e) { return e.test_loss; }
 const ChartDef kCharts[] = {
-    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy (%)", &EpochPoint::test_acc, EpochX::kEpoch, true,
-     false},
-    {"val_acc", "Validation accuracy vs epoch", "epoch", "validation accuracy (%)", &EpochPoint::val_acc,
-     EpochX::kEpoch, true, true},
+    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy (%)", test_acc, EpochX::kEpoch, true, false},
+    {"val_acc", "Validation accuracy vs epoch", "epoch", "validation accuracy (%)",
+     [](const rundir::EpochRecord& e) { return or_nan(e.val_acc); }, EpochX::kEpoch, true, true},
     {"test_acc_steps", "Test accuracy vs optimizer steps", "optimizer steps (mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kSteps, true, false},
+     test_acc, EpochX::kSteps, true, false},
     {"test_acc_samples", "Test accuracy vs training samples seen",
-     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kSamples, true, false},
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test accuracy (%)", test_acc,
+     EpochX::kSamples, true, false},
     {"test_acc_wall", "Test accuracy vs wall-clock time", "wall-clock seconds (mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kWall, true, false},
-    {"train_loss", "Training loss vs epoch", "epoch", "training loss", &EpochPoint::train_loss, EpochX::kEpoch, false,
-     false},
-    {"test_loss", "Test loss vs epoch", "epoch", "test loss", &EpochPoint::test_loss, EpochX::kEpoch, false, false},
+     test_acc, EpochX::kWall, true, false},
+    {"train_loss", "Training loss vs epoch", "epoch", "training loss",
+     [](const rundir::EpochRecord& e) { return e.train_loss; }, EpochX::kEpoch, false, false},
+    {"test_loss", "Test loss vs epoch", "epoch", "test loss", test_loss, EpochX::kEpoch, false, false},
     {"test_loss_samples", "Test loss vs training samples seen",
-     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test loss",
-     &EpochPoint::test_loss, EpochX::kSamples, false, false},
-    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)", &EpochPoint::lr, EpochX::kEpoch,
-     false, false},
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test loss", test_loss,
+     EpochX::kSamples, false, false},
+    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)",
+     [](const rundir::EpochRecord& e) { return e.lr; }, EpochX::kEpoch, false, false},
 };
 
 const char* kCss = R"(body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
@@ -614,7 +615,10 @@ double epoch_of(const RunData& r, size_t i) { return r.epochs[i].epoch; }
 // Bytes communicated up to and including record i (NaN when a record lacks the field).
 double cumulative_comm_bytes(const RunData& r, size_t i) {
   double total = 0;
-  for (size_t k = 0; k <= i; ++k) total += r.epochs[k].comm_bytes;
+  for (size_t k = 0; k <= i; ++k) {
+    const auto& bytes = r.epochs[k].comm_bytes;
+    total += bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN();
+  }
   return total;
 }
 
@@ -661,7 +665,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     chart.integer_x = def.x == EpochX::kEpoch;
     if (def.percent) chart.y_floor = 0, chart.y_ceil = 100;
     const PointFn x_of = [&](const RunData& r, size_t i) { return x_of_record(def.x, r.epochs[i]); };
-    const PointFn y_of = [&](const RunData& r, size_t i) { return (def.percent ? 100 : 1) * r.epochs[i].*(def.y); };
+    const PointFn y_of = [&](const RunData& r, size_t i) { return (def.percent ? 100 : 1) * def.y(r.epochs[i]); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
     out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart),
                    def.x == EpochX::kEpoch ? std::string() : std::string(kAtEpochs)});
@@ -680,7 +684,8 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     chart.integer_x = true;
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
-      auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
+      auto s =
+          group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return or_nan(r.epochs[i].grad_noise_scale); });
       s.label += fmt::format(" (global batch {})", g.global_batch);
       s.reference_y = static_cast<double>(g.global_batch);
       chart.series.push_back(std::move(s));
@@ -966,7 +971,7 @@ std::string csv_optional(const std::optional<T>& v) {
 }
 
 // The run's first record at its group's target, or nullptr.
-const EpochPoint* target_record(const ReportData& d, const RunData& r) {
+const rundir::EpochRecord* target_record(const ReportData& d, const RunData& r) {
   const GroupStats& g = d.groups[r.group];
   return g.target_acc ? r.first_reaching(*g.target_acc, d.on_validation) : nullptr;
 }
