@@ -54,7 +54,7 @@ TEST(SweepSpec, AxesFollowTheFileOrder) {
                                "sweep_zip": {"replicas.count": [1, 2], "batch.global": [64, 128]}})");
   EXPECT_EQ(sweep_key_order(path),
             (std::vector<std::string>{"schedule.scale_rule", "model.hidden", "replicas.count", "batch.global"}));
-  auto runs = load_sweep(path, {"seed=9"});
+  auto runs = load_sweep(path, {"seed=9"}).runs;
   ASSERT_EQ(runs.size(), 2u * 3u * 2u);
   EXPECT_EQ(runs[0].run_id, "schedule.scale_rule=none,model.hidden=8,replicas.count=1,batch.global=64,seed=9");
   EXPECT_EQ(runs[11].run_id, "schedule.scale_rule=sqrt,model.hidden=32,replicas.count=2,batch.global=128,seed=9");

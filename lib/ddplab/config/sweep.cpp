@@ -348,8 +348,11 @@ std::vector<std::string> sweep_key_order_of_text(const std::string& json_text) {
   return keys;
 }
 
-std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std::string>& overrides) {
-  return expand_sweep(load_document(path, overrides), path, sweep_key_order(path));
+Sweep load_sweep(const std::string& path, const std::vector<std::string>& overrides) {
+  Sweep sweep;
+  sweep.doc = load_document(path, overrides);
+  sweep.runs = expand_sweep(sweep.doc, path, sweep_key_order(path));
+  return sweep;
 }
 
 std::vector<std::string> resolved_differences(const nlohmann::json& base, const nlohmann::json& run) {

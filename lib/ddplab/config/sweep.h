@@ -66,8 +66,14 @@ std::vector<std::string> sweep_key_order(const std::string& path);
 // spec fuzz target, which has bytes, not a file.
 std::vector<std::string> sweep_key_order_of_text(const std::string& json_text);
 
-// load_document + expand_sweep in the file's key order.
-std::vector<SweepRun> load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
+// A spec file as every command that runs or checks it reads it: the document (overrides applied)
+// and its runs.
+struct Sweep {
+  nlohmann::json doc;          // load_document's
+  std::vector<SweepRun> runs;  // expand_sweep(doc) in the file's key order; one run without sweep keys
+};
+// load_document + expand_sweep in the file's key order (sweep_key_order). Throws ddplab::Error as they do.
+Sweep load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // True when `doc` has any of sweep, sweep_zip or repeats (even a trivial one).
 bool has_sweep(const nlohmann::json& doc);

@@ -93,10 +93,12 @@ double RunData::final_test_acc() const { return epochs.empty() ? kNaN : epochs.b
 double RunData::final_train_loss() const { return epochs.empty() ? kNaN : epochs.back().train_loss; }
 double RunData::final_test_loss() const { return epochs.empty() ? kNaN : epochs.back().test_loss; }
 
-double selection_acc(const EpochPoint& e, bool on_validation) { return on_validation ? e.val_acc : e.test_acc; }
+double selection_acc(const rundir::EpochRecord& e, bool on_validation) {
+  return on_validation ? or_nan(e.val_acc) : e.test_acc;
+}
 
-const EpochPoint* RunData::best_epoch(bool on_validation) const {
-  const EpochPoint* best = nullptr;
+const rundir::EpochRecord* RunData::best_epoch(bool on_validation) const {
+  const rundir::EpochRecord* best = nullptr;
   for (const auto& e : epochs)
     if (std::isfinite(selection_acc(e, on_validation)) &&
         (!best || selection_acc(e, on_validation) > selection_acc(*best, on_validation)))
@@ -105,7 +107,7 @@ const EpochPoint* RunData::best_epoch(bool on_validation) const {
 }
 
 double RunData::best_test_acc() const {
-  const EpochPoint* best = best_epoch(false);
+  const rundir::EpochRecord* best = best_epoch(false);
   return best ? best->test_acc : kNaN;
 }
 
@@ -118,22 +120,30 @@ double RunData::final_test_acc_points(int k) const {
 }
 
 namespace {
-double mean_over_epochs(const std::vector<EpochPoint>& epochs, double EpochPoint::* field) {
+// The mean over `epochs` of the finite values of `field`.
+template <typename Field>
+double mean_over_epochs(const std::vector<rundir::EpochRecord>& epochs, const Field& field) {
   std::vector<double> xs;
   for (const auto& e : epochs)
-    if (std::isfinite(e.*field)) xs.push_back(e.*field);
+    if (std::isfinite(field(e))) xs.push_back(field(e));
   return mean(xs);
 }
 }  // namespace
 
-double RunData::mean_images_per_s() const { return mean_over_epochs(epochs, &EpochPoint::images_per_s); }
-double RunData::mean_host_cpu_wait_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_cpu_wait_pct); }
-double RunData::mean_host_steal_pct() const { return mean_over_epochs(epochs, &EpochPoint::host_steal_pct); }
+double RunData::mean_images_per_s() const {
+  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return e.images_per_s; });
+}
+double RunData::mean_host_cpu_wait_pct() const {
+  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return or_nan(e.host_cpu_wait_pct); });
+}
+double RunData::mean_host_steal_pct() const {
+  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return or_nan(e.host_steal_pct); });
+}
 
 std::optional<RunHealth> RunData::health(int classes) const {
   if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
   if (!finished() || epochs.empty()) return std::nullopt;
-  const EpochPoint& e = epochs.back();
+  const rundir::EpochRecord& e = epochs.back();
   if (!std::isfinite(e.train_loss)) return RunHealth::kDiverged;
   const double uniform_loss = std::log(static_cast<double>(classes));
   if (!(e.test_acc >= 1.5 / classes) || e.train_loss >= 0.98 * uniform_loss) return RunHealth::kCollapsed;
@@ -149,7 +159,7 @@ std::string ok_of_ended(const GroupStats& g) {
                      bad.empty() ? std::string() : fmt::format(" ({})", fmt::join(bad, ", ")));
 }
 
-const EpochPoint* RunData::first_reaching(double target, bool on_validation) const {
+const rundir::EpochRecord* RunData::first_reaching(double target, bool on_validation) const {
   for (const auto& e : epochs)
     if (selection_acc(e, on_validation) >= target) return &e;
   return nullptr;
@@ -234,31 +244,6 @@ void read_spec(const fs::path& dir, RunData& run, std::vector<std::string>& warn
   if (run.spec.is_object()) run.experiment = str_field(run.spec, "name", run.experiment);
 }
 
-EpochPoint point_of(const rundir::EpochRecord& r, bool has_comm_bytes) {
-  EpochPoint p;
-  p.epoch = r.epoch;
-  p.step = r.step;
-  p.lr = r.lr;
-  p.train_loss = r.train_loss;
-  p.train_acc = r.train_acc;
-  p.test_loss = r.test_loss;
-  p.test_acc = r.test_acc;
-  p.wall_s = r.wall_s;
-  p.images_per_s = r.images_per_s;
-  p.comm_wait_s = r.comm_wait_s;
-  p.grad_noise_scale = r.grad_noise_scale.value_or(kNaN);
-  // A record older than the field has no byte count: unknown, not 0.
-  p.comm_bytes = has_comm_bytes ? static_cast<double>(r.comm_bytes) : kNaN;
-  p.gns_grad_sq_ema = r.gns_grad_sq_ema.value_or(kNaN);
-  p.host_cpu_wait_pct = r.host_cpu_wait_pct.value_or(kNaN);
-  p.host_steal_pct = r.host_steal_pct.value_or(kNaN);
-  p.replicas = r.replicas;
-  p.global_batch = r.global_batch;
-  p.val_loss = r.val_loss.value_or(kNaN);
-  p.val_acc = r.val_acc.value_or(kNaN);
-  return p;
-}
-
 // Calls `read` with each non-blank line of `file` parsed as JSON; a line that is not JSON, or
 // that `read` refuses with an Error, is skipped with a warning "<file>:<line>: skipped corrupt
 // <what> (<why>)". A missing file has no lines.
@@ -284,21 +269,20 @@ void for_each_json_line(const fs::path& file, const char* what, const std::funct
 // epochs.jsonl through rundir::EpochRecord::from_json; a repeated epoch keeps its last record.
 // Epochs whose audits failed under debug.audits "warn" become one warning for the run.
 void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
-  std::map<int, EpochPoint> by_epoch;
+  std::map<int, rundir::EpochRecord> by_epoch;
   std::map<int, std::string> audit_failed;  // epoch -> its first failed audit
   for_each_json_line(
       rundir::epochs_file(dir), "record",
       [&](const json& j) {
-        const auto record = rundir::EpochRecord::from_json(j);
-        const EpochPoint p = point_of(record, j.contains("comm_bytes"));
-        by_epoch[p.epoch] = p;
+        auto record = rundir::EpochRecord::from_json(j);
         if (record.audit_warnings.empty())
-          audit_failed.erase(p.epoch);
+          audit_failed.erase(record.epoch);
         else
-          audit_failed[p.epoch] = record.audit_warnings.front();
+          audit_failed[record.epoch] = record.audit_warnings.front();
+        by_epoch[record.epoch] = std::move(record);
       },
       warnings);
-  for (auto& [epoch, p] : by_epoch) run.epochs.push_back(p);
+  for (auto& [epoch, record] : by_epoch) run.epochs.push_back(std::move(record));
   if (!audit_failed.empty())
     warnings.push_back(
         fmt::format("{}: audits failed in {} of its {} epochs and it trained on (debug.audits warn); "
@@ -504,37 +488,38 @@ void add_noise_scale(const RunData& r, GroupSamples& s) {
   double peak = 0;
   for (const auto& e : r.epochs)
     if (std::isfinite(e.lr)) peak = std::max(peak, e.lr);
-  const EpochPoint* last = nullptr;
+  const rundir::EpochRecord* last = nullptr;
   bool first = true;
   for (const auto& e : r.epochs) {
     if (!(e.lr >= 0.1 * peak)) continue;
-    if (first && std::isfinite(e.grad_noise_scale)) s.ns_first.push_back(e.grad_noise_scale), first = false;
+    if (first && std::isfinite(or_nan(e.grad_noise_scale))) s.ns_first.push_back(*e.grad_noise_scale), first = false;
     last = &e;
   }
   // Only a value from the last epoch describes the end of the run: a local SGD run that
   // stopped all-reducing gradients after epoch 1 would otherwise report epoch 1's estimate.
   if (last == nullptr) return;
-  if (last->gns_grad_sq_ema <= 0)
+  const double grad_sq = or_nan(last->gns_grad_sq_ema), noise_scale = or_nan(last->grad_noise_scale);
+  if (grad_sq <= 0)
     s.unreliable = "the |G|\xC2\xB2 estimate is not positive: gradient noise swamps the mean gradient";
-  else if (last->grad_noise_scale > 100.0 * static_cast<double>(last->global_batch))
+  else if (noise_scale > 100.0 * static_cast<double>(last->global_batch))
     s.unreliable = "the |G|\xC2\xB2 estimate is near zero: B_simple is over 100 x the global batch";
-  else if (std::isfinite(last->grad_noise_scale))
-    s.ns_last.push_back(last->grad_noise_scale);
+  else if (std::isfinite(noise_scale))
+    s.ns_last.push_back(noise_scale);
 }
 
 bool has_noise_scale(const RunData& r) {
-  return std::any_of(r.epochs.begin(), r.epochs.end(), [](const EpochPoint& e) {
-    return std::isfinite(e.grad_noise_scale) || std::isfinite(e.gns_grad_sq_ema);
+  return std::any_of(r.epochs.begin(), r.epochs.end(), [](const rundir::EpochRecord& e) {
+    return std::isfinite(or_nan(e.grad_noise_scale)) || std::isfinite(or_nan(e.gns_grad_sq_ema));
   });
 }
 
 // Run r's epoch chosen on validation, and the first epoch at the target.
 void add_selection(const RunData& r, const ReportData& data, GroupStats& g, GroupSamples& s) {
   if (data.on_validation)
-    if (const EpochPoint* best = r.best_epoch(true))
-      s.chosen_val.push_back(best->val_acc), s.chosen_test.push_back(best->test_acc);
+    if (const rundir::EpochRecord* best = r.best_epoch(true))
+      s.chosen_val.push_back(or_nan(best->val_acc)), s.chosen_test.push_back(best->test_acc);
   if (!data.target_acc) return;
-  if (const EpochPoint* p = r.first_reaching(*data.target_acc, data.on_validation)) {
+  if (const rundir::EpochRecord* p = r.first_reaching(*data.target_acc, data.on_validation)) {
     ++g.target_reached;
     s.t_epochs.push_back(p->epoch);
     s.t_wall.push_back(p->wall_s);
@@ -556,7 +541,7 @@ void add_run(const RunData& r, const ReportData& data, GroupStats& g, GroupSampl
   double bytes = 0;
   bool logged = false;
   for (const auto& e : r.epochs)
-    if (std::isfinite(e.comm_bytes)) bytes += e.comm_bytes, logged = true;
+    if (e.comm_bytes) bytes += static_cast<double>(*e.comm_bytes), logged = true;
   if (has_noise_scale(r)) add_noise_scale(r, s);
   if (logged) s.comm.push_back(bytes);
   if (g.target_loss) {
@@ -576,7 +561,7 @@ EffectiveSettings effective_settings(const ReportData& data, const GroupStats& g
     if (!data.runs[ri].epochs.empty() && (!run || (!run->finished() && data.runs[ri].finished()))) run = &data.runs[ri];
   EffectiveSettings e{0, kNaN, kNaN, kNaN};
   if (!run) return e;
-  const EpochPoint &first = run->epochs.front(), &last = run->epochs.back();
+  const rundir::EpochRecord &first = run->epochs.front(), &last = run->epochs.back();
   e.global_batch = last.global_batch;
   e.steps_per_epoch = last.epoch > 0 ? static_cast<double>(last.step) / last.epoch : kNaN;
   e.lr_first = first.lr;
@@ -589,7 +574,7 @@ bool every_record_has_validation(const std::vector<RunData>& runs) {
   bool any = false;
   for (const auto& r : runs)
     for (const auto& e : r.epochs) {
-      if (!std::isfinite(e.val_acc)) return false;
+      if (!std::isfinite(or_nan(e.val_acc))) return false;
       any = true;
     }
   return any;
@@ -820,7 +805,7 @@ bool same_training(const RunData& a, const RunData& b) {
   if (a.epochs.size() != b.epochs.size()) return false;
   const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
   for (size_t i = 0; i < a.epochs.size(); ++i) {
-    const EpochPoint &x = a.epochs[i], &y = b.epochs[i];
+    const rundir::EpochRecord &x = a.epochs[i], &y = b.epochs[i];
     if (x.epoch != y.epoch || x.step != y.step || x.global_batch != y.global_batch || !same(x.lr, y.lr) ||
         !same(x.train_loss, y.train_loss) || !same(x.train_acc, y.train_acc) || !same(x.test_loss, y.test_loss) ||
         !same(x.test_acc, y.test_acc))

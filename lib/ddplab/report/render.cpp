@@ -5,6 +5,9 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -251,7 +254,7 @@ Table runs_table(const ReportData& d) {
     const std::string host = std::isfinite(wait) || std::isfinite(steal)
                                  ? fmt::format("{} / {}", percent_cell(wait), percent_cell(steal))
                                  : kDash;
-    const EpochPoint* best = r.best_epoch(d.on_validation);
+    const rundir::EpochRecord* best = r.best_epoch(d.on_validation);
     t.push_back({r.run_id, d.groups[r.group].label, status, fmt::format("{}", r.epochs.size()), pct(r.final_test_acc()),
                  pct(best ? best->test_acc : std::nan("")), fixed(r.final_train_loss(), 4),
                  fixed(r.mean_images_per_s(), 1), host});
@@ -516,7 +519,7 @@ std::string md_table(const Table& t) {
 // The x of a per-epoch chart.
 enum class EpochX { kEpoch, kSteps, kSamples, kWall };
 
-double x_of_record(EpochX x, const EpochPoint& e) {
+double x_of_record(EpochX x, const rundir::EpochRecord& e) {
   switch (x) {
     case EpochX::kEpoch:
       return e.epoch;
@@ -535,32 +538,33 @@ struct ChartDef {
   const char* title;
   const char* x_label;
   const char* y_label;
-  double EpochPoint::* y;
+  double (*y)(const rundir::EpochRecord&);  // in the record's units
   EpochX x;
   bool percent;     // an accuracy: drawn in percent, like the tables
   bool validation;  // drawn only when the runs have a validation split
 };
 const char* const kAtEpochs = "Each point is an epoch, at the mean over the group's runs of x and of y.";
+double test_acc(const rundir::EpochRecord& e) { return e.test_acc; }
+double test_loss(const rundir::EpochRecord& e) { return e.test_loss; }
 const ChartDef kCharts[] = {
-    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy (%)", &EpochPoint::test_acc, EpochX::kEpoch, true,
-     false},
-    {"val_acc", "Validation accuracy vs epoch", "epoch", "validation accuracy (%)", &EpochPoint::val_acc,
-     EpochX::kEpoch, true, true},
+    {"test_acc", "Test accuracy vs epoch", "epoch", "test accuracy (%)", test_acc, EpochX::kEpoch, true, false},
+    {"val_acc", "Validation accuracy vs epoch", "epoch", "validation accuracy (%)",
+     [](const rundir::EpochRecord& e) { return or_nan(e.val_acc); }, EpochX::kEpoch, true, true},
     {"test_acc_steps", "Test accuracy vs optimizer steps", "optimizer steps (mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kSteps, true, false},
+     test_acc, EpochX::kSteps, true, false},
     {"test_acc_samples", "Test accuracy vs training samples seen",
-     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kSamples, true, false},
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test accuracy (%)", test_acc,
+     EpochX::kSamples, true, false},
     {"test_acc_wall", "Test accuracy vs wall-clock time", "wall-clock seconds (mean over seeds)", "test accuracy (%)",
-     &EpochPoint::test_acc, EpochX::kWall, true, false},
-    {"train_loss", "Training loss vs epoch", "epoch", "training loss", &EpochPoint::train_loss, EpochX::kEpoch, false,
-     false},
-    {"test_loss", "Test loss vs epoch", "epoch", "test loss", &EpochPoint::test_loss, EpochX::kEpoch, false, false},
+     test_acc, EpochX::kWall, true, false},
+    {"train_loss", "Training loss vs epoch", "epoch", "training loss",
+     [](const rundir::EpochRecord& e) { return e.train_loss; }, EpochX::kEpoch, false, false},
+    {"test_loss", "Test loss vs epoch", "epoch", "test loss", test_loss, EpochX::kEpoch, false, false},
     {"test_loss_samples", "Test loss vs training samples seen",
-     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test loss",
-     &EpochPoint::test_loss, EpochX::kSamples, false, false},
-    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)", &EpochPoint::lr, EpochX::kEpoch,
-     false, false},
+     "training samples seen, thousands (steps \xC3\x97 global batch; mean over seeds)", "test loss", test_loss,
+     EpochX::kSamples, false, false},
+    {"lr", "Learning rate vs epoch", "epoch", "learning rate (last step of the epoch)",
+     [](const rundir::EpochRecord& e) { return e.lr; }, EpochX::kEpoch, false, false},
 };
 
 const char* kCss = R"(body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
@@ -611,7 +615,10 @@ double epoch_of(const RunData& r, size_t i) { return r.epochs[i].epoch; }
 // Bytes communicated up to and including record i (NaN when a record lacks the field).
 double cumulative_comm_bytes(const RunData& r, size_t i) {
   double total = 0;
-  for (size_t k = 0; k <= i; ++k) total += r.epochs[k].comm_bytes;
+  for (size_t k = 0; k <= i; ++k) {
+    const auto& bytes = r.epochs[k].comm_bytes;
+    total += bytes ? static_cast<double>(*bytes) : std::numeric_limits<double>::quiet_NaN();
+  }
   return total;
 }
 
@@ -658,7 +665,7 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     chart.integer_x = def.x == EpochX::kEpoch;
     if (def.percent) chart.y_floor = 0, chart.y_ceil = 100;
     const PointFn x_of = [&](const RunData& r, size_t i) { return x_of_record(def.x, r.epochs[i]); };
-    const PointFn y_of = [&](const RunData& r, size_t i) { return (def.percent ? 100 : 1) * r.epochs[i].*(def.y); };
+    const PointFn y_of = [&](const RunData& r, size_t i) { return (def.percent ? 100 : 1) * def.y(r.epochs[i]); };
     for (const auto& g : d.groups) chart.series.push_back(group_series(d, g, x_of, y_of));
     out.push_back({fmt::format("{}.svg", def.id), def.title, render_svg(chart),
                    def.x == EpochX::kEpoch ? std::string() : std::string(kAtEpochs)});
@@ -677,7 +684,8 @@ std::vector<NamedChart> render_charts(const ReportData& d) {
     chart.integer_x = true;
     for (const auto& g : d.groups) {
       if (!std::isfinite(g.noise_scale_last) && g.noise_scale_unreliable.empty()) continue;
-      auto s = group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return r.epochs[i].grad_noise_scale; });
+      auto s =
+          group_series(d, g, epoch_of, [](const RunData& r, size_t i) { return or_nan(r.epochs[i].grad_noise_scale); });
       s.label += fmt::format(" (global batch {})", g.global_batch);
       s.reference_y = static_cast<double>(g.global_batch);
       chart.series.push_back(std::move(s));
@@ -793,7 +801,7 @@ std::string html_colour_key(const ReportData& d) {
 }
 
 // The answer first: what each swept setting did, then the charts against the swept settings.
-std::string html_summary(const ReportData& d) {
+std::string html_summary(const ReportData& d, const std::vector<NamedChart>& charts) {
   std::string o = "<h2 id=\"summary\">Summary: what each swept setting did</h2>\n";
   for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
   const Table t = summary_table(d);
@@ -804,7 +812,6 @@ std::string html_summary(const ReportData& d) {
   if (d.target_acc)
     o += fmt::format("<h3 id=\"to-target\">{}</h3>\n{}<p class=\"note\">{}</p>\n", escape_html(target_title(d)),
                      html_table(target_table(d), "to-target"), escape_html(target_note(d)));
-  const auto charts = axis_charts(d);
   if (charts.empty()) return o;
   o += "<h2 id=\"axis-charts\">Against the swept settings</h2>\n";
   for (const auto& c : charts) o += html_figure(c, "axis");
@@ -871,7 +878,12 @@ std::string html_tables(const ReportData& d) {
 }
 }  // namespace
 
-std::string render_html(const ReportData& d) {
+ReportCharts report_charts(const ReportData& d) { return {render_charts(d), axis_charts(d)}; }
+
+std::string render_html(const ReportData& d) { return render_html(d, report_charts(d)); }
+std::string render_markdown(const ReportData& d) { return render_markdown(d, report_charts(d)); }
+
+std::string render_html(const ReportData& d, const ReportCharts& charts) {
   std::string o = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ddplab report: {}</title>\n"
       "<style>\n{}\n</style>\n</head>\n<body>\n",
@@ -880,17 +892,17 @@ std::string render_html(const ReportData& d) {
   o += html_intro(d);
   o += html_colour_key(d);
   o += html_warnings(d);
-  o += html_summary(d);
+  o += html_summary(d, charts.axis);
   o += html_tables(d);
   o += "<h2>Charts</h2>\n<p class=\"note\">Lines are the mean over a group's runs; the shaded band spans the "
        "minimum to maximum over seeds.</p>\n";
-  for (const auto& c : render_charts(d)) o += html_figure(c, "");
+  for (const auto& c : charts.epochs) o += html_figure(c, "");
   o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"),
                    escape_html(best_note(d)));
   return o + "</body>\n</html>\n";
 }
 
-std::string render_markdown(const ReportData& d) {
+std::string render_markdown(const ReportData& d, const ReportCharts& charts) {
   std::string o = fmt::format("# ddplab report: {}\n\n", md_cell(d.title));
   o += fmt::format(
       "{} runs in {} groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.",
@@ -910,7 +922,7 @@ std::string render_markdown(const ReportData& d) {
     o += "No two groups differ in exactly one swept setting.\n\n";
   if (d.target_acc)
     o += fmt::format("### {}\n\n{}\n{}\n\n", target_title(d), md_table(target_table(d)), target_note(d));
-  for (const auto& c : axis_charts(d)) o += md_figure(c);
+  for (const auto& c : charts.axis) o += md_figure(c);
   o += fmt::format("## Groups\n\n{}\n\\{}\n\n", md_table(groups_table(d)), best_note(d));  // \* : not a list item
   o += "## Which differences are real?\n\n";
   if (d.comparisons.empty())
@@ -924,95 +936,173 @@ std::string render_markdown(const ReportData& d) {
     o += fmt::format("## Critical batch: steps to a training loss against the global batch\n\n{}\n{}\n\n", md_table(t),
                      kCriticalBatchNote);
   o += "## Charts\n\n";
-  for (const auto& c : render_charts(d)) o += md_figure(c);
+  for (const auto& c : charts.epochs) o += md_figure(c);
   o += fmt::format("## Runs\n\n{}\n\\{}\n", md_table(runs_table(d)), best_note(d));
   return o;
 }
 
-std::string render_summary_csv(const ReportData& d) {
-  std::string o =
-      "experiment,run_id,group,status,message,seed,replicas,per_replica_batch,epochs,final_test_acc,best_test_acc,"
-      "final_train_loss,final_test_loss,images_per_s,target_epoch,target_wall_s,host_cpu_wait_pct,host_steal_pct,dir\n";
-  for (const auto& r : d.runs) {
-    const GroupStats& g = d.groups[r.group];
-    std::string seed;
-    if (r.spec.is_object() && r.spec.contains("seed")) seed = r.spec["seed"].dump();
-    const EpochPoint* t = g.target_acc ? r.first_reaching(*g.target_acc, d.on_validation) : nullptr;
-    o += fmt::format("{},{},{},{},{},{},{},{},{},", csv_field(r.experiment), csv_field(r.run_id), csv_field(g.label),
-                     csv_field(r.status_name), csv_field(r.message), seed, r.replicas(), r.per_replica_batch(),
-                     r.epochs.size());
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_num(r.final_test_acc()), csv_num(r.best_test_acc()),
-                     csv_num(r.final_train_loss()), csv_num(r.final_test_loss()), csv_num(r.mean_images_per_s()),
-                     t ? fmt::format("{}", t->epoch) : "", t ? csv_num(t->wall_s) : "",
-                     csv_num(r.mean_host_cpu_wait_pct()), csv_num(r.mean_host_steal_pct()), csv_field(r.dir.string()));
+namespace {
+// A CSV file's columns: each its header and its cell of one row, so that the order is written once.
+template <typename Row>
+using CsvColumns = std::vector<std::pair<std::string, std::function<std::string(const Row&)>>>;
+
+template <typename Row>
+std::string render_csv(const CsvColumns<Row>& columns, const std::vector<Row>& rows) {
+  std::string o;
+  for (size_t i = 0; i < columns.size(); ++i) o += fmt::format("{}{}", i > 0 ? "," : "", columns[i].first);
+  o += '\n';
+  for (const Row& row : rows) {
+    for (size_t i = 0; i < columns.size(); ++i) o += fmt::format("{}{}", i > 0 ? "," : "", columns[i].second(row));
+    o += '\n';
   }
   return o;
 }
 
-namespace {
-// A group's row of groups.csv after its label and differing values.
-std::string groups_csv_stats(const GroupStats& g) {
-  std::string o =
-      fmt::format(",{},{},{},{},{},{},{},{},{},{},", g.n, g.in_progress, csv_num(g.final_test_acc.mean),
-                  csv_num(g.final_test_acc.std), csv_num(g.best_test_acc.mean), csv_num(g.best_test_acc.std),
-                  csv_num(g.final_train_loss.mean), csv_num(g.final_train_loss.std), csv_num(g.final_test_loss.mean),
-                  csv_num(g.final_test_loss.std));
-  o += fmt::format("{},{},{},{},{},", g.target_acc ? csv_num(*g.target_acc) : "",
-                   g.target_acc ? fmt::format("{}", g.target_reached) : "", csv_num(g.target_epochs),
-                   csv_num(g.target_wall_s), csv_num(g.images_per_s));
-  o += fmt::format("{},{},{},{},{},{},{},", g.replicas, g.per_replica_batch, g.global_batch,
-                   csv_num(g.noise_scale_first), csv_num(g.noise_scale_last), csv_num(g.comm_bytes),
-                   g.scaling_efficiency ? csv_num(*g.scaling_efficiency) : "");
-  o += fmt::format("{},{},{},{},", g.test_samples ? fmt::format("{}", *g.test_samples) : "",
-                   csv_num(g.test_sampling_error_pts), g.collapsed, g.diverged);
-  o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_num(g.target_steps), csv_num(g.target_samples),
-                   csv_num(g.target_device_s), csv_num(g.effective.steps_per_epoch), csv_num(g.effective.lr_first),
-                   csv_num(g.effective.lr_last), csv_num(g.chosen_val_acc.mean), csv_num(g.chosen_test_acc.mean));
-  return o;
+template <typename T>
+std::string csv_int(T v) {
+  return fmt::format("{}", v);
+}
+template <typename T>
+std::string csv_optional(const std::optional<T>& v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v ? csv_num(*v) : "";
+  else
+    return v ? csv_int(*v) : "";
+}
+
+// The run's first record at its group's target, or nullptr.
+const rundir::EpochRecord* target_record(const ReportData& d, const RunData& r) {
+  const GroupStats& g = d.groups[r.group];
+  return g.target_acc ? r.first_reaching(*g.target_acc, d.on_validation) : nullptr;
+}
+
+CsvColumns<RunData> summary_columns(const ReportData& d) {
+  return {
+      {"experiment", [](const RunData& r) { return csv_field(r.experiment); }},
+      {"run_id", [](const RunData& r) { return csv_field(r.run_id); }},
+      {"group", [&](const RunData& r) { return csv_field(d.groups[r.group].label); }},
+      {"status", [](const RunData& r) { return csv_field(r.status_name); }},
+      {"message", [](const RunData& r) { return csv_field(r.message); }},
+      {"seed",
+       [](const RunData& r) {
+         return r.spec.is_object() && r.spec.contains("seed") ? r.spec["seed"].dump() : std::string();
+       }},
+      {"replicas", [](const RunData& r) { return csv_int(r.replicas()); }},
+      {"per_replica_batch", [](const RunData& r) { return csv_int(r.per_replica_batch()); }},
+      {"epochs", [](const RunData& r) { return csv_int(r.epochs.size()); }},
+      {"final_test_acc", [](const RunData& r) { return csv_num(r.final_test_acc()); }},
+      {"best_test_acc", [](const RunData& r) { return csv_num(r.best_test_acc()); }},
+      {"final_train_loss", [](const RunData& r) { return csv_num(r.final_train_loss()); }},
+      {"final_test_loss", [](const RunData& r) { return csv_num(r.final_test_loss()); }},
+      {"images_per_s", [](const RunData& r) { return csv_num(r.mean_images_per_s()); }},
+      {"target_epoch",
+       [&](const RunData& r) {
+         const auto* t = target_record(d, r);
+         return t ? csv_int(t->epoch) : "";
+       }},
+      {"target_wall_s",
+       [&](const RunData& r) {
+         const auto* t = target_record(d, r);
+         return t ? csv_num(t->wall_s) : "";
+       }},
+      {"host_cpu_wait_pct", [](const RunData& r) { return csv_num(r.mean_host_cpu_wait_pct()); }},
+      {"host_steal_pct", [](const RunData& r) { return csv_num(r.mean_host_steal_pct()); }},
+      {"dir", [](const RunData& r) { return csv_field(r.dir.string()); }},
+  };
+}
+
+// groups.csv's columns after the group's label and its values of the differing keys.
+CsvColumns<GroupStats> groups_stats_columns() {
+  using G = const GroupStats&;
+  return {
+      {"n", [](G g) { return csv_int(g.n); }},
+      {"in_progress", [](G g) { return csv_int(g.in_progress); }},
+      {"final_test_acc_mean", [](G g) { return csv_num(g.final_test_acc.mean); }},
+      {"final_test_acc_std", [](G g) { return csv_num(g.final_test_acc.std); }},
+      {"best_test_acc_mean", [](G g) { return csv_num(g.best_test_acc.mean); }},
+      {"best_test_acc_std", [](G g) { return csv_num(g.best_test_acc.std); }},
+      {"final_train_loss_mean", [](G g) { return csv_num(g.final_train_loss.mean); }},
+      {"final_train_loss_std", [](G g) { return csv_num(g.final_train_loss.std); }},
+      {"final_test_loss_mean", [](G g) { return csv_num(g.final_test_loss.mean); }},
+      {"final_test_loss_std", [](G g) { return csv_num(g.final_test_loss.std); }},
+      {"target_acc", [](G g) { return csv_optional(g.target_acc); }},
+      {"target_reached", [](G g) { return g.target_acc ? csv_int(g.target_reached) : ""; }},
+      {"target_epochs_mean", [](G g) { return csv_num(g.target_epochs); }},
+      {"target_wall_s_mean", [](G g) { return csv_num(g.target_wall_s); }},
+      {"images_per_s", [](G g) { return csv_num(g.images_per_s); }},
+      {"replicas", [](G g) { return csv_int(g.replicas); }},
+      {"per_replica_batch", [](G g) { return csv_int(g.per_replica_batch); }},
+      {"global_batch", [](G g) { return csv_int(g.global_batch); }},
+      {"grad_noise_scale_first", [](G g) { return csv_num(g.noise_scale_first); }},
+      {"grad_noise_scale_last", [](G g) { return csv_num(g.noise_scale_last); }},
+      {"comm_bytes", [](G g) { return csv_num(g.comm_bytes); }},
+      {"scaling_efficiency", [](G g) { return csv_optional(g.scaling_efficiency); }},
+      {"test_samples", [](G g) { return csv_optional(g.test_samples); }},
+      {"test_set_se_pts", [](G g) { return csv_num(g.test_sampling_error_pts); }},
+      {"collapsed", [](G g) { return csv_int(g.collapsed); }},
+      {"diverged", [](G g) { return csv_int(g.diverged); }},
+      {"target_steps_mean", [](G g) { return csv_num(g.target_steps); }},
+      {"target_samples_mean", [](G g) { return csv_num(g.target_samples); }},
+      {"target_device_s_mean", [](G g) { return csv_num(g.target_device_s); }},
+      {"steps_per_epoch", [](G g) { return csv_num(g.effective.steps_per_epoch); }},
+      {"lr_first", [](G g) { return csv_num(g.effective.lr_first); }},
+      {"lr_last", [](G g) { return csv_num(g.effective.lr_last); }},
+      {"chosen_val_acc_mean", [](G g) { return csv_num(g.chosen_val_acc.mean); }},
+      {"chosen_test_acc_mean", [](G g) { return csv_num(g.chosen_test_acc.mean); }},
+  };
+}
+
+CsvColumns<GroupStats> groups_columns(const ReportData& d) {
+  CsvColumns<GroupStats> columns = {{"group", [](const GroupStats& g) { return csv_field(g.label); }}};
+  for (const auto& k : d.differing_keys)
+    columns.push_back({csv_field(k), [k](const GroupStats& g) {
+                         const auto& v = g.values.contains(k) ? g.values[k] : nlohmann::json();
+                         return csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
+                       }});
+  for (auto& column : groups_stats_columns()) columns.push_back(std::move(column));
+  return columns;
+}
+
+CsvColumns<GroupComparison> comparisons_columns(const ReportData& d) {
+  using C = const GroupComparison&;
+  const auto a = [&](C c) -> const GroupStats& { return d.groups[c.a]; };
+  const auto b = [&](C c) -> const GroupStats& { return d.groups[c.b]; };
+  const std::string metric =
+      d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
+  return {
+      {"key", [](C c) { return csv_field(c.key); }},
+      {"value_a", [](C c) { return csv_field(c.value_a); }},
+      {"value_b", [](C c) { return csv_field(c.value_b); }},
+      {"group_a", [=](C c) { return csv_field(a(c).label); }},
+      {"group_b", [=](C c) { return csv_field(b(c).label); }},
+      {"metric", [=](C) { return metric; }},
+      {"a_mean_pts", [=](C c) { return csv_num(a(c).metric.mean); }},
+      {"b_mean_pts", [=](C c) { return csv_num(b(c).metric.mean); }},
+      {"diff_pts", [](C c) { return csv_num(c.stats.diff); }},
+      {"ci95_low", [](C c) { return csv_num(c.stats.ci_low); }},
+      {"ci95_high", [](C c) { return csv_num(c.stats.ci_high); }},
+      {"n_pairs", [](C c) { return csv_int(c.stats.n_pairs); }},
+      {"n_a", [](C c) { return csv_int(c.stats.n_a); }},
+      {"n_b", [](C c) { return csv_int(c.stats.n_b); }},
+      {"method", [](C c) { return csv_field(method_cell(c.stats)); }},
+      {"p", [](C c) { return csv_num(c.stats.p); }},
+      {"p_adjusted", [](C c) { return csv_num(c.stats.p_adjusted); }},
+      {"m", [](C c) { return csv_int(c.stats.m); }},
+      {"verdict", [](C c) { return csv_field(verdict_text(c)); }},
+      {"sentence", [](C c) { return csv_field(c.sentence); }},
+      {"borderline", [](C c) { return std::string(c.stats.borderline ? "true" : "false"); }},
+      {"equivalence_seeds", [](C c) { return csv_optional(c.stats.equivalence_seeds); }},
+      {"ci90_low", [](C c) { return csv_num(c.stats.ci90_low); }},
+      {"ci90_high", [](C c) { return csv_num(c.stats.ci90_high); }},
+      {"bad_runs_p", [](C c) { return csv_optional(c.bad_runs_p); }},
+      {"effective", [=](C c) { return csv_field(effective_change(a(c).effective, b(c).effective)); }},
+  };
 }
 }  // namespace
 
-std::string render_groups_csv(const ReportData& d) {
-  std::string o = "group";
-  for (const auto& k : d.differing_keys) o += fmt::format(",{}", csv_field(k));
-  o += ",n,in_progress,final_test_acc_mean,final_test_acc_std,best_test_acc_mean,best_test_acc_std,"
-       "final_train_loss_mean,final_train_loss_std,final_test_loss_mean,final_test_loss_std,target_acc,"
-       "target_reached,target_epochs_mean,target_wall_s_mean,images_per_s,replicas,per_replica_batch,global_batch,"
-       "grad_noise_scale_first,grad_noise_scale_last,comm_bytes,scaling_efficiency,test_samples,test_set_se_pts,"
-       "collapsed,diverged,target_steps_mean,target_samples_mean,target_device_s_mean,steps_per_epoch,lr_first,lr_last,"
-       "chosen_val_acc_mean,chosen_test_acc_mean\n";
-  for (const auto& g : d.groups) {
-    o += csv_field(g.label);
-    for (const auto& k : d.differing_keys) {
-      const auto& v = g.values.contains(k) ? g.values[k] : nlohmann::json();
-      o += fmt::format(",{}", csv_field(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump()));
-    }
-    o += groups_csv_stats(g);
-  }
-  return o;
-}
-
-std::string render_comparisons_csv(const ReportData& d) {
-  std::string o =
-      "key,value_a,value_b,group_a,group_b,metric,a_mean_pts,b_mean_pts,diff_pts,ci95_low,ci95_high,n_pairs,n_a,n_b,"
-      "method,p,p_adjusted,m,verdict,sentence,borderline,equivalence_seeds,ci90_low,ci90_high,bad_runs_p,effective\n";
-  const std::string metric =
-      d.final_epochs > 1 ? fmt::format("test_acc_last_{}_epochs", d.final_epochs) : std::string("final_test_acc");
-  for (const auto& c : d.comparisons) {
-    const Comparison& s = c.stats;
-    const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
-    o += fmt::format("{},{},{},{},{},{},{},{},", csv_field(c.key), csv_field(c.value_a), csv_field(c.value_b),
-                     csv_field(a.label), csv_field(b.label), metric, csv_num(a.metric.mean), csv_num(b.metric.mean));
-    o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", csv_num(s.diff), csv_num(s.ci_low), csv_num(s.ci_high),
-                     s.n_pairs, s.n_a, s.n_b, csv_field(method_cell(s)), csv_num(s.p), csv_num(s.p_adjusted), s.m,
-                     csv_field(verdict_text(c)), csv_field(c.sentence));
-    o += fmt::format("{},{},{},{},{},{}\n", s.borderline ? "true" : "false",
-                     s.equivalence_seeds ? fmt::format("{}", *s.equivalence_seeds) : "", csv_num(s.ci90_low),
-                     csv_num(s.ci90_high), c.bad_runs_p ? csv_num(*c.bad_runs_p) : "",
-                     csv_field(effective_change(a.effective, b.effective)));
-  }
-  return o;
-}
+std::string render_summary_csv(const ReportData& d) { return render_csv(summary_columns(d), d.runs); }
+std::string render_groups_csv(const ReportData& d) { return render_csv(groups_columns(d), d.groups); }
+std::string render_comparisons_csv(const ReportData& d) { return render_csv(comparisons_columns(d), d.comparisons); }
 
 ReportSummary write_report(const ReportOptions& options) {
   ReportSummary summary;
@@ -1029,13 +1119,14 @@ ReportSummary write_report(const ReportOptions& options) {
     rundir::write_file_atomic(file, text);
     summary.files.push_back(file);
   };
-  put("report.html", render_html(d));
-  put("report.md", render_markdown(d));
+  const ReportCharts charts = report_charts(d);
+  put("report.html", render_html(d, charts));
+  put("report.md", render_markdown(d, charts));
   put("summary.csv", render_summary_csv(d));
   put("groups.csv", render_groups_csv(d));
   put("comparisons.csv", render_comparisons_csv(d));
-  for (const auto& c : render_charts(d)) put(c.file, c.svg);
-  for (const auto& c : axis_charts(d)) put(c.file, c.svg);
+  for (const auto& c : charts.epochs) put(c.file, c.svg);
+  for (const auto& c : charts.axis) put(c.file, c.svg);
   summary.runs = d.runs.size();
   summary.groups = d.groups.size();
   summary.warnings = d.warnings;

@@ -36,6 +36,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,28 +59,13 @@ struct ReportOptions {
   std::optional<double> target_loss;          // default: the specs' report.target_loss, else none
 };
 
-// One epoch of one run: the fields of a record of epochs.jsonl (rundir::EpochRecord::from_json)
-// that the report uses, with NaN for what the record does not know.
-struct EpochPoint {
-  int epoch = 0;
-  int64_t step = 0;  // global optimizer steps at the epoch's end
-  double lr = 0, train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
-  double wall_s = 0, images_per_s = 0;
-  double comm_wait_s = 0;       // rank 0's time blocked on gradient all-reduces this epoch
-  double grad_noise_scale = 0;  // B_simple (NaN when the record has none: one replica, local phases)
-  double comm_bytes = 0;        // bytes rank 0 sent this epoch (NaN in records older than the field)
-  double gns_grad_sq_ema = 0;   // the |G|^2 estimate behind grad_noise_scale (NaN when not logged)
-  // The host's CPU wait and steal over the epoch, in percent (EpochRecord; NaN when not recorded).
-  double host_cpu_wait_pct = 0, host_steal_pct = 0;
-  int replicas = 1;
-  int64_t global_batch = 0;
-  double val_loss = 0, val_acc = 0;  // NaN without a validation split
-};
+// An optional field of an epoch record as a number: NaN when the record does not have it.
+inline double or_nan(const std::optional<double>& v) { return v.value_or(std::numeric_limits<double>::quiet_NaN()); }
 
 // Which accuracy chooses (best epoch, time to target, the chosen target, the recommendation):
 // validation accuracy when every run of the report has it in every record (ReportData::on_validation),
-// else test accuracy. `on_validation` picks the field.
-double selection_acc(const EpochPoint& e, bool on_validation);
+// else test accuracy. `on_validation` picks the field; NaN for a record without val_acc.
+double selection_acc(const rundir::EpochRecord& e, bool on_validation);
 
 // The settings that make up the global batch: a line over the global batch pools the groups that
 // reach one batch through different splits (2 x 64 and 1 x 128).
@@ -107,12 +93,12 @@ struct RunData {
   std::string experiment;  // spec name, else manifest experiment
   // The manifest's status; nullopt for one ddplab does not write (or none), which is still shown.
   std::optional<rundir::RunStatus> status;
-  std::string status_name;                // the manifest's spelling of the status, "unknown" when it has none
-  std::string message;                    // manifest message (why a run failed), may be empty
-  nlohmann::json spec;                    // spec.json (null when missing or unreadable)
-  std::vector<EpochPoint> epochs;         // by epoch, a repeated epoch keeps its last record
-  std::vector<rundir::StepRecord> steps;  // steps.jsonl (log.every_steps), by step; empty without
-  size_t group = 0;                       // index into ReportData::groups
+  std::string status_name;                  // the manifest's spelling of the status, "unknown" when it has none
+  std::string message;                      // manifest message (why a run failed), may be empty
+  nlohmann::json spec;                      // spec.json (null when missing or unreadable)
+  std::vector<rundir::EpochRecord> epochs;  // epochs.jsonl by epoch, a repeated epoch keeps its last record
+  std::vector<rundir::StepRecord> steps;    // steps.jsonl (log.every_steps), by step; empty without
+  size_t group = 0;                         // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
   // How it ended (RunHealth above), for a dataset of `classes` classes; nullopt for a run that is
@@ -126,7 +112,7 @@ struct RunData {
   double final_test_acc() const;      // NaN without records
   double best_test_acc() const;       // best over epochs: optimistic, chosen on the test set
   // The epoch of the highest selection_acc (the first of equals), or nullptr when none is finite.
-  const EpochPoint* best_epoch(bool on_validation) const;
+  const rundir::EpochRecord* best_epoch(bool on_validation) const;
   // The mean test accuracy of the last k records (all of them when fewer), in points; NaN without.
   double final_test_acc_points(int k) const;
   double final_train_loss() const;
@@ -136,7 +122,7 @@ struct RunData {
   double mean_host_cpu_wait_pct() const;
   double mean_host_steal_pct() const;
   // The first epoch whose selection_acc(on_validation) >= target, or nullptr.
-  const EpochPoint* first_reaching(double target, bool on_validation = false) const;
+  const rundir::EpochRecord* first_reaching(double target, bool on_validation = false) const;
   // Steps to a training loss, read from the curve and not from one record: the first step record
   // from which on the training loss, averaged over a window of kLossWindowSamples samples centred
   // on each record (records weighted by their samples inside it), stays at or below `target_loss`
@@ -387,17 +373,27 @@ ReportData analyze(const ReportOptions& options);
 ReportSummary write_report(const ReportOptions& options);
 
 // The pieces, for tests and other front ends.
-std::string render_html(const ReportData& data);
-std::string render_markdown(const ReportData& data);
-std::string render_summary_csv(const ReportData& data);
-std::string render_groups_csv(const ReportData& data);
-std::string render_comparisons_csv(const ReportData& data);
 struct NamedChart {
   std::string file;   // "test_acc.svg"
   std::string title;  // "Test accuracy vs epoch"
   std::string svg;
   std::string caption;  // what is drawn, under the chart ("" for none)
 };
+// Every chart of one report, computed once per write_report and shared by report.html, report.md
+// and the SVG files.
+struct ReportCharts {
+  std::vector<NamedChart> epochs;  // render_charts
+  std::vector<NamedChart> axis;    // axis_charts
+};
+ReportCharts report_charts(const ReportData& data);
+std::string render_html(const ReportData& data, const ReportCharts& charts);
+std::string render_markdown(const ReportData& data, const ReportCharts& charts);
+// The same with the charts computed here.
+std::string render_html(const ReportData& data);
+std::string render_markdown(const ReportData& data);
+std::string render_summary_csv(const ReportData& data);
+std::string render_groups_csv(const ReportData& data);
+std::string render_comparisons_csv(const ReportData& data);
 std::vector<NamedChart> render_charts(const ReportData& data);
 // The charts against the swept settings, those the groups allow: acc_vs_batch (the metric vs
 // global batch on a log2 axis, 95% t interval bars over seeds, a line per other setting; groups

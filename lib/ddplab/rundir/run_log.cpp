@@ -104,7 +104,7 @@ nlohmann::json EpochRecord::plain_json() const {
           {"grad_noise_scale", optional_json(grad_noise_scale)},
           {"gns_trace_ema", optional_json(gns_trace_ema)},
           {"gns_grad_sq_ema", optional_json(gns_grad_sq_ema)},
-          {"comm_bytes", comm_bytes},
+          {"comm_bytes", comm_bytes ? nlohmann::json(*comm_bytes) : nlohmann::json()},
           {"replica_drift", optional_json(replica_drift)},
           {"replicas", replicas},
           {"global_batch", global_batch},
@@ -132,7 +132,10 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
   r.grad_noise_scale = optional_field(j, "grad_noise_scale");
   r.gns_trace_ema = optional_field(j, "gns_trace_ema");
   r.gns_grad_sq_ema = optional_field(j, "gns_grad_sq_ema");
-  if (j.contains("comm_bytes")) r.comm_bytes = integer_value<int64_t>(j.at("comm_bytes"), "comm_bytes");
+  const auto bytes = j.find("comm_bytes");  // null as to_json writes an unknown count
+  r.comm_bytes = bytes == j.end() || bytes->is_null()
+                     ? std::nullopt
+                     : std::optional<int64_t>(integer_value<int64_t>(*bytes, "comm_bytes"));
   r.replica_drift = optional_field(j, "replica_drift");
   r.replicas = integer_field<int>(j, "replicas");
   r.global_batch = integer_field<int64_t>(j, "global_batch");

@@ -53,8 +53,9 @@ struct EpochRecord {
   // Bytes this rank sent this epoch in the collectives that carry gradients or parameters
   // (gradient all-reduces, local SGD averaging, EASGD's elastic all-reduce), counted as a ring
   // all-reduce sends them: 2 (N - 1) / N x payload bytes per all-reduce. 0 with one replica.
-  // Simulated replicas log what each of the N processes would send.
-  int64_t comm_bytes = 0;
+  // Simulated replicas log what each of the N processes would send. Null (JSON) / empty (CSV) only
+  // in a record read from a file older than the field: the trainer always counts.
+  std::optional<int64_t> comm_bytes = 0;
   // local_sgd and easgd only (null otherwise): at the epoch's end, sqrt(mean_r |x_r - x_mean|^2) /
   // |x_mean| over the replicas' parameter vectors x_r: how far the replicas have drifted apart.
   std::optional<double> replica_drift;
@@ -78,7 +79,7 @@ struct EpochRecord {
   // global_batch; numbers (or null, read as NaN) for the other plain fields; a number or null
   // for the optional ones. The fields added after the first records were written may be absent
   // (older run directories): grad_noise_scale, gns_trace_ema, gns_grad_sq_ema, replica_drift,
-  // host_cpu_wait_pct and host_steal_pct then read as null, comm_bytes as 0; audit_warnings (an array of strings) may
+  // host_cpu_wait_pct, host_steal_pct and comm_bytes then read as null; audit_warnings (an array of strings) may
   // be absent too (none); val_loss and val_acc are absent without a validation split. Other keys are ignored. Throws
   // ddplab::Error naming the field and what was expected ("lr: expected a number, got \"fast\""); the caller adds the
   // file and line.

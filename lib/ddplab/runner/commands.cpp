@@ -19,8 +19,7 @@ namespace fs = std::filesystem;
 namespace ddplab::runner {
 
 int validate(const std::string& path, const std::vector<std::string>& overrides) {
-  const auto doc = config::load_document(path, overrides);
-  const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  const auto [doc, runs] = config::load_sweep(path, overrides);
   const auto spec = config::resolve(doc, path);
   const int code = check_before_running(runs);
   if (config::has_sweep(doc))

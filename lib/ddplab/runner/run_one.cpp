@@ -19,6 +19,7 @@
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
+#include "ddplab/runner/prepare_run.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
 
@@ -163,16 +164,16 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
 void set_tee(bool tee) { tee_ranks = tee; }
 
 int run_one(const config::ExperimentSpec& spec, bool force) {
-  // Read the data and build the model before anything is written (see run_one.h).
-  auto data = data::load_dataset(train::dataset_options(spec.dataset));
-  train::check_setup(spec, data);
   // An unfinished run with a checkpoint continues where it stopped, unless --force.
-  std::optional<rundir::RunLog> resumed = force ? std::nullopt : rundir::RunLog::resume(spec, "ddplab run again");
-  auto run = resumed ? *resumed : rundir::RunLog::create(spec, force);
-  if (resumed) say("ddplab: resuming {} from its checkpoint (--force starts over)", run.dir().string());
-  say_what_runs(spec, run);
-  if (runs_in_this_process(spec)) return run_in_this_process(spec, run, data, resumed.has_value());
-  return run_launched(spec, run, resumed.has_value());
+  RunStart start;
+  start.resume = !force;
+  start.resume_reason = "ddplab run again";
+  start.replace = force;
+  const PreparedRun run = prepare_run(spec, start);
+  if (run.resumed) say("ddplab: resuming {} from its checkpoint (--force starts over)", run.log.dir().string());
+  say_what_runs(spec, run.log);
+  if (runs_in_this_process(spec)) return run_in_this_process(spec, run.log, run.data, run.resumed);
+  return run_launched(spec, run.log, run.resumed);
 }
 
 }  // namespace ddplab::runner

@@ -2,7 +2,7 @@
 //
 //  1. The data are read and the model built before anything is written: a missing or corrupt
 //     file, or a spec that does not fit the data or the model, is a user error (ddplab::Error)
-//     and leaves no run directory.
+//     and leaves no run directory (prepare_run.h, shared with `ddplab worker`).
 //  2. An unfinished run with a checkpoint in the run directory continues from it, unless `force`;
 //     otherwise a new run directory is made (an existing run there needs `force`).
 //  3. One replica, or N simulated ones (replicas.mode "simulated"), train in this process; N

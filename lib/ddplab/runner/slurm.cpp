@@ -342,8 +342,7 @@ int submit_all(const std::vector<Planned>& plans, const fs::path& ddplab, const 
 }  // namespace
 
 int submit_sweep(const std::string& path, const std::vector<std::string>& overrides, const SlurmRequest& request) {
-  const auto doc = config::load_document(path, overrides);
-  const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  const auto runs = config::load_sweep(path, overrides).runs;
   config::check_slurm_options(request.options, config::SlurmNames::kCommandLine);
   if (!request.dry_run) {
     need_on_path("sbatch");

@@ -321,8 +321,7 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
 
 int run_sweep(const std::string& path, const std::vector<std::string>& overrides, bool force, bool dry_run_only,
               const PackOptions& pack) {
-  const auto doc = config::load_document(path, overrides);
-  const auto runs = config::expand_sweep(doc, path, config::sweep_key_order(path));
+  const auto [doc, runs] = config::load_sweep(path, overrides);
   const bool sweep = config::has_sweep(doc);
   // A budget too small for a run is an error before anything is run or written, dry run too.
   if (sweep && pack.packed()) packing_budget(runs, force, pack);

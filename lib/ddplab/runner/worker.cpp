@@ -22,6 +22,7 @@
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
+#include "ddplab/runner/prepare_run.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
 
@@ -49,8 +50,7 @@ struct WorkerRun {
   fs::path dir;
   bool launched = false;  // by ddplab's launcher, which owns the run directory
   bool resume = false;
-  std::optional<rundir::RunLog> own;      // rank 0 under torchrun or srun
-  std::optional<data::DatasetPair> data;  // loaded by rank 0 before it made the directory
+  std::optional<PreparedRun> own;  // rank 0 under torchrun or srun
 };
 
 // Under torchrun or srun: rank 0 makes the run directory; the others never write to it.
@@ -62,23 +62,15 @@ void own_run_directory(const config::ExperimentSpec& s, const distributed::World
   // from its checkpoint if there is one.
   run.resume = (world.restart_count > 0 || env.resume) && rundir::holds_resumable_run(run.dir);
   if (world.rank != 0) return;
-  // As `ddplab run`: bad data or a spec that does not fit it leaves no run directory.
-  run.data = data::load_dataset(train::dataset_options(s.dataset));
-  train::check_setup(s, *run.data);
-  if (run.resume)
-    run.own = rundir::RunLog::resume(s, world.restart_count > 0
-                                            ? fmt::format("{} restart {}", world.launcher, world.restart_count)
-                                            : std::string("resubmitted"));
+  RunStart start;
+  start.resume = run.resume;
+  start.resume_reason = world.restart_count > 0 ? fmt::format("{} restart {}", world.launcher, world.restart_count)
+                                                : std::string("resubmitted");
   // A first attempt never replaces a finished run; an unfinished one (a failed launch) it does.
-  const std::optional<rundir::RunStatus> status =
-      world.restart_count == 0 ? rundir::read_status(run.dir) : std::optional<rundir::RunStatus>{};
-  if (status && rundir::is_finished(*status) && !env.force)
-    throw Error(
-        fmt::format("{}: holds a finished run (status {}); set DDPLAB_FORCE=1 to replace it, or give another "
-                    "name or output",
-                    run.dir.string(), rundir::name(*status)));
-  if (!run.own) run.own = rundir::RunLog::create(s, true);
-  run.own->update_manifest({{"launcher", world.launcher}});
+  start.replace = true;
+  start.keep_finished = world.restart_count == 0 && !env.force;
+  run.own = prepare_run(s, start);
+  run.own->log.update_manifest({{"launcher", world.launcher}});
 }
 
 // After training ended with the exception in flight: says so, leaves the rank's error file for
@@ -90,7 +82,7 @@ int report_failure(const distributed::World& world, const WorkerRun& run) {
     launch::write_error_file(run.dir, world.rank, outcome.message);
   if (run.own) {
     if (outcome.status == RunStatus::kFailed) outcome.message = fmt::format("rank {}: {}", world.rank, outcome.message);
-    record(*run.own, outcome);
+    record(run.own->log, outcome);
   }
   return outcome.exit_code;
 }
@@ -121,14 +113,14 @@ int run_worker(const config::ExperimentSpec& spec) {
       comm = distributed::make_comm(world, s.replicas.backend,
                                     std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
     options.comm = comm;
-    options.data = run.data ? &*run.data : nullptr;
+    options.data = run.own ? &run.own->data : nullptr;
     options.resume = run.resume;
     tensorboard.emplace(s, world, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     train::train_replica(s, world, options);
     tensorboard->finish(RunStatus::kDone);
     if (comm) distributed::shutdown(*comm);
-    if (run.own) record_done(*run.own, s);
+    if (run.own) record_done(run.own->log, s);
   } catch (const std::exception&) {
     if (tensorboard) tensorboard->finish(outcome_of(std::current_exception()).status);
     return report_failure(world, run);

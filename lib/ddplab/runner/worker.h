@@ -8,7 +8,7 @@
 //     manifest; the worker trains (DDPLAB_RESUME=1: from the checkpoint) and, when it fails or
 //     diverges, writes its rank's error file for the launcher;
 //   - under torchrun or srun rank 0 owns the run directory: it checks the data first (as
-//     `ddplab run`), makes the directory (a first attempt never replaces a finished run unless
+//     `ddplab run`, prepare_run.h), makes the directory (a first attempt never replaces a finished run unless
 //     DDPLAB_FORCE=1) or, in a restarted attempt (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT
 //     > 0) or with DDPLAB_RESUME=1, continues an unfinished run from its checkpoint, and records
 //     how the run ended. The other ranks never write to it.

@@ -19,13 +19,13 @@ std::vector<Scalar> run_scalars(const report::RunData& run, double start) {
     add(samples, p.wall_s, "train/acc", p.train_acc);
     add(samples, p.wall_s, "test/loss", p.test_loss);
     add(samples, p.wall_s, "test/acc", p.test_acc);
-    add(samples, p.wall_s, "val/loss", p.val_loss);  // NaN without a validation split: not written
-    add(samples, p.wall_s, "val/acc", p.val_acc);
+    add(samples, p.wall_s, "val/loss", report::or_nan(p.val_loss));  // none without a validation split
+    add(samples, p.wall_s, "val/acc", report::or_nan(p.val_acc));
     add(samples, p.wall_s, "lr", p.lr);
     add(samples, p.wall_s, "images_per_s", p.images_per_s);
     add(samples, p.wall_s, "comm_wait_s", p.comm_wait_s);
-    add(samples, p.wall_s, "comm_bytes", p.comm_bytes);
-    add(samples, p.wall_s, "grad_noise_scale", p.grad_noise_scale);
+    if (p.comm_bytes) add(samples, p.wall_s, "comm_bytes", static_cast<double>(*p.comm_bytes));
+    add(samples, p.wall_s, "grad_noise_scale", report::or_nan(p.grad_noise_scale));
     add(samples, p.wall_s, "epoch", p.epoch);
   }
   for (const auto& s : run.steps) {
