@@ -19,8 +19,19 @@ namespace {
 
 using nlohmann::json;
 
-// What depends on the numbers a run computed (not on wall time).
-const char* const kComputed[] = {"train_loss", "train_acc", "test_loss", "test_acc", "grad_norm", "step"};
+// The records of two runs agree, bit for bit, in what depends on the numbers computed (not on
+// wall time), and so do their final weights.
+void expect_same_training(const RunOutput& a, const RunOutput& b) {
+  ASSERT_EQ(a.records.size(), 2u);
+  ASSERT_EQ(b.records.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    for (const char* k : {"train_loss", "train_acc", "test_loss", "test_acc", "grad_norm", "step"}) {
+      ASSERT_TRUE(a.records[e].contains(k)) << k;
+      EXPECT_EQ(a.records[e][k], b.records[e][k]) << k << " epoch " << e + 1;
+    }
+  }
+  EXPECT_EQ(a.params, b.params) << "the final weights, bit for bit";
+}
 
 TEST(OwnModel, MnistCnnAsLayersTrainsToTheSameRecordsBitForBitAsTheBuiltIn) {
   Workspace ws(256, 100);
@@ -32,15 +43,7 @@ TEST(OwnModel, MnistCnnAsLayersTrainsToTheSameRecordsBitForBitAsTheBuiltIn) {
   auto listed = run_spec(ws, spec, "listed");
   ASSERT_EQ(builtin.command.exit_code, 0) << builtin.command.output;
   ASSERT_EQ(listed.command.exit_code, 0) << listed.command.output;
-  ASSERT_EQ(builtin.records.size(), 2u);
-  ASSERT_EQ(listed.records.size(), 2u);
-  for (size_t e = 0; e < 2; ++e) {
-    for (const char* k : kComputed) {
-      ASSERT_TRUE(builtin.records[e].contains(k)) << k;
-      EXPECT_EQ(builtin.records[e][k], listed.records[e][k]) << k << " epoch " << e + 1;
-    }
-  }
-  EXPECT_EQ(builtin.params, listed.params) << "the final weights, bit for bit";
+  expect_same_training(builtin, listed);
 }
 
 // Rank r of 2 takes half r of a batch through GradSync (mean); one process takes each half on a
@@ -128,6 +131,26 @@ TEST(OwnModel, ATorchscriptModuleTrainsOnOneAndTwoProcessesAndSimulatedReplicas)
   }
   expect_close_metrics(runs[1].records[1], runs[2].records[1], 1e-4, "2 processes vs 2 simulated");
   EXPECT_LE(max_relative_difference(runs[1].params, runs[2].params), 1e-4);
+}
+
+// Checkpoint and resume hold the module's weights, BatchNorm buffers and optimizer state: a run
+// stopped in its second epoch (debug fault stop, 2 processes) and run again ends as one that was not.
+TEST(OwnModel, AStoppedTorchscriptRunResumesToTheSameRecords) {
+  Workspace ws(512, 100);
+  const std::string path = save_scripted_cnn(ws.dir());
+  if (path.empty()) GTEST_SKIP() << "no Python with torch in " << DDPLAB_VENV_BIN;
+  auto spec = ws.base_spec("full");
+  spec["model"] = {{"torchscript", path}};
+  spec["replicas"]["count"] = 2;
+  const auto full = run_spec(ws, spec, "full");
+  ASSERT_EQ(full.command.exit_code, 0) << full.command.output;
+  spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 12}};  // 8 steps an epoch
+  const auto stopped = run_spec(ws, spec, "stopped");
+  ASSERT_NE(stopped.command.exit_code, 0) << stopped.command.output;
+  const auto resumed = run_spec(ws, spec, "stopped");
+  ASSERT_EQ(resumed.command.exit_code, 0) << resumed.command.output;
+  EXPECT_NE(resumed.command.output.find("resuming"), std::string::npos) << resumed.command.output;
+  expect_same_training(full, resumed);
 }
 
 }  // namespace
