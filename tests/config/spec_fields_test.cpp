@@ -90,15 +90,10 @@ TEST(SpecFields, EverySchemaPropertyIsAFieldOrNamedAsReadByHand) {
   const ExperimentSpec defaults;
   for_each_field(defaults, [&](const char* pointer, const auto&) { listed.insert(pointer); });
   // spec_fields.h says why each of these is not one field; report.* and slurm.* have their own structs.
-  const std::set<std::string> by_hand = {"/batch/per_replica",
-                                         "/batch/global",
-                                         "/optimizer/betas",
-                                         "/optimizer/weight_decay_groups",
-                                         "/replicas/sync",
-                                         "/debug/fault",
-                                         "/sweep",
-                                         "/sweep_zip",
-                                         "/repeats"};
+  const std::set<std::string> by_hand = {
+      "/batch/per_replica", "/batch/global",  "/optimizer/betas", "/optimizer/weight_decay_groups",
+      "/model/layers",      "/replicas/sync", "/debug/fault",     "/sweep",
+      "/sweep_zip",         "/repeats"};
   std::set<std::string> all;
   leaves(schema(), "", all);
   for (const auto& pointer : all) {
@@ -113,6 +108,9 @@ TEST(SpecFields, TheFieldsReadByHandHaveTheSchemasDefaults) {
   EXPECT_EQ(json::array({s.optimizer.beta1, s.optimizer.beta2}), (*property("/optimizer/betas"))["default"]);
   EXPECT_EQ(json::array(), (*property("/optimizer/weight_decay_groups"))["default"]);
   EXPECT_TRUE(s.optimizer.weight_decay_groups.empty());
+  EXPECT_FALSE(property("/model/layers")->contains("default"));
+  EXPECT_TRUE(s.model.layers.empty());
+  EXPECT_EQ(names_of<LayerType>(), (*property("/model/layers"))["items"]["properties"]["type"]["enum"]);
   EXPECT_EQ(json(name(s.replicas.sync.method)), (*property("/replicas/sync"))["default"]);
   EXPECT_EQ(json("none"), (*property("/debug/fault"))["default"]);
   EXPECT_TRUE(s.debug.faults.empty());

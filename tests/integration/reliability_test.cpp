@@ -280,7 +280,9 @@ TEST(Reliability, AWeightEmaKeepsBatchNormStatisticsOfItsOwnAndResumesExactly) {
   auto ema = run_ddplab("run " + ws.write_spec(spec, "ema.json"));
   ASSERT_EQ(ema.exit_code, 0) << ema.output;
   auto running_means = [&](const std::string& name) {
-    auto model = models::make_model(models::ModelOptions{"resnet20"}, models::InputShape{});
+    models::ModelOptions resnet;
+    resnet.name = "resnet20";
+    auto model = models::make_model(resnet, models::InputShape{});
     torch::load(model, (run_dir(ws, name) / "model.pt").string());
     std::vector<float> flat;
     for (const auto& b : model->named_buffers())

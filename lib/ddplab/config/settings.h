@@ -36,6 +36,8 @@ enum class Fault {
   kEvalFirstHalf
 };
 enum class AuditMode { kAbort, kWarn };  // debug.audits: what a failed audit does
+// model.layers[i].type (models/layers.cpp)
+enum class LayerType { kConv, kBatchNorm, kRelu, kGelu, kMaxPool, kAvgPool, kDropout, kFlatten, kLinear, kResidual };
 
 // The spellings of each enum, in enumerator order.
 template <class E>
@@ -108,6 +110,12 @@ struct SettingNames<Fault> {
 template <>
 struct SettingNames<AuditMode> {
   static constexpr std::array names{"abort", "warn"};
+};
+
+template <>
+struct SettingNames<LayerType> {
+  static constexpr std::array names{"conv",     "batch_norm", "relu",    "gelu",   "max_pool",
+                                    "avg_pool", "dropout",    "flatten", "linear", "residual"};
 };
 
 template <class E>

@@ -153,6 +153,14 @@ void precheck(const json& doc, const json& node_schema, const std::string& point
   }
 }
 
+// A model given by model.layers or model.torchscript alone is named after it.
+void infer_model_name(json& doc) {
+  if (!doc.contains("model") || !doc["model"].is_object() || doc["model"].contains("name")) return;
+  json& model = doc["model"];
+  if (model.contains("layers")) model["name"] = "layers";
+  if (model.contains("torchscript")) model["name"] = "torchscript";
+}
+
 void fill_defaults(json& doc, const json& node_schema) {
   if (!doc.is_object()) return;
   const json* schema = branch_for(doc, node_schema);
@@ -393,6 +401,77 @@ void check_early_stop(const json& doc) {
         doc["early_stop"]["patience"].dump() + " and no split");
 }
 
+// The fields each model.layers type takes (and needs, and their defaults); the schema checks
+// their values. A pooling layer's stride defaults to its kernel.
+struct LayerFields {
+  const char* type;
+  std::vector<const char*> required;
+  std::vector<std::pair<const char*, json>> optional;
+};
+
+const std::vector<LayerFields>& layer_fields() {
+  static const std::vector<LayerFields> fields{
+      {"conv", {"channels", "kernel"}, {{"stride", 1}, {"padding", 0}}},
+      {"batch_norm", {}, {}},
+      {"relu", {}, {}},
+      {"gelu", {}, {}},
+      {"max_pool", {"kernel"}, {{"stride", nullptr}}},
+      {"avg_pool", {"kernel"}, {{"stride", nullptr}}},
+      {"dropout", {}, {{"p", 0.5}}},
+      {"flatten", {}, {}},
+      {"linear", {"features"}, {}},
+      {"residual", {"channels"}, {{"stride", 1}}},
+  };
+  return fields;
+}
+
+// One model.layers entry: only its type's fields, the required ones given; defaults filled in.
+void check_layer(json& layer, const std::string& pointer) {
+  const std::string type = layer["type"].get<std::string>();
+  const auto& all = layer_fields();
+  const auto fields = std::find_if(all.begin(), all.end(), [&](const LayerFields& f) { return type == f.type; });
+  TORCH_INTERNAL_ASSERT(fields != all.end(), "layer type not in layer_fields(): ", type);
+  std::string takes;
+  for (const char* k : fields->required) takes += fmt::format("{}{}", takes.empty() ? "" : ", ", k);
+  for (const auto& [k, unused] : fields->optional) takes += fmt::format("{}{}", takes.empty() ? "" : ", ", k);
+  for (const auto& [key, unused] : layer.items()) {
+    const bool known =
+        key == "type" ||
+        std::any_of(fields->required.begin(), fields->required.end(), [&](const char* k) { return key == k; }) ||
+        std::any_of(fields->optional.begin(), fields->optional.end(), [&](const auto& k) { return key == k.first; });
+    if (!known)
+      throw Error(fmt::format("{}/{}: a {} layer takes {}, got {}", pointer, escape_token(key), type,
+                              takes.empty() ? "no other fields" : takes, layer.dump()));
+  }
+  for (const char* k : fields->required)
+    if (!layer.contains(k))
+      throw Error(fmt::format("{}/{}: is required for a {} layer, got {}", pointer, k, type, layer.dump()));
+  for (const auto& [k, value] : fields->optional)
+    if (!layer.contains(k)) layer[k] = value.is_null() ? layer["kernel"] : value;
+}
+
+// model.name agrees with model.layers and model.torchscript (infer_model_name() filled it in
+// when left out); each layer is checked and completed.
+void check_model(json& model) {
+  const std::string name = model["name"].get<std::string>();
+  const bool layers = model.contains("layers");
+  const bool script = !model["torchscript"].get<std::string>().empty();
+  if (layers && script)
+    throw Error("/model/torchscript: give model.layers or model.torchscript, not both, got " +
+                model["torchscript"].dump());
+  if (layers != (name == "layers"))
+    throw Error(layers
+                    ? "/model/name: must be \"layers\" (or left out) when model.layers is given, got \"" + name + "\""
+                    : "/model/layers: model.name \"layers\" needs the list of layers, got none");
+  if (script != (name == "torchscript"))
+    throw Error(script ? "/model/name: must be \"torchscript\" (or left out) when model.torchscript is given, got \"" +
+                             name + "\""
+                       : "/model/torchscript: model.name \"torchscript\" needs the path of a saved module, got \"\"");
+  if (!layers) return;
+  for (size_t i = 0; i < model["layers"].size(); ++i)
+    check_layer(model["layers"][i], fmt::format("/model/layers/{}", i));
+}
+
 // Each replica's batch is split into accumulate_steps micro-batches of equal size.
 void check_accumulate_steps(const json& batch, int64_t count) {
   const int64_t per_replica =
@@ -425,6 +504,7 @@ void check_cross_fields(json& doc) {
   check_backend(replicas);
   check_dataset_root(doc["dataset"]);
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
+  check_model(doc["model"]);
   check_sync(doc, count);
   check_early_stop(doc);
   slurm_options(doc);  // throws on a bad value, so `validate` reports it as `run --launcher slurm` would
@@ -432,6 +512,24 @@ void check_cross_fields(json& doc) {
     const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());
     replicas["threads"] = std::max<int64_t>(1, replicas["mode"] == "simulated" ? cores : cores / count);
   }
+}
+
+std::vector<LayerSpec> to_layers(const json& model) {
+  std::vector<LayerSpec> layers;
+  if (!model.contains("layers")) return layers;
+  for (size_t i = 0; i < model["layers"].size(); ++i) {
+    const json& l = model["layers"][i];
+    LayerSpec layer;
+    layer.type = parse_setting<LayerType>(l["type"].get<std::string>(), fmt::format("/model/layers/{}/type", i));
+    layer.channels = l.value("channels", int64_t{0});
+    layer.kernel = l.value("kernel", int64_t{0});
+    layer.stride = l.value("stride", int64_t{0});
+    layer.padding = l.value("padding", int64_t{0});
+    layer.features = l.value("features", int64_t{0});
+    layer.p = l.value("p", 0.0);
+    layers.push_back(layer);
+  }
+  return layers;
 }
 
 SyncSpec to_sync(const json& sync) {
@@ -467,6 +565,7 @@ ExperimentSpec to_typed(const json& doc) {
     s.optimizer.weight_decay_groups.push_back({g["match"].get<std::string>(), g["weight_decay"].get<double>()});
   s.optimizer.beta1 = o["betas"][0].get<double>();
   s.optimizer.beta2 = o["betas"][1].get<double>();
+  s.model.layers = to_layers(doc["model"]);
   s.replicas.sync = to_sync(doc["replicas"]["sync"]);
   const json& b = doc["batch"];
   s.per_replica_batch =
@@ -520,6 +619,18 @@ bool is_utf8(const std::string& text) {
   } catch (const json::type_error&) {
     return false;
   }
+}
+
+// apply_override's step from `node` (the value at dotted key `walked`) to its child `part`: a key of
+// an object (made if missing), or an index of an existing array element (model.layers.1.channels).
+json& override_child(json& node, const std::string& part, const std::string& walked, const std::string& assignment) {
+  if (node.is_object()) return node[part];
+  if (!node.is_array()) throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+  const bool digits = std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || part.size() > 9 || std::stoul(part) >= node.size())
+    throw Error(fmt::format("override \"{}\": \"{}\" is a list of {} items; \"{}\" is not the index of one", assignment,
+                            walked, node.size(), part));
+  return node[std::stoul(part)];
 }
 
 }  // namespace
@@ -610,19 +721,18 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   json* node = &doc;
   std::string walked;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (!node->is_object()) throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
+    json& next = override_child(*node, parts[i], walked, assignment);
     walked += (walked.empty() ? "" : ".") + parts[i];
-    json& next = (*node)[parts[i]];
     if (next.is_null()) next = json::object();
     node = &next;
   }
-  if (!node->is_object()) throw Error("override \"" + assignment + "\": \"" + walked + "\" is not an object");
-  (*node)[parts.back()] = std::move(value);
+  override_child(*node, parts.back(), walked, assignment) = std::move(value);
 }
 
 ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   if (!doc.is_object()) throw Error(source + ": the spec must be a JSON object, got " + doc.dump());
   precheck(doc, schema_doc(), "");
+  infer_model_name(doc);
   fill_defaults(doc, schema_doc());
   normalize_integers(doc, schema_doc());
   validate(doc);

@@ -38,8 +38,22 @@ struct EarlyStopSpec {
   double min_delta = 0;
 };
 
+// model.layers entry (docs/spec.md#modellayers): a layer of a model described in the spec. The
+// fields a type does not take are 0; resolve() fills each type's defaults.
+struct LayerSpec {
+  LayerType type = LayerType::kRelu;
+  int64_t channels = 0;  // conv, residual: output channels
+  int64_t kernel = 0;    // conv, max_pool, avg_pool
+  int64_t stride = 0;    // conv, residual (default 1); max_pool, avg_pool (default kernel)
+  int64_t padding = 0;   // conv
+  int64_t features = 0;  // linear: output features
+  double p = 0;          // dropout (default 0.5)
+};
+
 struct ModelSpec {
   std::string name = "mnist_cnn";  // a name in the model registry (models/models.h)
+  std::vector<LayerSpec> layers;   // model.name "layers": the layers, in forward order
+  std::string torchscript;         // model.name "torchscript": the saved module's path
   double dropout = 0.5;            // mnist_cnn and mlp
   int64_t hidden = 128;            // mlp only
   double ema_decay = 0.0;          // weight EMA for evaluation (train/weight_ema.h); 0: off

@@ -5,7 +5,7 @@
 //
 // Not listed, because one property does not fill one field (spec.cpp reads them by hand):
 // batch.per_replica / batch.global (one of them; both make per_replica_batch and global_batch),
-// optimizer.betas (beta1, beta2), optimizer.weight_decay_groups (a list of objects),
+// optimizer.betas (beta1, beta2), optimizer.weight_decay_groups and model.layers (lists of objects),
 // replicas.sync (a name or an object; SyncSpec), debug.fault (a name or a list; DebugSpec::faults).
 // The sweep keys, report.* (report/report.h) and slurm.* (config/slurm.h) are not ExperimentSpec's.
 //
@@ -30,6 +30,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/dataset/shard", spec.dataset.shard);
   visit("/dataset/validation", spec.dataset.validation);
   visit("/model/name", spec.model.name);
+  visit("/model/torchscript", spec.model.torchscript);
   visit("/model/dropout", spec.model.dropout);
   visit("/model/hidden", spec.model.hidden);
   visit("/model/ema_decay", spec.model.ema_decay);

@@ -13,7 +13,9 @@ namespace ddplab::models {
   X(kMnistCnn)                   \
   X(kMlp)                        \
   X(kCifarTfCnn)                 \
-  X(kResnet20)
+  X(kResnet20)                   \
+  X(kLayers)                     \
+  X(kTorchscript)
 
 #define DDPLAB_DECLARE_MODEL(entry) extern const ModelEntry entry;
 DDPLAB_FOR_EACH_MODEL(DDPLAB_DECLARE_MODEL)

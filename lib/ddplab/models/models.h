@@ -2,7 +2,8 @@
 // Each model is its own lib/ddplab/models/<name>.cpp, which documents it and defines its
 // ModelEntry; models.cpp lists the entries, one line each, in the order of schema.json's
 // `model.name` enum (tests/models/models_test.cpp checks that the two agree). Today: mnist_cnn,
-// mlp, cifar_tf_cnn, resnet20 (docs/spec.md, `model.name`).
+// mlp, cifar_tf_cnn, resnet20, and the user's own: layers (a list in the spec, layers.cpp) and
+// torchscript (a module saved from Python, torchscript.cpp) (docs/spec.md, `model.name`).
 //
 // Parameters are registered in forward order; the gradient buckets (distributed/grad_reducer.h) take
 // them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
@@ -14,6 +15,7 @@
 
 #include <torch/nn/module.h>
 
+#include "ddplab/config/settings.h"
 #include "ddplab/models/batch_norm.h"
 
 namespace ddplab::models {
@@ -23,10 +25,24 @@ struct InputShape {
   int64_t classes = 10;
 };
 
+// One layer of model "layers" (layers.cpp; the spec's model.layers entry, its defaults filled in).
+// Fields the type does not take are 0.
+struct Layer {
+  config::LayerType type = config::LayerType::kRelu;
+  int64_t channels = 0;  // conv, residual: output channels
+  int64_t kernel = 0;    // conv, max_pool, avg_pool: square kernel
+  int64_t stride = 0;    // conv, residual, max_pool, avg_pool
+  int64_t padding = 0;   // conv: zeros on each side
+  int64_t features = 0;  // linear: output features
+  double p = 0;          // dropout: probability
+};
+
 // Which model to build; the trainer fills it from the spec's `model` section (train/options.h).
 // Defaults as the spec's.
 struct ModelOptions {
   std::string name = "mnist_cnn";  // a registered model's name
+  std::vector<Layer> layers;       // layers: the layers in forward order
+  std::string torchscript;         // torchscript: the saved module's path
   double dropout = 0.5;            // mnist_cnn and mlp
   int64_t hidden = 128;            // mlp only
   bool sync_bn = false;            // BatchNorm statistics over all replicas (batch_norm.h)
@@ -48,7 +64,10 @@ class Model : public torch::nn::Module {
 struct ModelEntry {
   const char* name;         // the spec's model.name
   const char* description;  // one line: what the model is
-  bool has_batch_norm;      // BatchNorm running statistics (model.sync_bn applies; local SGD/EASGD refuse it)
+  // BatchNorm running statistics (model.sync_bn applies; local SGD/EASGD refuse it). false for
+  // layers and torchscript, whose buffers depend on what the user gives: the trainer checks the
+  // built model's buffers.
+  bool has_batch_norm;
   // Throws ddplab::Error when the model cannot take `shape`.
   std::shared_ptr<Model> (*make)(const ModelOptions& options, const InputShape& shape);
 };

@@ -15,6 +15,9 @@ data::DatasetOptions dataset_options(const config::DatasetSpec& dataset) {
 models::ModelOptions model_options(const config::ModelSpec& model) {
   models::ModelOptions o;
   o.name = model.name;
+  for (const config::LayerSpec& l : model.layers)
+    o.layers.push_back({l.type, l.channels, l.kernel, l.stride, l.padding, l.features, l.p});
+  o.torchscript = model.torchscript;
   o.dropout = model.dropout;
   o.hidden = model.hidden;
   o.sync_bn = model.sync_bn;

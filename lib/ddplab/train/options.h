@@ -13,7 +13,7 @@ namespace ddplab::train {
 // dataset.{name, root, train_limit, test_limit, validation}; dataset.augment goes to data::make_transform.
 data::DatasetOptions dataset_options(const config::DatasetSpec& dataset);
 
-// model.{name, dropout, hidden, sync_bn}.
+// model.{name, layers, torchscript, dropout, hidden, sync_bn}.
 models::ModelOptions model_options(const config::ModelSpec& model);
 
 // replicas.{bucket_mb, reduce, grad_dtype}; the other fields keep GradReducerOptions' defaults.
