@@ -91,6 +91,21 @@ TEST(PlanFit, OneReplicaCountPutsCommunicationOnBandwidth) {
   for (double b : {16.0, 64.0}) EXPECT_NEAR(m.step_s(2, b) / truth.step_s(2, b), 1.0, 0.01);
 }
 
+// A replica count timed at one per-replica batch takes the nearest fitted line, scaled to its
+// measured compute time: here twice as slow per replica (2 replicas sharing the cores).
+TEST(PlanFit, ACountTimedAtOneBatchScalesTheNearestLine) {
+  StepTimeModel truth = known_model();
+  truth.compute[2] = {0.004, 0.0008};
+  auto timings = synthetic_timings(truth, {1}, {16, 64});
+  const auto two = synthetic_timings(truth, {2}, {32});
+  timings.insert(timings.end(), two.begin(), two.end());
+  const StepTimeModel m = fit_step_time(timings, truth.payload_bytes, truth.buckets);
+  ASSERT_EQ(m.compute_scaled.count(2), 1u);
+  EXPECT_NEAR(m.compute_at(2).alpha, 0.004, 1e-9);
+  EXPECT_NEAR(m.compute_at(2).beta, 0.0008, 1e-9);
+  EXPECT_NEAR(m.step_s(2, 32) / truth.step_s(2, 32), 1.0, 0.01);
+}
+
 TEST(PlanFit, TooFewBatchesNamesWhatIsMissing) {
   const std::string message = testing::error_of([] { fit_step_time({{1, 64, 0.05, 0}, {2, 32, 0.04, 0.01}}, 1e6, 1); });
   EXPECT_NE(message.find("2 or more per-replica batches"), std::string::npos) << message;

@@ -11,6 +11,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/spec.h"
+#include "ddplab/report/stats.h"
 #include "ddplab/rundir/layout.h"
 
 namespace ddplab::plan {
@@ -51,12 +52,17 @@ double utc_seconds(const json& text) {
   return static_cast<double>(timegm(&tm));
 }
 
+// Step time and exposed communication per step: the medians over the epochs, so that an epoch
+// slowed by another load on the host does not move them (the report names such runs).
 void measure_timing(const std::vector<rundir::EpochRecord>& records, MeasuredRun& m) {
-  double train_s = 0, wait_s = 0, bytes = 0, steps = 0, eval_s = 0, prev_step = 0, prev_wall = 0, thr = 0;
+  std::vector<double> step_s, wait_s;
+  double bytes = 0, steps = 0, eval_s = 0, prev_step = 0, prev_wall = 0, thr = 0;
   for (const auto& r : records) {
     const double epoch_steps = static_cast<double>(r.step) - prev_step;
-    train_s += r.epoch_s;
-    wait_s += r.comm_wait_s;
+    if (epoch_steps > 0 && std::isfinite(r.epoch_s)) {
+      step_s.push_back(r.epoch_s / epoch_steps);
+      wait_s.push_back(r.comm_wait_s / epoch_steps);
+    }
     bytes += static_cast<double>(r.comm_bytes);
     steps += epoch_steps;
     eval_s += (r.wall_s - prev_wall) - r.epoch_s;
@@ -70,8 +76,8 @@ void measure_timing(const std::vector<rundir::EpochRecord>& records, MeasuredRun
   m.global_batch = last.global_batch;
   m.timing.replicas = last.replicas;
   m.timing.per_replica_batch = static_cast<double>(last.global_batch) / std::max(1, last.replicas);
-  m.timing.step_s = steps > 0 ? train_s / steps : kNaN;
-  m.timing.comm_wait_s = steps > 0 ? wait_s / steps : kNaN;
+  m.timing.step_s = report::percentile(step_s, 0.5);
+  m.timing.comm_wait_s = report::percentile(wait_s, 0.5);
   m.wire_bytes_per_step = steps > 0 ? bytes / steps : 0;
   m.steps_per_epoch = static_cast<double>(last.step) / std::max(1, last.epoch);
   m.eval_s = std::max(0.0, eval_s / static_cast<double>(records.size()));

@@ -38,7 +38,7 @@ struct MeasuredRun {
   int replicas = 1;
   int64_t global_batch = 0;
   int64_t seed = 0;
-  StepTiming timing;                       // over all its epochs: sum epoch_s / sum steps, likewise comm_wait_s
+  StepTiming timing;                       // medians over its epochs of epoch_s / steps and of comm_wait_s / steps
   double wire_bytes_per_step = 0;          // comm_bytes / steps (ring bytes rank 0 sent per step)
   double bucket_mb = 25;                   // spec replicas.bucket_mb
   double steps_per_epoch = 0;              // the last record's step / its epoch

@@ -45,6 +45,15 @@ std::pair<double, double> nonnegative_fit(const std::vector<double>& u, const st
   return err_u <= err_v ? std::pair<double, double>{alone, 0.0} : std::pair<double, double>{0.0, v_alone};
 }
 
+[[noreturn]] void throw_too_few_batches(const std::vector<StepTiming>& timings) {
+  std::set<std::string> seen;
+  for (const auto& t : timings) seen.insert(fmt::format("{} x {}", t.replicas, t.per_replica_batch));
+  throw Error(fmt::format(
+      "step-time model: needs timings at 2 or more per-replica batches of one replica count to fit the compute "
+      "time alpha + beta b; the calibration has {}",
+      seen.empty() ? std::string("none") : fmt::format("only {}", fmt::join(seen, ", "))));
+}
+
 std::map<int, ComputeFit> fit_compute_per_replicas(const std::vector<StepTiming>& timings) {
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_n;
   for (const auto& t : timings) {
@@ -54,15 +63,25 @@ std::map<int, ComputeFit> fit_compute_per_replicas(const std::vector<StepTiming>
   std::map<int, ComputeFit> out;
   for (const auto& [n, xy] : by_n)
     if (const auto fit = fit_compute(xy.first, xy.second)) out[n] = *fit;
-  if (out.empty()) {
-    std::set<std::string> seen;
-    for (const auto& t : timings) seen.insert(fmt::format("{} x {}", t.replicas, t.per_replica_batch));
-    throw Error(fmt::format(
-        "step-time model: needs timings at 2 or more per-replica batches of one replica count to fit the compute "
-        "time alpha + beta b; the calibration has {}",
-        seen.empty() ? std::string("none") : fmt::format("only {}", fmt::join(seen, ", "))));
-  }
+  if (out.empty()) throw_too_few_batches(timings);
   return out;
+}
+
+// A replica count timed at one per-replica batch only: the nearest fitted line, scaled to its
+// measured compute time (on a shared CPU the cores split among the replicas change the speed).
+void scale_single_batch_counts(const std::vector<StepTiming>& timings, StepTimeModel& m) {
+  std::map<int, std::pair<double, double>> sums;  // n -> (measured compute, the nearest line's)
+  for (const auto& t : timings) {
+    if (m.compute.count(t.replicas)) continue;
+    sums[t.replicas].first += t.step_s - t.comm_wait_s;
+    sums[t.replicas].second += m.compute_at(t.replicas).at(t.per_replica_batch);
+  }
+  for (const auto& [n, s] : sums) {
+    if (!(s.first > 0) || !(s.second > 0)) continue;
+    const ComputeFit base = m.compute_at(n);
+    m.compute[n] = {base.alpha * s.first / s.second, base.beta * s.first / s.second};
+    m.compute_scaled.insert(n);
+  }
 }
 
 // For overlap g: the communication fit and its squared log error over `timings`.
@@ -143,6 +162,7 @@ double StepTimeModel::exposed_comm_s(int replicas, double per_replica_batch) con
 StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double payload_bytes, int buckets) {
   StepTimeModel m;
   m.compute = fit_compute_per_replicas(timings);
+  scale_single_batch_counts(timings, m);
   m.payload_bytes = payload_bytes;
   m.buckets = std::max(1, buckets);
   const bool any_comm = std::any_of(timings.begin(), timings.end(), [](const StepTiming& t) { return t.replicas > 1; });

@@ -11,6 +11,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,11 +44,14 @@ constexpr double kOverlapMin = 1, kOverlapMax = 10, kOverlapStep = 0.01;
 
 struct StepTimeModel {
   std::map<int, ComputeFit> compute;  // per calibrated replica count (at least one)
-  double payload_bytes = 0;           // P s: the gradient bytes one all-reduce carries
-  int buckets = 1;                    // all-reduces per step
-  double seconds_per_byte = 0;        // 1 / bandwidth (0: no communication measured)
-  double latency_s = 0;               // per bucket
-  double overlap = 1;                 // g
+  // Replica counts timed at one per-replica batch only: their line is the nearest fitted count's,
+  // scaled by their measured compute time over that line's at the same batch.
+  std::set<int> compute_scaled;
+  double payload_bytes = 0;     // P s: the gradient bytes one all-reduce carries
+  int buckets = 1;              // all-reduces per step
+  double seconds_per_byte = 0;  // 1 / bandwidth (0: no communication measured)
+  double latency_s = 0;         // per bucket
+  double overlap = 1;           // g
   // Whether bandwidth and latency were fitted apart (2+ replica counts above 1 calibrated);
   // else the whole communication time is put on bandwidth and latency_s is 0.
   bool latency_fitted = false;
@@ -63,7 +67,8 @@ struct StepTimeModel {
 };
 
 // Fits the step-time model: T_comp per replica count from step_s - comm_wait_s (the part not
-// blocked on communication) at 2+ per-replica batches of that count; then, for each overlap g of
+// blocked on communication) at 2+ per-replica batches of that count (a count timed at one batch:
+// compute_scaled); then, for each overlap g of
 // the grid above, the communication time each multi-replica timing implies, (T_step^g -
 // T_comp^g)^(1/g), is fitted as x / bw + buckets * latency by non-negative least squares (x = ring
 // bytes), and the g with the smallest squared log error of the predicted step times wins.

@@ -70,6 +70,12 @@ void fit_step_time_model(const Calibration& c, Plan& p) {
     bucket_mb = r->bucket_mb;
   }
   p.step_time = fit_step_time(timings, payload, bucket_count(payload, bucket_mb));
+  for (const MeasuredRun* r : timed_runs(c)) {
+    const StepTiming& t = r->timing;
+    p.step_fit.push_back({r->run_id, t.replicas, t.per_replica_batch, t.step_s,
+                          p.step_time.step_s(t.replicas, t.per_replica_batch), t.comm_wait_s,
+                          p.step_time.exposed_comm_s(t.replicas, t.per_replica_batch)});
+  }
   if (!std::any_of(timings.begin(), timings.end(), [](const StepTiming& t) { return t.replicas > 1; }))
     p.notes.push_back(
         "no calibration run at 2+ replicas: communication is not modelled, so every replica count above 1 is "
@@ -173,6 +179,9 @@ std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const C
   if (!p.step_time.compute.count(cell.replicas))
     flags.push_back(
         fmt::format("compute time at {} replicas not calibrated (taken from the nearest count timed)", cell.replicas));
+  else if (p.step_time.compute_scaled.count(cell.replicas))
+    flags.push_back(
+        fmt::format("compute line at {} replicas scaled from another count's (one batch timed)", cell.replicas));
   else if (range != ranges.end() &&
            (cell.per_replica_batch < range->second.first || cell.per_replica_batch > range->second.second))
     flags.push_back(fmt::format("per-replica batch {:.0f} outside the timed {:.0f}..{:.0f}", cell.per_replica_batch,

@@ -54,10 +54,21 @@ struct CellPlan {
   std::vector<std::string> flags;  // where the models extrapolate
 };
 
+// One calibration run's step time and exposed communication per step, measured and as the fitted
+// step-time model gives them back (the predicted exposed part is what comm_wait_s measures).
+struct FitRow {
+  std::string run;
+  int replicas = 1;
+  double per_replica_batch = 0;
+  double step_s = 0, fitted_step_s = 0;
+  double comm_wait_s = 0, fitted_exposed_s = 0;
+};
+
 struct Plan {
   Target target;
   std::vector<CellPlan> cells;
   StepTimeModel step_time;
+  std::vector<FitRow> step_fit;  // per timed calibration run
   std::optional<report::BatchTradeoffFit> steps_fit;
   std::string steps_fit_refusal;               // why there is no fit, when there is none
   std::string steps_source;                    // "McCandlish fit" or "noise scale"

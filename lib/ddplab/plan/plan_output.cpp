@@ -65,8 +65,8 @@ std::string recommendation_lines(const Plan& p) {
   if (!p.fastest) return "No cell has a finite predicted time to the target.\n";
   const CellPlan &f = p.cells[*p.fastest], &c = p.cells[*p.cheapest];
   return fmt::format(
-      "- **Fastest**: {} replicas at global batch {} ({}), {:.1f} s to the target.\n"
-      "- **Cheapest within {:.0f}% of it**: {} replicas at global batch {} ({}), {:.1f} s, {:.1f} device-seconds.\n",
+      "- **Fastest**: {} replica(s) at global batch {} ({}), {:.1f} s to the target.\n"
+      "- **Cheapest within {:.0f}% of it**: {} replica(s) at global batch {} ({}), {:.1f} s, {:.1f} device-seconds.\n",
       f.replicas, f.global_batch, cell_name(f), f.time_to_target_s, 100 * kCheapestWithin, c.replicas, c.global_batch,
       cell_name(c), c.time_to_target_s, c.device_s);
 }
@@ -93,6 +93,30 @@ std::string models_lines(const Plan& p) {
              ? fmt::format("; the two estimates differ by up to {:.0f}% over the grid\n", 100 * p.steps_gap)
              : "; only one estimate available\n";
   return out;
+}
+
+std::string step_fit_table(const Plan& p) {
+  std::string out =
+      "| run | replicas | per replica | step ms measured / fitted | comm_wait ms / fitted exposed |\n"
+      "|---|---:|---:|---|---|\n";
+  for (const auto& r : p.step_fit)
+    out += fmt::format("| {} | {} | {:.0f} | {:.2f} / {:.2f} | {:.2f} / {:.2f} |\n", r.run, r.replicas,
+                       r.per_replica_batch, 1e3 * r.step_s, 1e3 * r.fitted_step_s, 1e3 * r.comm_wait_s,
+                       1e3 * r.fitted_exposed_s);
+  return out;
+}
+
+json step_fit_json(const Plan& p) {
+  json rows = json::array();
+  for (const auto& r : p.step_fit)
+    rows.push_back({{"run", r.run},
+                    {"replicas", r.replicas},
+                    {"per_replica_batch", r.per_replica_batch},
+                    {"step_s", number(r.step_s)},
+                    {"fitted_step_s", number(r.fitted_step_s)},
+                    {"comm_wait_s", number(r.comm_wait_s)},
+                    {"fitted_exposed_s", number(r.fitted_exposed_s)}});
+  return rows;
 }
 
 std::string cells_table(const Plan& p) {
@@ -125,6 +149,7 @@ json Plan::to_json() const {
             {"predictions", predictions_json(cells)},
             {"cells", cells_out},
             {"step_time", step_time_json(step_time)},
+            {"step_fit", step_fit_json(*this)},
             {"steps", steps_json(*this)},
             {"reference",
              {{"replicas", reference.replicas},
@@ -145,6 +170,9 @@ std::string render_plan_markdown(const Plan& p) {
                                 p.target.describe(), p.hash);
   out += "## Recommendation\n\n" + recommendation_lines(p) + "\n## Predictions\n\n" + cells_table(p);
   out += "\n## Models\n\n" + models_lines(p);
+  out +=
+      "\nStep time on the calibration runs (medians over epochs), measured and as the fitted model gives it back:\n\n" +
+      step_fit_table(p);
   out += fmt::format(
       "\nBaselines: linear speedup from {} x {} ({:.1f} s; T ~ 1/N, S ~ 1/B, so the same epochs), "
       "and throughput only ({:.2f} epochs at each cell's predicted images/s).\n",
