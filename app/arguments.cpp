@@ -48,6 +48,24 @@ CLI::App* add_export_command(CLI::App& app, Arguments& a) {
   return tb;
 }
 
+// `ddplab plan`: lib/ddplab/runner/plan_command.h.
+CLI::App* add_plan_command(CLI::App& app, Arguments& a) {
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Predict time to target over a grid of replicas x global batch from a short calibration, or score a plan "
+      "(--check) on runs done after it (docs/planner.md)");
+  plan->add_option("inputs", a.plan.inputs, "SPEC to calibrate from; with --check: the run directories to score on");
+  plan->add_option("--grid", a.plan.grid, "replicas=1,2,4 batch=64,128,... (global batches)")->expected(1, -1);
+  plan->add_option("--calibration", a.plan.calibration,
+                   "Plan from these run directories instead of running a calibration")
+      ->expected(1, -1);
+  plan->add_option("--check", a.plan.check, "Score this plan.json on the run directories given");
+  plan->add_option("--out", a.plan.out, "Where plan.json/plan.md (or check.json/check.md) go");
+  plan->add_option("--target-loss", a.plan.target_loss, "Target training loss (from step records; report.target_loss)");
+  plan->add_option("--target-acc", a.plan.target_acc, "Target accuracy in (0, 1] (at epoch ends; report.target_acc)");
+  return plan;
+}
+
 }  // namespace
 
 Commands add_commands(CLI::App& app, Arguments& a) {
@@ -92,6 +110,7 @@ Commands add_commands(CLI::App& app, Arguments& a) {
       "dir", a.status_dir,
       "Experiment (runs/<name>) or run directory; default: the spec's default output, " + a.status_dir);
   c.export_tensorboard = add_export_command(app, a);
+  c.plan = add_plan_command(app, a);
   return c;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ddplab/config/slurm.h"
 #include "ddplab/runner/commands.h"
+#include "ddplab/runner/plan_command.h"
 #include "ddplab/runner/scheduler.h"
 
 namespace ddplab::app {
@@ -28,6 +29,7 @@ struct Arguments {
   runner::ReportFlags report_flags;      // --target, --target-loss, --equivalence-pts, --final-epochs
   std::vector<std::string> export_dirs;  // export tensorboard DIR...
   std::string export_out;                // export tensorboard --out
+  runner::PlanRequest plan;              // plan SPEC --grid ... | --calibration DIR... | --check plan.json DIR...
 };
 
 struct Commands {
@@ -38,6 +40,7 @@ struct Commands {
   CLI::App* worker;
   CLI::App* status;
   CLI::App* export_tensorboard;  // `export tensorboard` (a subcommand of `export`)
+  CLI::App* plan;
 };
 
 // Defines every subcommand and option on `app`, parsing into `a` (which must outlive `app`).

@@ -79,6 +79,7 @@ int dispatch(const Commands& c, const Arguments& a) {
   if (c.report->parsed()) return runner::report(a.report_dirs, a.report_out, a.report_flags);
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
   if (c.export_tensorboard->parsed()) return export_tensorboard(a);
+  if (c.plan->parsed()) return runner::plan_command(a.plan);
   return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }
 

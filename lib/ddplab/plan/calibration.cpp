@@ -1,0 +1,236 @@
+#include "ddplab/plan/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "ddplab/base/error.h"
+#include "ddplab/config/spec.h"
+#include "ddplab/report/stats.h"
+#include "ddplab/rundir/layout.h"
+
+namespace ddplab::plan {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// epochs.jsonl as rundir::EpochRecord, by epoch (a repeated epoch keeps its last); lines that do
+// not read are skipped (report::load_run has warned about them).
+std::vector<rundir::EpochRecord> epoch_records(const fs::path& dir) {
+  std::map<int, rundir::EpochRecord> by_epoch;
+  std::ifstream in(rundir::epochs_file(dir));
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      const auto r = rundir::EpochRecord::from_json(json::parse(line));
+      by_epoch[r.epoch] = r;
+    } catch (const std::exception&) {
+    }
+  }
+  std::vector<rundir::EpochRecord> out;
+  for (auto& [e, r] : by_epoch) out.push_back(r);
+  return out;
+}
+
+// Seconds since the epoch of "2026-12-02T08:46:03Z"; NaN when it does not read.
+double utc_seconds(const json& text) {
+  if (!text.is_string()) return kNaN;
+  std::tm tm{};
+  const std::string s = text.get<std::string>();
+  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec) != 6)
+    return kNaN;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm));
+}
+
+// Step time and exposed communication per step: the medians over the epochs, so that an epoch
+// slowed by another load on the host does not move them (the report names such runs).
+void measure_timing(const std::vector<rundir::EpochRecord>& records, MeasuredRun& m) {
+  std::vector<double> step_s, wait_s;
+  double bytes = 0, steps = 0, eval_s = 0, prev_step = 0, prev_wall = 0, thr = 0;
+  for (const auto& r : records) {
+    const double epoch_steps = static_cast<double>(r.step) - prev_step;
+    if (epoch_steps > 0 && std::isfinite(r.epoch_s)) {
+      step_s.push_back(r.epoch_s / epoch_steps);
+      wait_s.push_back(r.comm_wait_s / epoch_steps);
+    }
+    bytes += static_cast<double>(r.comm_bytes);
+    steps += epoch_steps;
+    eval_s += (r.wall_s - prev_wall) - r.epoch_s;
+    thr += r.images_per_s;
+    prev_step = static_cast<double>(r.step);
+    prev_wall = r.wall_s;
+  }
+  const auto& last = records.back();
+  m.epochs = static_cast<int>(records.size());
+  m.replicas = last.replicas;
+  m.global_batch = last.global_batch;
+  m.timing.replicas = last.replicas;
+  m.timing.per_replica_batch = static_cast<double>(last.global_batch) / std::max(1, last.replicas);
+  m.timing.step_s = report::percentile(step_s, 0.5);
+  m.timing.comm_wait_s = report::percentile(wait_s, 0.5);
+  m.wire_bytes_per_step = steps > 0 ? bytes / steps : 0;
+  m.steps_per_epoch = static_cast<double>(last.step) / std::max(1, last.epoch);
+  m.eval_s = std::max(0.0, eval_s / static_cast<double>(records.size()));
+  m.images_per_s = thr / static_cast<double>(records.size());
+}
+
+// The reference spans of a run's progress to `steps` steps: each epoch's steps with its B_simple
+// (an epoch without one takes the nearest that has one); empty when no epoch has one.
+std::vector<ProgressSpan> progress_to(const std::vector<rundir::EpochRecord>& records, double steps) {
+  std::vector<ProgressSpan> spans;
+  double prev = 0, last_phi = kNaN;
+  for (const auto& r : records) {
+    if (prev >= steps) break;
+    const double phi = r.grad_noise_scale.value_or(kNaN);
+    if (std::isfinite(phi) && phi > 0) last_phi = phi;
+    spans.push_back({std::min(static_cast<double>(r.step), steps) - prev, phi});
+    prev = static_cast<double>(r.step);
+  }
+  if (!std::isfinite(last_phi)) return {};
+  double fill = kNaN;  // leading epochs without a value take the first measured one
+  for (const auto& s : spans)
+    if (std::isfinite(s.noise_scale) && s.noise_scale > 0 && !std::isfinite(fill)) fill = s.noise_scale;
+  for (auto& s : spans) {
+    if (std::isfinite(s.noise_scale) && s.noise_scale > 0)
+      fill = s.noise_scale;
+    else
+      s.noise_scale = fill;
+  }
+  return spans;
+}
+
+void measure_target(const report::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
+                    MeasuredRun& m) {
+  const int classes = [&] {
+    const auto dataset = config::dataset_of(run.spec.is_object() ? run.spec["dataset"].value("name", json()) : json());
+    return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
+  }();
+  const auto health = run.health(classes);
+  m.timed = health && *health != report::RunHealth::kDiverged && std::isfinite(m.timing.step_s);
+  if (health == report::RunHealth::kDiverged) m.left_out = "diverged";
+  if (health == report::RunHealth::kCollapsed) m.left_out = "collapsed (near chance at the end)";
+  if (!health) m.left_out = fmt::format("not finished ({})", run.status_text());
+  if (!m.left_out.empty()) return;
+  const double startup = std::isfinite(m.startup_s) ? m.startup_s : 0.0;
+  if (target.loss) {
+    if (run.steps.empty()) {
+      m.left_out = "no step records (steps.jsonl: log.every_steps) for a training-loss target";
+      return;
+    }
+    if (const rundir::StepRecord* r = run.steps_to_loss(*target.loss)) {
+      m.steps_to_target = static_cast<double>(r->step);
+      m.time_to_target_s = r->elapsed_s + startup;
+    }
+  } else if (target.acc) {
+    const bool on_validation = std::all_of(run.epochs.begin(), run.epochs.end(),
+                                           [](const report::EpochPoint& e) { return std::isfinite(e.val_acc); });
+    if (const report::EpochPoint* e = run.first_reaching(*target.acc, on_validation)) {
+      m.steps_to_target = static_cast<double>(e->step);
+      m.time_to_target_s = e->wall_s + startup;
+    }
+  }
+  if (!m.steps_to_target) {
+    m.left_out = fmt::format("did not reach {} in {} epochs", target.describe(), m.epochs);
+    return;
+  }
+  m.progress = progress_to(records, *m.steps_to_target);
+}
+}  // namespace
+
+std::string Target::describe() const {
+  if (loss)
+    return fmt::format("training loss {:.4g} (running mean over {:.0f} samples, step records)", *loss,
+                       report::kLossWindowSamples);
+  if (acc) return fmt::format("accuracy {:.1f}% (at epoch ends)", 100 * *acc);
+  return "no target";
+}
+
+json Target::to_json() const {
+  json j = json::object();
+  if (loss) j["loss"] = *loss;
+  if (acc) j["acc"] = *acc;
+  return j;
+}
+
+Target Target::from_json(const json& j) {
+  Target t;
+  if (j.is_object() && j.contains("loss") && j["loss"].is_number()) t.loss = j["loss"].get<double>();
+  if (j.is_object() && j.contains("acc") && j["acc"].is_number()) t.acc = j["acc"].get<double>();
+  return t;
+}
+
+MeasuredRun measure_run(const report::RunData& run, const Target& target) {
+  MeasuredRun m;
+  m.dir = run.dir;
+  m.run_id = run.run_id;
+  if (run.spec.is_object()) {
+    m.seed = run.spec.value("seed", int64_t{0});
+    m.bucket_mb = run.spec.contains("replicas") ? run.spec["replicas"].value("bucket_mb", 25.0) : 25.0;
+  }
+  const auto records = epoch_records(run.dir);
+  if (records.empty()) {
+    m.left_out = "no epoch records";
+    m.timing.step_s = kNaN;
+    return m;
+  }
+  measure_timing(records, m);
+  json manifest;
+  try {
+    manifest = rundir::read_manifest(run.dir);
+  } catch (const std::exception&) {
+  }
+  const bool restarted = manifest.is_object() && manifest.contains("restarts");
+  m.startup_s = restarted || !manifest.is_object()
+                    ? kNaN
+                    : std::max(0.0, utc_seconds(manifest.value("end", json())) -
+                                        utc_seconds(manifest.value("start", json())) - records.back().wall_s);
+  measure_target(run, target, records, m);
+  return m;
+}
+
+namespace {
+// report.target_loss, else report.target_acc, of the first spec that has one.
+Target target_of_specs(const std::vector<report::RunData>& runs) {
+  Target t;
+  for (const auto& r : runs) {
+    if (!r.spec.is_object() || !r.spec.contains("report") || !r.spec["report"].is_object()) continue;
+    const json& rep = r.spec["report"];
+    if (rep.contains("target_loss") && rep["target_loss"].is_number()) t.loss = rep["target_loss"].get<double>();
+    if (!t.loss && rep.contains("target_acc") && rep["target_acc"].is_number()) t.acc = rep["target_acc"].get<double>();
+    if (t.loss || t.acc) break;
+  }
+  return t;
+}
+}  // namespace
+
+Calibration read_calibration(const std::vector<fs::path>& dirs, Target target) {
+  Calibration c;
+  std::vector<report::RunData> runs;
+  for (const auto& dir : report::find_run_dirs(dirs)) runs.push_back(report::load_run(dir, c.notes));
+  if (!target.loss && !target.acc) target = target_of_specs(runs);
+  if (!target.loss && !target.acc)
+    throw Error(
+        "plan: no target: give --target-loss (a training loss, from step records) or --target-acc, or set the "
+        "specs' report.target_loss");
+  c.target = target;
+  for (const auto& r : runs) {
+    if (c.spec.is_null() && r.spec.is_object()) c.spec = r.spec;
+    c.runs.push_back(measure_run(r, target));
+    if (!c.runs.back().left_out.empty())
+      c.notes.push_back(
+          fmt::format("{}: left out of the steps fit: {}", c.runs.back().dir.string(), c.runs.back().left_out));
+  }
+  return c;
+}
+
+}  // namespace ddplab::plan

@@ -1,0 +1,74 @@
+// What the planner reads from run directories (spec.json, manifest.json, epochs.jsonl, steps.jsonl):
+// per run its step time, its steps and time to the target, its evaluation and start-up overheads and
+// its noise-scale trajectory. Both the calibration (`ddplab plan --calibration DIR...`) and the
+// held-out runs of `ddplab plan --check` are measured here, by the same rules. Runs are loaded by
+// report::load_run, and steps to a target are the report's: report::RunData::steps_to_loss (a running
+// mean of the training loss over report::kLossWindowSamples samples, from step records) for a loss
+// target, report::RunData::first_reaching (the first epoch's end) for an accuracy target.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddplab/plan/fit.h"
+#include "ddplab/report/report.h"
+
+namespace ddplab::plan {
+
+// The target time to target is measured to: a training loss (preferred: read from step records,
+// not quantised to epochs; the runs need log.every_steps) or an accuracy (the report's selection
+// accuracy at an epoch's end: validation with a split, else test; quantised to epochs).
+struct Target {
+  std::optional<double> loss;
+  std::optional<double> acc;
+  // "training loss 0.45 (running mean over 8192 samples, step records)" or "accuracy 88.0% (epoch ends)".
+  std::string describe() const;
+  nlohmann::json to_json() const;                    // {"loss": x} or {"acc": x}
+  static Target from_json(const nlohmann::json& j);  // as to_json writes it
+};
+
+// One run as the planner measures it. NaN for what its records do not tell.
+struct MeasuredRun {
+  std::filesystem::path dir;
+  std::string run_id;
+  int replicas = 1;
+  int64_t global_batch = 0;
+  int64_t seed = 0;
+  StepTiming timing;                       // medians over its epochs of epoch_s / steps and of comm_wait_s / steps
+  double wire_bytes_per_step = 0;          // comm_bytes / steps (ring bytes rank 0 sent per step)
+  double bucket_mb = 25;                   // spec replicas.bucket_mb
+  double steps_per_epoch = 0;              // the last record's step / its epoch
+  double eval_s = 0;                       // per epoch: the wall time between epochs not spent training
+  double startup_s = 0;                    // manifest end - start - the last record's wall_s (1 s resolution)
+  double images_per_s = 0;                 // mean over epochs
+  int epochs = 0;                          // records
+  std::optional<double> steps_to_target;   // optimizer steps
+  std::optional<double> time_to_target_s;  // wall seconds since training started, evaluation included, plus startup_s
+  std::vector<ProgressSpan> progress;      // to the target: steps per epoch with its B_simple (runs that logged it)
+  // Why the run cannot give steps to the target ("collapsed", "diverged", "not finished (failed)",
+  // "did not reach training loss 0.45 in 3 epochs"); empty when it can.
+  std::string left_out;
+  // Whether its step time counts: finished with records and not diverged (a collapsed run trains
+  // as fast as any).
+  bool timed = false;
+};
+
+// Measures `run` (loaded by report::load_run) against `target`.
+MeasuredRun measure_run(const report::RunData& run, const Target& target);
+
+struct Calibration {
+  std::vector<MeasuredRun> runs;
+  std::vector<std::string> notes;  // "<run>: left out of the steps fit: collapsed", and report's warnings
+  Target target;
+  nlohmann::json spec;  // spec.json of the first run (schedule, dataset), null when none
+};
+
+// Reads and measures every run below `dirs` (report::find_run_dirs). `target` unset: the runs'
+// spec report.target_loss, else report.target_acc; an Error when neither is known.
+Calibration read_calibration(const std::vector<std::filesystem::path>& dirs, Target target);
+
+}  // namespace ddplab::plan

@@ -1,0 +1,58 @@
+// `ddplab plan --check plan.json RUN_DIRS...`: a plan scored against runs done after it. The runs
+// are measured by calibration.h's rules at the plan's target and grouped into the plan's cells
+// (replicas x global batch; runs of other cells are listed and not scored). Per cell, the relative
+// errors (predicted / measured - 1) of step time, of steps to target and of time to target, apart,
+// so that a wrong half (systems or statistics) shows; over the held-out cells (those the plan did
+// not calibrate), Spearman's rank correlation of predicted and measured time, the regret and the
+// same for the plan's two baselines. A cell whose seed-to-seed coefficient of variation of time to
+// target exceeds kJudgeableCv "cannot be judged": it is shown, never counted for or against.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ddplab::plan {
+
+constexpr double kJudgeableCv = 0.15;     // seed-to-seed CV of time to target above which a cell cannot be judged
+constexpr double kErrorTolerance = 0.15;  // |time-to-target error| counted as "within"
+
+struct CellCheck {
+  int replicas = 1;
+  int64_t global_batch = 0;
+  bool calibrated = false;  // the plan measured this cell: not held out
+  int runs = 0, reached = 0;
+  double step_s = 0, steps = 0, ttt_s = 0, ttt_cv = 0;  // measured means over the runs that reached the target
+  double predicted_step_s = 0, predicted_steps = 0, predicted_ttt_s = 0;
+  double linear_ttt_s = 0, throughput_ttt_s = 0;  // the baselines' predictions
+  double step_error = 0, steps_error = 0, ttt_error = 0, linear_error = 0, throughput_error = 0;  // NaN: no measurement
+  bool judged = false;  // held out, reached by 2+ runs... (any run when 1) with CV <= kJudgeableCv
+};
+
+// One predictor over the judged cells: mean |TTT error|, Spearman rho of predicted against
+// measured time, regret (measured time of its predicted-best cell / the measured best).
+struct PredictorScore {
+  double mean_abs_error = 0, spearman = 0, regret = 0;
+  int within_tolerance = 0;  // cells with |error| <= kErrorTolerance
+};
+
+struct CheckResult {
+  std::string plan_hash;      // as plan.json states it
+  bool hash_matches = false;  // recomputed from plan.json's predictions
+  std::string target_text;
+  std::vector<CellCheck> cells;
+  int judged = 0, cannot_judge = 0;
+  PredictorScore planner, linear, throughput;
+  std::vector<std::string> notes;  // runs of no cell, runs left out and why
+};
+
+// Throws ddplab::Error when `plan_file` is not a plan.json ddplab wrote.
+CheckResult check_plan(const std::filesystem::path& plan_file, const std::vector<std::filesystem::path>& run_dirs);
+
+std::string render_check_markdown(const CheckResult& result);
+// Writes check.json and check.md into `out_dir`; returns the files.
+std::vector<std::filesystem::path> write_check(const CheckResult& result, const std::filesystem::path& out_dir);
+
+}  // namespace ddplab::plan

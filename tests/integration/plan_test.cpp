@@ -1,0 +1,56 @@
+// `ddplab plan` end to end on the tiny MNIST-format data: it decides a calibration sweep, runs it
+// with real processes (1 and 2 replicas), writes plan.json and plan.md, reuses the calibration
+// when given it, and `--check` scores the plan on run directories.
+#include "ddplab/plan/plan.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "integration/integration_util.h"
+
+namespace ddplab::testing {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
+  Workspace ws(1024, 200);
+  json spec = ws.base_spec("tiny_plan");
+  spec["epochs"] = 3;
+  const std::string path = ws.write_spec(spec);
+  const fs::path out = ws.dir().path() / "plan";
+  const auto r = run_ddplab(
+      fmt::format("plan {} --grid replicas=1,2 batch=32,64,128 --target-acc 0.5 --out {}", path, out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ddplab plan: calibration of 2 sweeps"), std::string::npos) << r.output;
+  const json plan = json::parse(read_file(out / "plan.json"));
+  ASSERT_EQ(plan["cells"].size(), 6u) << plan.dump(2);
+  EXPECT_EQ(plan["hash"].get<std::string>().size(), 16u);
+  EXPECT_FALSE(plan["fastest"].is_null()) << plan.dump(2);
+  EXPECT_TRUE(fs::exists(out / "plan.md"));
+  // The steps runs: 2 replicas (real processes) at global batches 32 and 64, to the end.
+  const fs::path steps = out / "calibration" / "tiny_plan-calibration-steps";
+  EXPECT_TRUE(fs::exists(steps / "batch.global=32,seed=3" / "steps.jsonl"));
+  EXPECT_TRUE(fs::exists(steps / "batch.global=64,seed=3" / "epochs.jsonl"));
+  // The same calibration, given: the same predictions.
+  const auto again =
+      run_ddplab(fmt::format("plan --calibration {} --grid replicas=1,2 batch=32,64,128 --target-acc "
+                             "0.5 --out {}",
+                             (out / "calibration").string(), (out / "again").string()));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(json::parse(read_file(out / "again" / "plan.json"))["hash"], plan["hash"]);
+  const auto check = run_ddplab(fmt::format("plan --check {} {}", (out / "plan.json").string(), steps.string()));
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find(plan["hash"].get<std::string>()), std::string::npos) << check.output;
+  EXPECT_TRUE(fs::exists(out / "check.md"));
+}
+
+TEST(PlanIntegration, AGridWithoutAxesIsAUserError) {
+  Workspace ws(64, 20);
+  const auto r = run_ddplab(fmt::format("plan {} --grid replicas=1,2", ws.write_spec(ws.base_spec("x"))));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--grid: needs both replicas=... and batch=..."), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ddplab::testing

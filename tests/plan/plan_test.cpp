@@ -1,0 +1,247 @@
+// make_plan and check_plan on run directories written from known models (no training): a
+// calibration's runs are measured as calibration.h says, the models are recovered and the
+// predictions of cells the calibration did not run land within the stated tolerances.
+#include "ddplab/plan/plan.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include "ddplab/plan/check.h"
+#include "test_util.h"
+
+namespace ddplab::plan {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kSmin = 300, kBcrit = 200, kTargetLoss = 0.5;
+constexpr int64_t kTrainSamples = 8192;
+constexpr double kEvalS = 2.0, kStartupS = 5.0;
+
+StepTimeModel truth() {
+  StepTimeModel m;
+  m.compute[1] = {0.004, 0.0005};
+  m.compute[2] = {0.004, 0.0005};
+  m.payload_bytes = 4e6;
+  m.buckets = 1;
+  m.seconds_per_byte = 1 / 2e8;
+  m.overlap = 2;
+  return m;
+}
+
+double true_steps(double batch) { return kSmin * (1 + kBcrit / batch); }
+
+struct SyntheticRun {
+  int replicas = 1;
+  int64_t global_batch = 64;
+  int seed = 1;
+  int epochs = 0;  // 0: enough to pass the target by half again
+  std::string status = "done";
+  bool collapse = false;  // end near chance (final test accuracy 5%)
+  bool never = false;     // the loss never reaches the target
+};
+
+// Step records every 5 steps with a training loss falling linearly through the target at
+// true_steps(B) (a line, so the report's centred running mean crosses where the line does).
+std::string step_lines(const SyntheticRun& r, int64_t total_steps, double step_s) {
+  std::string out;
+  const double s = true_steps(static_cast<double>(r.global_batch));
+  for (int64_t k = 5; k <= total_steps; k += 5) {
+    const double loss = r.never ? 1.0 : std::max(0.05, kTargetLoss + 0.5 * (s - k) / s);
+    out +=
+        json{{"step", k},
+             {"epoch", static_cast<double>(k * r.global_batch) / kTrainSamples},
+             {"interval_steps", 5},
+             {"lr", 0.1},
+             {"train_loss", loss},
+             {"train_acc", 0.8},
+             {"samples", k * r.global_batch},
+             {"elapsed_s", k * step_s + kEvalS * std::floor(static_cast<double>(k * r.global_batch) / kTrainSamples)}}
+            .dump() +
+        "\n";
+  }
+  return out;
+}
+
+fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
+  const StepTimeModel m = truth();
+  const int64_t spe = (kTrainSamples + r.global_batch - 1) / r.global_batch;
+  const double b = static_cast<double>(r.global_batch) / r.replicas;
+  const double step_s = m.step_s(r.replicas, b), wait_s = m.exposed_comm_s(r.replicas, b);
+  const int epochs = r.epochs > 0
+                         ? r.epochs
+                         : static_cast<int>(std::ceil(1.5 * true_steps(static_cast<double>(r.global_batch)) / spe));
+  const fs::path dir = root / fmt::format("replicas={},batch={},seed={}", r.replicas, r.global_batch, r.seed);
+  fs::create_directories(dir);
+  testing::write_file(dir / "spec.json", json{{"name", "synthetic"},
+                                              {"seed", r.seed},
+                                              {"dataset", {{"name", "fashion-mnist"}}},
+                                              {"schedule", {{"warmup_epochs", 0}}},
+                                              {"replicas", {{"count", r.replicas}, {"bucket_mb", 25}}},
+                                              {"batch", {{"global", r.global_batch}}}}
+                                             .dump());
+  std::string lines;
+  double wall = 0;
+  for (int e = 1; e <= epochs; ++e) {
+    wall += spe * step_s + kEvalS;
+    lines += json{{"epoch", e},
+                  {"step", e * spe},
+                  {"lr", 0.1},
+                  {"train_loss", r.collapse ? 2.3 : 0.3},
+                  {"train_acc", 0.9},
+                  {"test_loss", 0.4},
+                  {"test_acc", r.collapse ? 0.05 : 0.88},
+                  {"epoch_s", spe * step_s},
+                  {"wall_s", wall},
+                  {"images_per_s", r.global_batch / step_s},
+                  {"comm_wait_s", spe * wait_s},
+                  {"grad_norm", 1.0},
+                  {"grad_noise_scale", r.replicas > 1 ? json(kBcrit) : json()},
+                  {"comm_bytes", static_cast<int64_t>(spe * ring_factor(r.replicas) * m.payload_bytes)},
+                  {"replicas", r.replicas},
+                  {"global_batch", r.global_batch}}
+                 .dump() +
+             "\n";
+  }
+  testing::write_file(dir / "epochs.jsonl", lines);
+  testing::write_file(dir / "steps.jsonl", step_lines(r, epochs * spe, step_s));
+  const auto end = static_cast<int>(std::ceil(wall + kStartupS));
+  testing::write_file(
+      dir / "manifest.json",
+      json{{"status", r.status},
+           {"run_id", dir.filename().string()},
+           {"start", "2026-01-01T00:00:00Z"},
+           {"end", fmt::format("2026-01-01T{:02d}:{:02d}:{:02d}Z", end / 3600, end / 60 % 60, end % 60)}}
+          .dump());
+  return dir;
+}
+
+// Steps runs at 2 replicas (batches 64 and 256), timing runs at 1 replica (32 and 128 per replica).
+fs::path write_calibration(const fs::path& root) {
+  for (int64_t b : {64, 256}) write_synthetic(root, {2, b});
+  for (int64_t b : {32, 128}) write_synthetic(root, {1, b, 1, 1});
+  return root;
+}
+
+Target loss_target() {
+  Target t;
+  t.loss = kTargetLoss;
+  return t;
+}
+
+TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=1,2", "batch=64,128,256,512"}));
+  ASSERT_TRUE(p.steps_fit.has_value());
+  // Steps: read at 5-step records from a running mean, so within 3% of S_min and B_crit.
+  EXPECT_NEAR(p.steps_fit->s_min, kSmin, 0.03 * kSmin);
+  EXPECT_NEAR(p.steps_fit->b_crit, kBcrit, 0.03 * kBcrit);
+  EXPECT_EQ(p.steps_source, "McCandlish fit");
+  EXPECT_LT(p.steps_gap, 0.03);  // phi = B_crit: both estimates agree
+  const StepTimeModel m = truth();
+  ASSERT_EQ(p.cells.size(), 8u);
+  for (const auto& cell : p.cells) {
+    const double b = cell.per_replica_batch, steps = true_steps(static_cast<double>(cell.global_batch));
+    EXPECT_NEAR(cell.step_s / m.step_s(cell.replicas, b), 1, 0.02) << cell.replicas << " x " << b;
+    EXPECT_NEAR(cell.steps / steps, 1, 0.03) << cell.global_batch;
+    const double evals = std::floor(steps * cell.global_batch / kTrainSamples);
+    const double ttt = steps * m.step_s(cell.replicas, b) + evals * kEvalS + kStartupS;
+    EXPECT_NEAR(cell.time_to_target_s / ttt, 1, 0.05) << cell.replicas << " x " << b;
+  }
+  ASSERT_TRUE(p.fastest && p.cheapest);
+  EXPECT_LE(p.cells[*p.cheapest].time_to_target_s, 1.1 * p.cells[*p.fastest].time_to_target_s);
+  EXPECT_EQ(p.hash, predictions_hash(p.cells));
+  EXPECT_EQ(p.hash.size(), 16u);
+}
+
+TEST(Plan, FlagsWhereTheModelsExtrapolate) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=2,4", "batch=64,2048"}));
+  const auto flags_of = [&](int n, int64_t b) {
+    for (const auto& cell : p.cells)
+      if (cell.replicas == n && cell.global_batch == b) return fmt::format("{}", fmt::join(cell.flags, "; "));
+    return std::string("no such cell");
+  };
+  EXPECT_EQ(flags_of(2, 64), "");
+  EXPECT_NE(flags_of(4, 64).find("communication at 4 replicas extrapolated"), std::string::npos) << flags_of(4, 64);
+  EXPECT_NE(flags_of(2, 2048).find("outside the batches run to the target"), std::string::npos) << flags_of(2, 2048);
+  EXPECT_NE(flags_of(2, 2048).find("x B_crit"), std::string::npos) << flags_of(2, 2048);
+}
+
+TEST(Plan, CollapsedAndNeverReachingRunsAreLeftOutAndSaid) {
+  testing::TempDir tmp;
+  const fs::path root = write_calibration(tmp.path() / "cal");
+  write_synthetic(root, {2, 64, 2, 0, "done", /*collapse=*/true});
+  write_synthetic(root, {2, 256, 3, 0, "done", false, /*never=*/true});
+  const Calibration c = read_calibration({root}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=2", "batch=128"}));
+  const std::string notes = fmt::format("{}", fmt::join(p.notes, "\n"));
+  EXPECT_NE(notes.find("seed=2: left out of the steps fit: collapsed"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("seed=3: left out of the steps fit: did not reach training loss 0.5"), std::string::npos)
+      << notes;
+  ASSERT_TRUE(p.steps_fit.has_value());
+  EXPECT_NEAR(p.steps_fit->b_crit, kBcrit, 0.03 * kBcrit);  // fitted without them
+}
+
+TEST(Plan, ACalibrationWithoutAStepsModelNamesWhatIsMissing) {
+  testing::TempDir tmp;
+  const fs::path root = tmp.path() / "cal";
+  for (int64_t b : {32, 128}) write_synthetic(root, {1, b, 1, /*epochs=*/1});  // timing only
+  write_synthetic(root, {1, 64, 2});  // one batch to the target, one replica: no noise scale
+  const Calibration c = read_calibration({root}, loss_target());
+  const std::string message = testing::error_of([&] { make_plan(c, parse_grid({"replicas=1", "batch=64"})); });
+  EXPECT_NE(message.find("no steps model"), std::string::npos) << message;
+  EXPECT_NE(message.find("1 global batch (needs 2 or more)"), std::string::npos) << message;
+  EXPECT_NE(message.find("noise scale"), std::string::npos) << message;
+}
+
+TEST(Plan, GridArgumentsAreChecked) {
+  EXPECT_EQ(parse_grid({"replicas=1,2", "batch=64,128"}).size(), 4u);
+  EXPECT_NE(testing::error_of([] { parse_grid({"replicas=1,x", "batch=64"}); }).find("\"x\" is not a positive integer"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { parse_grid({"replicas=3", "batch=64"}); }).find("64 does not divide by replicas 3"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { parse_grid({"batch=64"}); }).find("needs both"), std::string::npos);
+}
+
+TEST(PlanCheck, ScoresHeldOutCellsAndShowsTheHash) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=1,2", "batch=64,128,512"}));
+  write_plan(p, tmp.path() / "plan");
+  for (int seed : {1, 2})
+    for (int64_t b : {128, 512}) write_synthetic(tmp.path() / "held", {2, b, seed});
+  const CheckResult r = check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"});
+  EXPECT_EQ(r.plan_hash, p.hash);
+  EXPECT_TRUE(r.hash_matches);
+  ASSERT_EQ(r.cells.size(), 2u);
+  EXPECT_EQ(r.judged, 2);
+  for (const auto& cell : r.cells) {
+    EXPECT_LT(std::abs(cell.step_error), 0.02);
+    EXPECT_LT(std::abs(cell.steps_error), 0.03);
+    EXPECT_LT(std::abs(cell.ttt_error), 0.05);
+  }
+  EXPECT_EQ(r.planner.within_tolerance, 2);
+  EXPECT_DOUBLE_EQ(r.planner.regret, 1.0);
+  const std::string md = render_check_markdown(r);
+  EXPECT_NE(md.find(p.hash), std::string::npos);
+}
+
+TEST(PlanCheck, AnEditedPlanDoesNotMatchItsHash) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  write_plan(make_plan(c, parse_grid({"replicas=2", "batch=128"})), tmp.path() / "plan");
+  json plan = json::parse(testing::read_file(tmp.path() / "plan" / "plan.json"));
+  plan["predictions"][0]["time_to_target_s"] = 1.0;
+  testing::write_file(tmp.path() / "plan" / "plan.json", plan.dump());
+  write_synthetic(tmp.path() / "held", {2, 128});
+  EXPECT_FALSE(check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"}).hash_matches);
+}
+
+}  // namespace
+}  // namespace ddplab::plan
