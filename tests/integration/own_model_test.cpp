@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/config/spec.h"
-#include "ddplab/distributed/grad_sync.h"
+#include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/train/options.h"
 #include "distributed/ranks.h"
 #include "integration/integration_util.h"
@@ -46,7 +46,7 @@ TEST(OwnModel, MnistCnnAsLayersTrainsToTheSameRecordsBitForBitAsTheBuiltIn) {
   expect_same_training(builtin, listed);
 }
 
-// Rank r of 2 takes half r of a batch through GradSync (mean); one process takes each half on a
+// Rank r of 2 takes half r of a batch through GradReducer (mean); one process takes each half on a
 // copy of its own. The reduced gradients must equal the halves' average. `make` builds the model
 // (the same weights every call); BatchNorm normalizes each half by its own statistics either way.
 void expect_two_ranks_average_the_shard_gradients(const std::function<std::shared_ptr<models::Model>()>& make) {
@@ -69,7 +69,7 @@ void expect_two_ranks_average_the_shard_gradients(const std::function<std::share
   run_ranks(2, [&](const std::shared_ptr<distributed::Comm>& comm) {
     const int r = comm->rank;
     auto& model = *ranks[static_cast<size_t>(r)];
-    distributed::GradSync sync(model.parameters(), comm);
+    distributed::GradReducer sync(model.parameters(), comm);
     sync.prepare_for_backward();
     torch::nn::functional::cross_entropy(model.forward(x.narrow(0, 4 * r, 4)), y.narrow(0, 4 * r, 4)).backward();
     sync.finalize();

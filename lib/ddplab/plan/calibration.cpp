@@ -63,7 +63,7 @@ void measure_timing(const std::vector<rundir::EpochRecord>& records, MeasuredRun
       step_s.push_back(r.epoch_s / epoch_steps);
       wait_s.push_back(r.comm_wait_s / epoch_steps);
     }
-    bytes += static_cast<double>(r.comm_bytes);
+    bytes += static_cast<double>(r.comm_bytes.value_or(0));
     steps += epoch_steps;
     eval_s += (r.wall_s - prev_wall) - r.epoch_s;
     thr += r.images_per_s;
@@ -133,8 +133,8 @@ void measure_target(const report::RunData& run, const Target& target, const std:
     }
   } else if (target.acc) {
     const bool on_validation = std::all_of(run.epochs.begin(), run.epochs.end(),
-                                           [](const report::EpochPoint& e) { return std::isfinite(e.val_acc); });
-    if (const report::EpochPoint* e = run.first_reaching(*target.acc, on_validation)) {
+                                           [](const rundir::EpochRecord& e) { return e.val_acc.has_value(); });
+    if (const rundir::EpochRecord* e = run.first_reaching(*target.acc, on_validation)) {
       m.steps_to_target = static_cast<double>(e->step);
       m.time_to_target_s = e->wall_s + startup;
     }
