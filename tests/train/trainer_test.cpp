@@ -125,29 +125,30 @@ TEST(Trainer, ReportsEveryStepOnEveryRankAndEveryEpochOnRankZeroAndPrintsNothing
   }
 }
 
+// Two replicas simulated in one process: ranks that are threads would share the process's default
+// generator (weights and dropout masks drawn in a racy order), one process draws deterministically,
+// and its two dropout streams must resume too. (Processes: tests/integration/reliability_test.cpp.)
 TEST(Trainer, ACleanStopInsideAnEpochThenResumeGivesTheRecordsOfARunNeverStopped) {
   testing::Workspace ws(/*train=*/256, /*test=*/64);
   auto doc = ws.base_spec("never_stopped");
   doc["replicas"]["count"] = 2;
-  // dropout stays 0: ranks that are threads share the process's default generator (the dropout
-  // streams' resume is tested with processes, tests/integration).
+  doc["replicas"]["mode"] = "simulated";
+  doc["model"]["dropout"] = 0.3;
   const config::ExperimentSpec never_stopped = config::resolve(doc);
-  train_observed(never_stopped, 2);
+  train_observed(never_stopped, 1);
 
   doc["name"] = "stopped";
-  // Asked before global step 5 (epoch 2 of 4 steps); the flag is read one step late, so every
-  // rank stops after step 7, the epoch's third.
-  doc["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 5}};
+  // Asked before global step 5 (epoch 2 of 4 steps); the flag is read one step late, so the run
+  // stops after step 7, the epoch's third.
+  doc["debug"] = {{"fault", "stop"}, {"rank", 0}, {"step", 5}};
   const config::ExperimentSpec stopped = config::resolve(doc);
-  const auto first = train_ranks(stopped, 2);
-  for (const auto& run : first) {
-    const auto e = thrown<Interrupted>(run);
-    EXPECT_NE(std::string(e.what()).find("after step 7 (epoch 2)"), std::string::npos) << e.what();
-  }
+  const auto first = train_ranks(stopped, 1);
+  const auto e = thrown<Interrupted>(first[0]);
+  EXPECT_NE(std::string(e.what()).find("after step 7 (epoch 2)"), std::string::npos) << e.what();
   EXPECT_EQ(numeric_records(stopped).size(), 1U) << "epoch 1's record, nothing of epoch 2 yet";
 
-  const auto second = train_ranks(stopped, 2, /*resume=*/true);
-  for (const auto& run : second) EXPECT_FALSE(run.error) << "the resumed attempt finishes";
+  const auto second = train_ranks(stopped, 1, /*resume=*/true);
+  EXPECT_FALSE(second[0].error) << "the resumed attempt finishes";
   EXPECT_EQ(second[0].recorder->steps.front(), std::make_pair(1, int64_t{3})) << "it goes on after the stop's step";
   EXPECT_EQ(numeric_records(stopped), numeric_records(never_stopped));
 }
