@@ -4,7 +4,7 @@
 // step, then local SGD averaging or the EASGD elastic step when one is due (replica_sync.h).
 // Per epoch: sample-weighted train metrics and exact test metrics summed over all replicas, the
 // audits below, one record (rank 0). With replicas.mode "simulated" one process computes all
-// replicas: the middle of the step runs once per shard (simulated.h).
+// replicas: the middle of the step runs once per shard (local_replicas.h, simulated.h).
 //
 // Audits, every epoch (cheap; audits.h): (a) replica consistency: a checksum per parameter
 // compared across ranks; a mismatch stops the run naming the first parameter that differs (towers
@@ -87,10 +87,10 @@ class Interrupted : public std::runtime_error {
   int signal;
 };
 
-// Builds the transform, model and optimizer of `spec` once on `data` (cheap) so that errors only
-// they can find (an augment crop larger than the images, a weight_decay_groups entry that matches
-// no parameter, a global batch larger than the training set) are ddplab::Errors raised before a
-// run directory is made.
+// make_network(spec, data, 0) on the CPU (network.h), the very set-up the Trainer runs, so that
+// errors only it can find (an augment crop larger than the images, a weight_decay_groups entry
+// that matches no parameter, a global batch larger than the training set, a model that cannot take
+// the images) are ddplab::Errors raised before a run directory is made.
 void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& data);
 
 // Trains replica `world.rank`. Throws AuditFailure on a failed audit, Diverged, Interrupted, and
