@@ -21,14 +21,12 @@ class ProcessReplica final : public LocalReplicas {
   ProcessReplica(const distributed::World& world, c10::Device device, const distributed::GradReducer& reducer,
                  std::shared_ptr<distributed::Comm> comm)
       : LocalReplicas(world.size, {world.rank}),
-        rank_(world.rank),
-        size_(world.size),
         reducer_(reducer),
         comm_(std::move(comm)),
         generator_(dropout_generator(device)) {}
 
-  int loader_rank() const override { return rank_; }
-  int loader_ranks() const override { return size_; }
+  int loader_rank() const override { return ids().front(); }
+  int loader_ranks() const override { return count(); }
   void compute(const at::Tensor& x, const at::Tensor& y, const ShardStep& step) override { step(x, y); }
   at::Tensor local_norm_squared_mean() const override { return reducer_.local_norm_squared_mean(); }
 
@@ -37,9 +35,9 @@ class ProcessReplica final : public LocalReplicas {
     return comm_ ? distributed::allgather(*comm_, state) : std::vector<at::Tensor>{state};
   }
   bool set_dropout_states(const std::vector<at::Tensor>& states) override {
-    if (static_cast<int>(states.size()) != size_ || states[0].numel() != dropout_state_bytes()) return false;
+    if (static_cast<int>(states.size()) != count() || states[0].numel() != dropout_state_bytes()) return false;
     std::lock_guard<std::mutex> lock(generator_.mutex());
-    generator_.set_state(states[static_cast<size_t>(rank_)]);
+    generator_.set_state(states[static_cast<size_t>(ids().front())]);
     return true;
   }
   int64_t dropout_state_bytes() override { return own_state().numel(); }
@@ -50,7 +48,6 @@ class ProcessReplica final : public LocalReplicas {
     return generator_.get_state();
   }
 
-  int rank_, size_;
   const distributed::GradReducer& reducer_;
   std::shared_ptr<distributed::Comm> comm_;
   at::Generator generator_;
