@@ -92,6 +92,9 @@ def enum_spellings():
                 walk(v)
 
     walk(schema)
+    # model.name's enum is written into the schema at build time from the registry's X(name) lines.
+    registry = (ROOT / "lib/ddplab/models/models.cpp").read_text()
+    found.update(re.findall(r"^  X\(([a-z0-9_]+)\)", registry, re.M))
     return found | STATUSES
 
 

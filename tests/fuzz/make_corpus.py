@@ -9,6 +9,7 @@ its own files.
 """
 import gzip
 import os
+import re
 import struct
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -139,6 +140,9 @@ def schema_words():
             walk(sub, prefix + key + ".")
 
     walk(schema, "")
+    # model.name's enum is written into the schema at build time from the registry's X(name) lines.
+    with open(os.path.join(root, "lib", "ddplab", "models", "models.cpp")) as f:
+        values.update(re.findall(r"^  X\(([a-z0-9_]+)\)", f.read(), re.M))
     return sorted(keys), sorted(dotted), sorted(values)
 
 

@@ -76,6 +76,6 @@ at::Tensor tf_local_response_norm(const at::Tensor& x) {
   return F::local_response_norm(x, F::LocalResponseNormFuncOptions(9).alpha(0.001).beta(0.75).k(1.0));
 }
 
-extern const ModelEntry kCifarTfCnn{"cifar_tf_cnn", "the TF CIFAR-10 tutorial CNN", false, &make};
+DDPLAB_REGISTER_MODEL(cifar_tf_cnn, "the TF CIFAR-10 tutorial CNN", /*has_batch_norm=*/false, &make);
 
 }  // namespace ddplab::models

@@ -172,6 +172,6 @@ std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape
 
 }  // namespace
 
-extern const ModelEntry kLayers{"layers", "the list of layers in model.layers", false, &make};
+DDPLAB_REGISTER_MODEL(layers, "the list of layers in model.layers", /*has_batch_norm=*/false, &make);
 
 }  // namespace ddplab::models

@@ -32,6 +32,6 @@ std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape
 
 }  // namespace
 
-extern const ModelEntry kMlp{"mlp", "one hidden layer", false, &make};
+DDPLAB_REGISTER_MODEL(mlp, "one hidden layer", /*has_batch_norm=*/false, &make);
 
 }  // namespace ddplab::models

@@ -46,6 +46,6 @@ std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape
 
 }  // namespace
 
-extern const ModelEntry kMnistCnn{"mnist_cnn", "the TF \"Deep MNIST\" CNN", false, &make};
+DDPLAB_REGISTER_MODEL(mnist_cnn, "the TF \"Deep MNIST\" CNN", /*has_batch_norm=*/false, &make);
 
 }  // namespace ddplab::models

@@ -7,22 +7,23 @@
 
 namespace ddplab::models {
 
-// The registry: one line per model, in the order of schema.json's model.name enum. Each names the
-// ModelEntry that its lib/ddplab/models/<name>.cpp defines.
+// The registry: one line per model, X(<name>), each defined by DDPLAB_REGISTER_MODEL in
+// lib/ddplab/models/<name>.cpp. CMakeLists.txt reads these lines (`  X(name)`, two spaces in) into
+// the schema's model.name enum, in this order.
 #define DDPLAB_FOR_EACH_MODEL(X) \
-  X(kMnistCnn)                   \
-  X(kMlp)                        \
-  X(kCifarTfCnn)                 \
-  X(kResnet20)                   \
-  X(kLayers)                     \
-  X(kTorchscript)
+  X(mnist_cnn)                   \
+  X(mlp)                         \
+  X(cifar_tf_cnn)                \
+  X(resnet20)                    \
+  X(layers)                      \
+  X(torchscript)
 
-#define DDPLAB_DECLARE_MODEL(entry) extern const ModelEntry entry;
+#define DDPLAB_DECLARE_MODEL(name) extern const ModelEntry DDPLAB_MODEL_ENTRY(name);
 DDPLAB_FOR_EACH_MODEL(DDPLAB_DECLARE_MODEL)
 #undef DDPLAB_DECLARE_MODEL
 
 const std::vector<const ModelEntry*>& registered_models() {
-#define DDPLAB_ADDRESS_OF_MODEL(entry) &entry,
+#define DDPLAB_ADDRESS_OF_MODEL(name) &DDPLAB_MODEL_ENTRY(name),
   static const std::vector<const ModelEntry*> models{DDPLAB_FOR_EACH_MODEL(DDPLAB_ADDRESS_OF_MODEL)};
 #undef DDPLAB_ADDRESS_OF_MODEL
   return models;

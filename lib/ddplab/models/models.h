@@ -1,9 +1,10 @@
 // The model registry. Every model maps a float image batch [B, C, H, W] to logits [B, classes].
-// Each model is its own lib/ddplab/models/<name>.cpp, which documents it and defines its
-// ModelEntry; models.cpp lists the entries, one line each, in the order of schema.json's
-// `model.name` enum (tests/models/models_test.cpp checks that the two agree). Today: mnist_cnn,
-// mlp, cifar_tf_cnn, resnet20, and the user's own: layers (a list in the spec, layers.cpp) and
-// torchscript (a module saved from Python, torchscript.cpp) (docs/spec.md, `model.name`).
+// Each model is its own lib/ddplab/models/<name>.cpp, which documents it and defines its entry
+// (DDPLAB_REGISTER_MODEL below); models.cpp lists the entries, one line each. That list is the
+// schema's `model.name` enum too: CMakeLists.txt writes it into the schema compiled into the
+// binary, so a new model is its file, its line and its test. Today: mnist_cnn, mlp, cifar_tf_cnn,
+// resnet20, and the user's own: layers (a list in the spec, layers.cpp) and torchscript (a module
+// saved from Python, torchscript.cpp) (docs/models.md).
 //
 // Parameters are registered in forward order; the gradient buckets (distributed/grad_reducer.h) take
 // them in reverse. The model keeps no link to the process group: for model.sync_bn the trainer
@@ -59,8 +60,7 @@ class Model : public torch::nn::Module {
   std::shared_ptr<ReplicaSum> replica_sum_ = std::make_shared<ReplicaSum>();
 };
 
-// One registered model: what models/<name>.cpp defines, as
-// `extern const ModelEntry kMlp{"mlp", "...", false, &make};`.
+// One registered model: what models/<name>.cpp defines with DDPLAB_REGISTER_MODEL.
 struct ModelEntry {
   const char* name;         // the spec's model.name
   const char* description;  // one line: what the model is
@@ -72,7 +72,15 @@ struct ModelEntry {
   std::shared_ptr<Model> (*make)(const ModelOptions& options, const InputShape& shape);
 };
 
-// Every registered model, in the order of schema.json's model.name enum.
+// Defines the entry of model `name` (an identifier: the spec's spelling) in namespace
+// ddplab::models, once, in lib/ddplab/models/<name>.cpp:
+//   DDPLAB_REGISTER_MODEL(mlp, "one hidden layer", /*has_batch_norm=*/false, &make);
+// and models.cpp's DDPLAB_FOR_EACH_MODEL lists it: X(mlp).
+#define DDPLAB_MODEL_ENTRY(name) model_entry_##name
+#define DDPLAB_REGISTER_MODEL(name, description, has_batch_norm, make) \
+  extern const ModelEntry DDPLAB_MODEL_ENTRY(name) { #name, description, has_batch_norm, make }
+
+// Every registered model, in the registry's order (models.cpp; the schema's model.name enum).
 const std::vector<const ModelEntry*>& registered_models();
 
 // The entry named `name`; a spec error naming /model/name and the registered names otherwise.

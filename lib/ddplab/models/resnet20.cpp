@@ -91,6 +91,6 @@ std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape
 
 }  // namespace
 
-extern const ModelEntry kResnet20{"resnet20", "He et al. 2016's CIFAR ResNet-20, option A shortcuts", true, &make};
+DDPLAB_REGISTER_MODEL(resnet20, "He et al. 2016's CIFAR ResNet-20, option A shortcuts", /*has_batch_norm=*/true, &make);
 
 }  // namespace ddplab::models

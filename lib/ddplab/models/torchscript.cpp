@@ -106,7 +106,7 @@ std::shared_ptr<Model> make(const ModelOptions& options, const InputShape& shape
 
 }  // namespace
 
-extern const ModelEntry kTorchscript{"torchscript", "a TorchScript module saved from Python (model.torchscript)", false,
-                                     &make};
+DDPLAB_REGISTER_MODEL(torchscript, "a TorchScript module saved from Python (model.torchscript)",
+                      /*has_batch_norm=*/false, &make);
 
 }  // namespace ddplab::models
