@@ -1,13 +1,14 @@
 // The schema, the typed spec and the field table agree: every schema property is a field (or is
 // named as read by hand), every default is the struct's default, every enum spells the same names.
 // A default changed in only one of schema.json and spec.h fails here.
-#include "ddplab/config/spec_fields.h"
 
 #include <set>
 #include <sstream>
 #include <type_traits>
 
 #include <gtest/gtest.h>
+
+#include "ddplab/config/spec.h"
 
 namespace ddplab::config {
 namespace {
@@ -89,7 +90,7 @@ TEST(SpecFields, EverySchemaPropertyIsAFieldOrNamedAsReadByHand) {
   std::set<std::string> listed;
   const ExperimentSpec defaults;
   for_each_field(defaults, [&](const char* pointer, const auto&) { listed.insert(pointer); });
-  // spec_fields.h says why each of these is not one field; report.* and slurm.* have their own structs.
+  // spec.h's for_each_field says why each of these is not one field; report.* and slurm.* have their own structs.
   const std::set<std::string> by_hand = {
       "/batch/per_replica", "/batch/global",  "/optimizer/betas", "/optimizer/weight_decay_groups",
       "/model/layers",      "/replicas/sync", "/debug/fault",     "/sweep",
@@ -99,7 +100,7 @@ TEST(SpecFields, EverySchemaPropertyIsAFieldOrNamedAsReadByHand) {
   for (const auto& pointer : all) {
     if (pointer.rfind("/report/", 0) == 0 || pointer.rfind("/slurm/", 0) == 0) continue;
     EXPECT_TRUE(listed.count(pointer) + by_hand.count(pointer) == 1)
-        << pointer << ": add it to config/spec_fields.h (or to the by-hand list there and here)";
+        << pointer << ": add it to for_each_field in config/spec.h (or to the by-hand list there and here)";
   }
 }
 

@@ -26,7 +26,6 @@
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/slurm.h"
 #include "ddplab/config/spec_error.h"
-#include "ddplab/config/spec_fields.h"
 
 namespace ddplab::config {
 namespace {
