@@ -3,8 +3,10 @@
 //                                                             (calibration_specs), then plan
 //   ddplab plan --grid ... --calibration DIR...               plan from runs that exist
 //   ddplab plan --check plan.json RUN_DIR...                  score a plan on runs done after it
-// plan.json and plan.md go to --out (default: <SPEC's output>/<name>-plan, or the first
-// calibration directory); check.json and check.md next to plan.json unless --out.
+// plan.json, plan.md and plan.html go to --out (default: <SPEC's output>/<name>-plan, or the
+// first calibration directory); check.json and check.md next to plan.json unless --out.
+// The all-reduce probe (allreduce_probe.h) runs after a calibration sweep, or with --probe on a
+// calibration given, unless a calibration directory holds probe.json already (then it is reused).
 #pragma once
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ struct PlanRequest {
   std::string out;                       // --out
   double target_loss = 0;                // --target-loss (0: not given)
   double target_acc = 0;                 // --target-acc (0: not given)
+  bool probe = false;                    // --probe: probe all-reduces for a calibration given
 };
 int plan_command(const PlanRequest& request);
 
