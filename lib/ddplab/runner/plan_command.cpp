@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/cuda.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
@@ -113,7 +114,13 @@ std::vector<json> calibration_specs(const json& doc, const std::vector<plan::Gri
 }
 
 namespace {
-int machine_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+// How many replicas of `spec` this machine runs at once: one process per GPU for CUDA over NCCL
+// (NCCL refuses two ranks on one GPU), else one per core.
+int replica_slots(const config::ExperimentSpec& spec) {
+  if (spec.replicas.device == config::Device::kCuda && spec.replicas.backend == config::Backend::kNccl)
+    return static_cast<int>(torch::cuda::device_count());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 plan::Target target_of(const PlanRequest& r) {
   plan::Target t;
@@ -136,7 +143,7 @@ fs::path run_calibration(const std::string& spec_path, const std::vector<plan::G
   const json doc = config::load_document(spec_path);
   const config::ExperimentSpec spec = config::resolve(doc, spec_path);
   const fs::path dir = out / "calibration";
-  const auto docs = calibration_specs(doc, grid, dir.string(), machine_cores());
+  const auto docs = calibration_specs(doc, grid, dir.string(), replica_slots(spec));
   const int64_t train_size = config::dataset_info(spec.dataset.name).train_size;
   double cost = 0;
   for (const auto& d : docs) {
@@ -160,11 +167,11 @@ fs::path run_calibration(const std::string& spec_path, const std::vector<plan::G
   return dir;
 }
 
-// The grid's replica counts from 2 to this machine's cores: those the probe can run here.
-std::vector<int> probe_counts(const std::vector<plan::GridCell>& grid) {
+// The grid's replica counts from 2 to replica_slots(spec): those the probe can run here.
+std::vector<int> probe_counts(const std::vector<plan::GridCell>& grid, const config::ExperimentSpec& spec) {
   std::set<int> counts;
   for (const auto& c : grid)
-    if (c.replicas >= 2 && c.replicas <= machine_cores()) counts.insert(c.replicas);
+    if (c.replicas >= 2 && c.replicas <= replica_slots(spec)) counts.insert(c.replicas);
   return {counts.begin(), counts.end()};
 }
 
@@ -198,9 +205,10 @@ int plan_command(const PlanRequest& r) {
   }
   const plan::Calibration c = plan::read_calibration(calibration, target_of(r));
   const bool may_probe = (r.calibration.empty() || r.probe) && !c.runs.empty();
-  const auto probe =
-      may_probe ? ensure_probe(calibration.front(), rundir::spec_file(c.runs.front().dir).string(), probe_counts(grid))
-                : reuse_probe(calibration);
+  const std::string spec_file = may_probe ? rundir::spec_file(c.runs.front().dir).string() : std::string();
+  const auto probe = may_probe ? ensure_probe(calibration.front(), spec_file,
+                                              probe_counts(grid, config::resolve(config::load_document(spec_file))))
+                               : reuse_probe(calibration);
   const plan::Plan p = plan::make_plan(c, grid, probe);
   for (const auto& note : p.notes) complain("note: {}", note);
   const auto files = plan::write_plan(p, out);

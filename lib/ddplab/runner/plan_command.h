@@ -35,7 +35,8 @@ int plan_command(const PlanRequest& request);
 //     smallest and largest (2 global batches) run to the end of the spec's epochs, at the
 //     smallest grid replica count of 2 or more (so the noise scale is logged; 1 when the grid has
 //     no other), repeats 1, log.every_steps on (10 unless set);
-//   <name>-timing-N<n>: for each grid replica count n up to `cores` that the steps runs do not
+//   <name>-timing-N<n>: for each grid replica count n up to `cores` (the replicas this machine
+//     runs at once: its cores, or its GPUs for CUDA over NCCL) that the steps runs do not
 //     time at 2 per-replica batches, the smallest and largest per-replica batch of the grid at n,
 //     1 epoch of at most 40 steps of the largest (dataset.train_limit), repeats 1.
 // Real processes throughout (replicas.mode as the spec has it).
