@@ -63,6 +63,9 @@ CLI::App* add_plan_command(CLI::App& app, Arguments& a) {
   plan->add_option("--out", a.plan.out, "Where plan.json/plan.md (or check.json/check.md) go");
   plan->add_option("--target-loss", a.plan.target_loss, "Target training loss (from step records; report.target_loss)");
   plan->add_option("--target-acc", a.plan.target_acc, "Target accuracy in (0, 1] (at epoch ends; report.target_acc)");
+  plan->add_flag("--probe", a.plan.probe,
+                 "With --calibration: measure all-reduce bandwidth and latency (probe.json in the first directory) "
+                 "when no calibration directory has them");
   return plan;
 }
 
@@ -103,6 +106,8 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.worker->add_option("spec", a.spec_path, "Experiment spec (JSON)")->required();
   c.worker->add_option("overrides", a.overrides, "Overrides key.path=value");
   c.worker->add_option("--run-id", a.run_id, "The run directory's name under <output>/<name> (default: seed=<seed>)");
+  // One rank of `ddplab plan`'s all-reduce probe (runner/allreduce_probe.h); ddplab starts it, a user never does.
+  c.worker->add_option("--allreduce-probe", a.probe_out)->group("");
   c.status =
       app.add_subcommand("status", "Show every run's state from its manifest and, for SLURM jobs, from scontrol");
   a.status_dir = config::with_defaults(nlohmann::json::object())["output"].get<std::string>();

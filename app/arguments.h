@@ -23,6 +23,7 @@ struct Arguments {
   config::SlurmOptions slurm;  // --partition, --time, --account, --sbatch-option
   runner::PackOptions pack;    // --jobs, --cores, --gpus
   std::string run_id;          // run / worker --run-id
+  std::string probe_out;       // worker --allreduce-probe FILE (hidden)
   std::string status_dir;
   std::vector<std::string> report_dirs;
   std::string report_out;

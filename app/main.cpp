@@ -14,6 +14,7 @@
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/stdlib_binding.h"
 #include "ddplab/base/version.h"
+#include "ddplab/runner/allreduce_probe.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/run_one.h"
@@ -80,6 +81,7 @@ int dispatch(const Commands& c, const Arguments& a) {
   if (c.validate->parsed()) return runner::validate(a.spec_path, a.overrides);
   if (c.export_tensorboard->parsed()) return export_tensorboard(a);
   if (c.plan->parsed()) return runner::plan_command(a.plan);
+  if (!a.probe_out.empty()) return runner::probe_worker_command(a.spec_path, a.probe_out);
   return runner::worker_command(a.spec_path, a.overrides, a.run_id);
 }
 

@@ -11,7 +11,8 @@
 # tests (NCCL included; none may skip), the quickstart on cuda (1 replica, and 2 replicas over gloo
 # sharing the one GPU; one epoch each of bf16 autocast and of bf16 gradient all-reduce), a stop and
 # resume on cuda, the time from the start of training to a target test accuracy (99% on MNIST when
-# .offline/data/mnist was staged, else 90% on Fashion-MNIST), the GPU variant of bench/compare.sh
+# .offline/data/mnist was staged, else 90% on Fashion-MNIST), the planner's check of the steps at
+# the global batches of 4 and 8 replicas (scripts/gpu-plan-check.sh), the GPU variant of bench/compare.sh
 # (ddplab vs PyTorch's Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and
 # the seconds outside training) at batch 64 and 512, and last the compiler warnings and all unit
 # tests. Everything goes to <out_dir>/gpu-check.txt, each step timed. About 7 minutes on one H200
@@ -43,9 +44,10 @@ step() {
 }
 python=${PYTHON:-python3}
 build=${GPU_CHECK_BUILD:-build-gpu}
-dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90
+dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90 plan_target=0.55
 if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
   dev=cpu nccl=gloo extra=(dataset.train_limit=3200 dataset.test_limit=500) rounds=1 limit64=3200 limit512=3200 fashion_target=0.50
+  plan_target=1.0
 fi
 runs=$(mktemp -d)
 export DDPLAB_REQUIRE_BROWSER=  # no browser there
@@ -132,6 +134,10 @@ for line in open(sys.argv[1]):
 else:
     sys.exit(f"{sys.argv[1]}: test accuracy never reached {target:.0%}")
 PY
+# The planner: what one GPU can check of N = 4, 8 (the steps at their global batches, 256 and 512;
+# docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
+STEP_LIMIT=300 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+  scripts/gpu-plan-check.sh $build "$out/plan-check" $dev "$fashion" "${extra[@]}"
 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
   bench/compare.sh $rounds $limit64
 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \

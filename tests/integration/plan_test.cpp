@@ -1,6 +1,7 @@
 // `ddplab plan` end to end on the tiny MNIST-format data: it decides a calibration sweep, runs it
-// with real processes (1 and 2 replicas), writes plan.json and plan.md, reuses the calibration
-// when given it, and `--check` scores the plan on run directories.
+// with real processes (1 and 2 replicas), probes all-reduces with 2 real processes, writes
+// plan.json, plan.md and plan.html, reuses the calibration and its probe when given them, and
+// `--check` scores the plan on run directories.
 #include "ddplab/plan/plan.h"
 
 #include <fmt/format.h>
@@ -28,6 +29,17 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
   EXPECT_EQ(plan["hash"].get<std::string>().size(), 16u);
   EXPECT_FALSE(plan["fastest"].is_null()) << plan.dump(2);
   EXPECT_TRUE(fs::exists(out / "plan.md"));
+  EXPECT_TRUE(fs::exists(out / "plan.html"));
+  // The all-reduce probe: 2 real Gloo processes on 127.0.0.1, positive bandwidth and latency, and
+  // the plan's communication constants are its.
+  const json probe = json::parse(read_file(out / "calibration" / "probe.json"));
+  EXPECT_EQ(probe["backend"], "gloo");
+  EXPECT_EQ(probe["points"].size(), 7u) << probe.dump(2);
+  EXPECT_GT(probe["bandwidth_bytes_per_s"].get<double>(), 0) << probe.dump(2);
+  EXPECT_GT(probe["latency_s"].get<double>(), 0) << probe.dump(2);
+  EXPECT_EQ(plan["step_time"]["comm_source"], "all-reduce probe") << plan.dump(2);
+  EXPECT_EQ(plan["step_time"]["latency_s"], probe["latency_s"]);
+  EXPECT_EQ(plan["probe"]["created"], probe["created"]);
   // The steps runs: 2 replicas (real processes) at global batches 32 and 64, to the end.
   const fs::path steps = out / "calibration" / "tiny_plan-calibration-steps";
   EXPECT_TRUE(fs::exists(steps / "batch.global=32,seed=3" / "steps.jsonl"));
@@ -38,6 +50,7 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
                              "0.5 --out {}",
                              (out / "calibration").string(), (out / "again").string()));
   ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("reusing the all-reduce probe"), std::string::npos) << again.output;
   EXPECT_EQ(json::parse(read_file(out / "again" / "plan.json"))["hash"], plan["hash"]);
   const auto check = run_ddplab(fmt::format("plan --check {} {}", (out / "plan.json").string(), steps.string()));
   ASSERT_EQ(check.exit_code, 0) << check.output;

@@ -4,6 +4,9 @@
 #include "ddplab/plan/plan.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <iterator>
+#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -40,8 +43,9 @@ struct SyntheticRun {
   int seed = 1;
   int epochs = 0;  // 0: enough to pass the target by half again
   std::string status = "done";
-  bool collapse = false;  // end near chance (final test accuracy 5%)
-  bool never = false;     // the loss never reaches the target
+  bool collapse = false;             // end near chance (final test accuracy 5%)
+  bool never = false;                // the loss never reaches the target
+  json spec_patch = json::object();  // merged into spec.json (the lr rule)
 };
 
 // Step records every 5 steps with a training loss falling linearly through the target at
@@ -76,13 +80,14 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
                          : static_cast<int>(std::ceil(1.5 * true_steps(static_cast<double>(r.global_batch)) / spe));
   const fs::path dir = root / fmt::format("replicas={},batch={},seed={}", r.replicas, r.global_batch, r.seed);
   fs::create_directories(dir);
-  testing::write_file(dir / "spec.json", json{{"name", "synthetic"},
-                                              {"seed", r.seed},
-                                              {"dataset", {{"name", "fashion-mnist"}}},
-                                              {"schedule", {{"warmup_epochs", 0}}},
-                                              {"replicas", {{"count", r.replicas}, {"bucket_mb", 25}}},
-                                              {"batch", {{"global", r.global_batch}}}}
-                                             .dump());
+  json spec = {{"name", "synthetic"},
+               {"seed", r.seed},
+               {"dataset", {{"name", "fashion-mnist"}}},
+               {"schedule", {{"warmup_epochs", 0}}},
+               {"replicas", {{"count", r.replicas}, {"bucket_mb", 25}}},
+               {"batch", {{"global", r.global_batch}}}};
+  spec.merge_patch(r.spec_patch);
+  testing::write_file(dir / "spec.json", spec.dump());
   std::string lines;
   double wall = 0;
   for (int e = 1; e <= epochs; ++e) {
@@ -158,19 +163,80 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
   EXPECT_EQ(p.hash.size(), 16u);
 }
 
+// The flags of the cell at `n` replicas and global batch `b`, joined by "; ".
+std::string flags_of(const Plan& p, int n, int64_t b) {
+  for (const auto& cell : p.cells)
+    if (cell.replicas == n && cell.global_batch == b) return fmt::format("{}", fmt::join(cell.flags, "; "));
+  return "no such cell";
+}
+
 TEST(Plan, FlagsWhereTheModelsExtrapolate) {
   testing::TempDir tmp;
   const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
   const Plan p = make_plan(c, parse_grid({"replicas=2,4", "batch=64,2048"}));
-  const auto flags_of = [&](int n, int64_t b) {
-    for (const auto& cell : p.cells)
-      if (cell.replicas == n && cell.global_batch == b) return fmt::format("{}", fmt::join(cell.flags, "; "));
-    return std::string("no such cell");
-  };
-  EXPECT_EQ(flags_of(2, 64), "");
-  EXPECT_NE(flags_of(4, 64).find("communication at 4 replicas extrapolated"), std::string::npos) << flags_of(4, 64);
-  EXPECT_NE(flags_of(2, 2048).find("outside the batches run to the target"), std::string::npos) << flags_of(2, 2048);
-  EXPECT_NE(flags_of(2, 2048).find("x B_crit"), std::string::npos) << flags_of(2, 2048);
+  EXPECT_EQ(flags_of(p, 2, 64), "");
+  EXPECT_NE(flags_of(p, 4, 64).find("communication at 4 replicas extrapolated"), std::string::npos)
+      << flags_of(p, 4, 64);
+  EXPECT_NE(flags_of(p, 2, 2048).find("outside the batches run to the target"), std::string::npos)
+      << flags_of(p, 2, 2048);
+  EXPECT_NE(flags_of(p, 2, 2048).find("x B_crit"), std::string::npos) << flags_of(p, 2, 2048);
+}
+
+// The linear rule from lr 0.1 at batch 64: steps runs at 64 (lr 0.1) and 1024 (lr 1.6).
+const json kLinearRule = {{"optimizer", {{"lr", 0.1}}}, {"schedule", {{"scale_rule", "linear"}, {"base_batch", 64}}}};
+
+fs::path write_linear_calibration(const fs::path& root) {
+  for (int64_t b : {64, 1024}) write_synthetic(root, {2, b, 1, 0, "done", false, false, kLinearRule});
+  for (int64_t b : {32, 128}) write_synthetic(root, {1, b, 1, 1, "done", false, false, kLinearRule});
+  return root;
+}
+
+// A cell's lr by the rule is flagged outside the calibrated lrs (0.1..1.6) and more than 2x from
+// the nearest of them; at exactly 2x (batch 128, lr 0.2) it is not.
+TEST(Plan, FlagsAnLrFarFromTheCalibratedLrs) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_linear_calibration(tmp.path() / "cal")}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=2", "batch=32,128,256,1024,2048"}));
+  EXPECT_EQ(p.lr_rule, "linear");
+  EXPECT_NEAR(p.calibrated_lrs.at(1024), 1.6, 1e-12);
+  EXPECT_NE(flags_of(p, 2, 32).find("lr 0.05 (linear rule) outside the lrs run to the target (0.1..1.6)"),
+            std::string::npos)
+      << flags_of(p, 2, 32);
+  EXPECT_EQ(flags_of(p, 2, 128).find("lr "), std::string::npos) << flags_of(p, 2, 128);
+  EXPECT_NE(flags_of(p, 2, 256).find("lr 0.4 (linear rule) more than 2x from the nearest lr run to the target (0.1)"),
+            std::string::npos)
+      << flags_of(p, 2, 256);
+  EXPECT_EQ(flags_of(p, 2, 1024).find("lr "), std::string::npos) << flags_of(p, 2, 1024);
+  EXPECT_NE(flags_of(p, 2, 2048).find("lr 3.2 (linear rule) outside"), std::string::npos) << flags_of(p, 2, 2048);
+  // The same lr at every batch (rule none): no lr flag anywhere.
+  const Plan same = make_plan(read_calibration({write_calibration(tmp.path() / "none")}, loss_target()),
+                              parse_grid({"replicas=2", "batch=32,2048"}));
+  for (const auto& cell : same.cells) EXPECT_EQ(flags_of(same, 2, cell.global_batch).find("lr "), std::string::npos);
+}
+
+// The seed question in the plan's terms: S(2B) / S(B) from the fit (S_min 300, B_crit 200), at the
+// same lr when the calibration ran one lr, and at the rule's lr (said so) when it ran the linear rule.
+TEST(Plan, AnswersTheSeedQuestionFromTheFit) {
+  testing::TempDir tmp;
+  const Plan p = make_plan(read_calibration({write_calibration(tmp.path() / "cal")}, loss_target()),
+                           parse_grid({"replicas=1,2", "batch=64,128"}));
+  ASSERT_EQ(p.doubled.size(), 2u);
+  const DoubledBatch& d = p.doubled.front();
+  EXPECT_EQ(d.batch, 64);
+  EXPECT_NEAR(d.ratio(), (128.0 + kBcrit) / (2 * (64.0 + kBcrit)), 0.03);  // 0.62: not half
+  EXPECT_FALSE(d.extrapolated);                                            // 64 and 128 inside 64..256
+  EXPECT_DOUBLE_EQ(d.lr, d.doubled_lr);
+  const std::string md = render_plan_markdown(p);
+  EXPECT_NE(md.find("predictions for 2 replicas at the same lr"), std::string::npos) << md;
+  EXPECT_NE(md.find("## The seed question: 2 replicas at twice the global batch"), std::string::npos) << md;
+  EXPECT_NE(md.find(fmt::format("| 64 | {:.0f} | {:.0f} | {:.2f} |", d.steps, d.doubled_steps, d.ratio())),
+            std::string::npos)
+      << md;
+  const Plan linear = make_plan(read_calibration({write_linear_calibration(tmp.path() / "lin")}, loss_target()),
+                                parse_grid({"replicas=1,2", "batch=64"}));
+  const std::string lin = render_plan_markdown(linear);
+  EXPECT_NE(lin.find("predicted at the rule's lr at 2B, not at the same lr"), std::string::npos) << lin;
+  EXPECT_NEAR(linear.doubled.front().doubled_lr, 0.2, 1e-12);
 }
 
 TEST(Plan, CollapsedAndNeverReachingRunsAreLeftOutAndSaid) {
@@ -207,6 +273,73 @@ TEST(Plan, GridArgumentsAreChecked) {
   EXPECT_NE(testing::error_of([] { parse_grid({"replicas=3", "batch=64"}); }).find("64 does not divide by replicas 3"),
             std::string::npos);
   EXPECT_NE(testing::error_of([] { parse_grid({"batch=64"}); }).find("needs both"), std::string::npos);
+}
+
+// A probe from the truth's bandwidth (latency 0.1 ms): the plan takes its constants, keeps the
+// ones fitted from the step times beside them, and says which it used; probe.json round-trips.
+TEST(Plan, UsesTheProbesBandwidthAndLatency) {
+  testing::TempDir tmp;
+  const StepTimeModel m = truth();
+  std::vector<ProbePoint> points;
+  for (const int64_t bytes : probe_sizes())
+    points.push_back({2, static_cast<double>(bytes), ring_factor(2) * bytes * m.seconds_per_byte + 1e-4});
+  const auto made = make_probe("gloo", "cpu", points);
+  ASSERT_TRUE(made.has_value());
+  write_probe(*made, tmp.path() / "cal");
+  EXPECT_FALSE(find_probe({tmp.path()}).has_value());
+  const auto probe = find_probe({tmp.path() / "cal"});
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_NEAR(probe->bandwidth_bytes_per_s(), 2e8, 0.01 * 2e8);
+  EXPECT_NEAR(probe->fit.latency_s, 1e-4, 0.01 * 1e-4);
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  const Plan p = make_plan(c, parse_grid({"replicas=1,2", "batch=64,256"}), probe);
+  EXPECT_TRUE(p.step_time.comm_measured);
+  EXPECT_EQ(p.step_time.seconds_per_byte, probe->fit.seconds_per_byte);
+  EXPECT_EQ(p.step_time.latency_s, probe->fit.latency_s);
+  ASSERT_TRUE(p.step_time_fitted.has_value());
+  EXPECT_NEAR(1 / p.step_time_fitted->seconds_per_byte, 2e8, 0.02 * 2e8);  // fitted from the step times
+  const std::string md = render_plan_markdown(p);
+  EXPECT_NE(md.find("measured by the all-reduce probe"), std::string::npos) << md;
+  EXPECT_NE(md.find("fitted from the step times instead: bandwidth 200 MB/s"), std::string::npos) << md;
+  EXPECT_EQ(p.to_json()["step_time"]["comm_source"], "all-reduce probe");
+}
+
+// plan.html: self-contained (no script, nothing fetched), parsed by headless Chromium as the
+// report's test parses report.html; it holds every cell's row and the chart with a drawn line
+// per replica count and the recommended cell labelled.
+TEST(PlanBrowser, PlanHtmlHoldsEveryCellAndTheChart) {
+  if (testing::run_command("command -v chromium").exit_code != 0) {
+    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr)
+      FAIL() << "chromium not installed (scripts/test.sh installs it)";
+    GTEST_SKIP() << "chromium not installed";
+  }
+  testing::TempDir tmp;
+  const Plan p = make_plan(read_calibration({write_calibration(tmp.path() / "cal")}, loss_target()),
+                           parse_grid({"replicas=1,2", "batch=64,128,256,512"}));
+  const auto files = write_plan(p, tmp.path() / "plan");
+  ASSERT_EQ(files.size(), 4u);
+  const std::string html = testing::read_file(tmp.path() / "plan" / "plan.html");
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));
+  const auto dom = testing::run_command(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking "
+      "--disable-component-update --disable-sync --user-data-dir=" +
+      tmp.str("profile") + " --dump-dom file://" + (tmp.path() / "plan" / "plan.html").string() + " 2>/dev/null");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  for (const auto& cell : p.cells) {
+    const std::string row = fmt::format("<tr><td>{}</td><td>{}</td><td>{:.0f}</td><td>{:.2f}</td>", cell.replicas,
+                                        cell.global_batch, cell.per_replica_batch, 1e3 * cell.step_s);
+    EXPECT_NE(dom.output.find(row), std::string::npos) << row;
+  }
+  const size_t chart = dom.output.find(R"(<svg xmlns="http://www.w3.org/2000/svg" id="chart-plan_ttt")");
+  ASSERT_NE(chart, std::string::npos) << dom.output.substr(0, 3000);
+  const std::string svg = dom.output.substr(chart, dom.output.find("</svg>", chart) - chart);
+  const std::regex line("<path[^>]*class=\"line\"[^>]* d=\"M[0-9.]+,[0-9.]+ L");
+  EXPECT_EQ(std::distance(std::sregex_iterator(svg.begin(), svg.end(), line), std::sregex_iterator()), 2) << svg;
+  EXPECT_NE(svg.find(">fastest"), std::string::npos) << svg;
+  EXPECT_NE(dom.output.find("<h2>The seed question: 2 replicas at twice the global batch</h2>"), std::string::npos);
+  EXPECT_NE(testing::read_file(tmp.path() / "plan" / "plan.md").find("](plan_ttt.svg)"), std::string::npos);
 }
 
 TEST(PlanCheck, ScoresHeldOutCellsAndShowsTheHash) {

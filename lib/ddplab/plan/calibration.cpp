@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/lr_rule.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/layout.h"
@@ -169,6 +170,16 @@ Target Target::from_json(const json& j) {
   return t;
 }
 
+double rule_lr(const json& spec, double global_batch) {
+  try {
+    const config::ExperimentSpec s = config::resolve(spec, "spec.json");
+    return s.optimizer.lr *
+           config::lr_scale(s.schedule.scale_rule, global_batch, static_cast<double>(s.schedule.base_batch));
+  } catch (const std::exception&) {
+    return kNaN;
+  }
+}
+
 MeasuredRun measure_run(const report::RunData& run, const Target& target) {
   MeasuredRun m;
   m.dir = run.dir;
@@ -184,6 +195,7 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
     return m;
   }
   measure_timing(records, m);
+  m.lr = rule_lr(run.spec, static_cast<double>(m.global_batch));
   json manifest;
   try {
     manifest = rundir::read_manifest(run.dir);

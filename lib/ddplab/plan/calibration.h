@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,7 +56,14 @@ struct MeasuredRun {
   // Whether its step time counts: finished with records and not diverged (a collapsed run trains
   // as fast as any).
   bool timed = false;
+  // The lr its spec gives at its global batch (rule_lr); NaN when the spec does not resolve.
+  double lr = std::numeric_limits<double>::quiet_NaN();
 };
+
+// The lr a spec document (a run's spec.json) gives at `global_batch`: optimizer.lr x
+// schedule.scale_rule's factor (config/lr_rule.h), before warmup and decay; NaN when the document
+// does not resolve.
+double rule_lr(const nlohmann::json& spec, double global_batch);
 
 // Measures `run` (loaded by report::load_run) against `target`.
 MeasuredRun measure_run(const report::RunData& run, const Target& target);

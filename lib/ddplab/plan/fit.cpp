@@ -84,8 +84,16 @@ void scale_single_batch_counts(const std::vector<StepTiming>& timings, StepTimeM
   }
 }
 
-// For overlap g: the communication fit and its squared log error over `timings`.
+// The squared log error of the model's step times over `timings`.
+double squared_log_error(const StepTimeModel& m, const std::vector<StepTiming>& timings) {
+  double err = 0;
+  for (const auto& t : timings) err += std::pow(std::log(m.step_s(t.replicas, t.per_replica_batch) / t.step_s), 2);
+  return err;
+}
+
+// For overlap g: the communication fit (unless measured) and its squared log error over `timings`.
 double fit_comm_at(StepTimeModel& m, const std::vector<StepTiming>& timings) {
+  if (m.comm_measured) return squared_log_error(m, timings);
   std::vector<double> u, v, y;
   std::set<int> counts;
   for (const auto& t : timings) {
@@ -102,9 +110,7 @@ double fit_comm_at(StepTimeModel& m, const std::vector<StepTiming>& timings) {
   const auto [spb, lat] = nonnegative_fit(u, m.latency_fitted ? v : std::vector<double>{}, y);
   m.seconds_per_byte = spb;
   m.latency_s = lat;
-  double err = 0;
-  for (const auto& t : timings) err += std::pow(std::log(m.step_s(t.replicas, t.per_replica_batch) / t.step_s), 2);
-  return err;
+  return squared_log_error(m, timings);
 }
 }  // namespace
 
@@ -159,13 +165,19 @@ double StepTimeModel::exposed_comm_s(int replicas, double per_replica_batch) con
   return step_s(replicas, per_replica_batch) - compute_s(replicas, per_replica_batch);
 }
 
-StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double payload_bytes, int buckets) {
+StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double payload_bytes, int buckets,
+                            const std::optional<CommFit>& measured) {
   StepTimeModel m;
   m.compute = fit_compute_per_replicas(timings);
   scale_single_batch_counts(timings, m);
   m.payload_bytes = payload_bytes;
   m.buckets = std::max(1, buckets);
   const bool any_comm = std::any_of(timings.begin(), timings.end(), [](const StepTiming& t) { return t.replicas > 1; });
+  if (measured && any_comm && payload_bytes > 0) {
+    m.comm_measured = true;
+    m.seconds_per_byte = measured->seconds_per_byte;
+    m.latency_s = measured->latency_s;
+  }
   double best_err = std::numeric_limits<double>::infinity(), best_g = 1;
   if (any_comm && payload_bytes > 0) {
     const int n = static_cast<int>(std::lround((kOverlapMax - kOverlapMin) / kOverlapStep));
@@ -180,10 +192,25 @@ StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double paylo
   }
   m.overlap = best_g;
   if (any_comm && payload_bytes > 0) fit_comm_at(m, timings);
-  double sum = 0;
-  for (const auto& t : timings) sum += std::pow(std::log(m.step_s(t.replicas, t.per_replica_batch) / t.step_s), 2);
-  m.log_rms = timings.empty() ? kNaN : std::sqrt(sum / static_cast<double>(timings.size()));
+  m.log_rms = timings.empty() ? kNaN : std::sqrt(squared_log_error(m, timings) / static_cast<double>(timings.size()));
   return m;
+}
+
+std::optional<CommFit> fit_allreduce(const std::vector<ProbePoint>& points) {
+  std::vector<double> u, v, y;
+  std::set<double> sizes;
+  for (const auto& p : points) {
+    if (p.replicas < 2 || !(p.seconds > 0) || !(p.bytes > 0)) continue;
+    // Each row divided by its time: relative errors, so that the small sizes, which carry the
+    // latency, weigh as much as the large ones, which carry the bandwidth.
+    u.push_back(ring_factor(p.replicas) * p.bytes / p.seconds);
+    v.push_back(1 / p.seconds);
+    y.push_back(1);
+    sizes.insert(p.bytes);
+  }
+  if (sizes.size() < 2) return std::nullopt;
+  const auto [spb, latency] = nonnegative_fit(u, v, y);
+  return CommFit{spb, latency};
 }
 
 int bucket_count(double payload_bytes, double bucket_mb) {

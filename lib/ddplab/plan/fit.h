@@ -42,6 +42,24 @@ double ring_factor(int replicas);
 // The overlap exponents fit_step_time tries: 1 to 10 in steps of 0.01.
 constexpr double kOverlapMin = 1, kOverlapMax = 10, kOverlapStep = 0.01;
 
+// The communication constants of T_comm: seconds per byte (1 / bandwidth) and latency per all-reduce.
+struct CommFit {
+  double seconds_per_byte = 0;
+  double latency_s = 0;
+};
+
+// One all-reduce timing of the probe (probe.h): `replicas` processes all-reducing `bytes`, the
+// median seconds per all-reduce over the repetitions (the slowest rank's).
+struct ProbePoint {
+  int replicas = 2;
+  double bytes = 0;
+  double seconds = 0;
+};
+// seconds = 2 (N - 1) / N x bytes x seconds_per_byte + latency_s over `points` (every replica count
+// together), by non-negative least squares of the relative errors (a 4 KiB all-reduce counts as
+// much as a 16 MiB one); nullopt with fewer than 2 distinct sizes at 2+ replicas.
+std::optional<CommFit> fit_allreduce(const std::vector<ProbePoint>& points);
+
 struct StepTimeModel {
   std::map<int, ComputeFit> compute;  // per calibrated replica count (at least one)
   // Replica counts timed at one per-replica batch only: their line is the nearest fitted count's,
@@ -55,6 +73,9 @@ struct StepTimeModel {
   // Whether bandwidth and latency were fitted apart (2+ replica counts above 1 calibrated);
   // else the whole communication time is put on bandwidth and latency_s is 0.
   bool latency_fitted = false;
+  // Whether bandwidth and latency were measured by the all-reduce probe (probe.h) rather than
+  // fitted from the step times; only the overlap g is then fitted.
+  bool comm_measured = false;
   double log_rms = 0;  // root mean square of log(predicted / measured) step time over the calibration
 
   // The compute fit of the calibrated replica count nearest to `replicas` (the lower on a tie).
@@ -72,8 +93,11 @@ struct StepTimeModel {
 // the grid above, the communication time each multi-replica timing implies, (T_step^g -
 // T_comp^g)^(1/g), is fitted as x / bw + buckets * latency by non-negative least squares (x = ring
 // bytes), and the g with the smallest squared log error of the predicted step times wins.
+// With `measured` (the all-reduce probe's constants) bandwidth and latency are taken from it and
+// only g is fitted (comm_measured).
 // Throws ddplab::Error naming what is missing: no replica count with 2 distinct per-replica batches.
-StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double payload_bytes, int buckets);
+StepTimeModel fit_step_time(const std::vector<StepTiming>& timings, double payload_bytes, int buckets,
+                            const std::optional<CommFit>& measured = std::nullopt);
 
 // All-reduces per step for `payload_bytes` of gradients: DDP's first bucket closes at 1 MiB,
 // the others at `bucket_mb` MiB.

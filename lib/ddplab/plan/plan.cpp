@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/spec.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
 
@@ -61,7 +62,7 @@ std::vector<const MeasuredRun*> timed_runs(const Calibration& c) {
   return out;
 }
 
-void fit_step_time_model(const Calibration& c, Plan& p) {
+void fit_step_time_model(const Calibration& c, const std::optional<AllReduceProbe>& probe, Plan& p) {
   std::vector<StepTiming> timings;
   double payload = 0, bucket_mb = 25;
   for (const MeasuredRun* r : timed_runs(c)) {
@@ -69,7 +70,15 @@ void fit_step_time_model(const Calibration& c, Plan& p) {
     if (r->replicas > 1 && r->wire_bytes_per_step > 0) payload = r->wire_bytes_per_step / ring_factor(r->replicas);
     bucket_mb = r->bucket_mb;
   }
-  p.step_time = fit_step_time(timings, payload, bucket_count(payload, bucket_mb));
+  const int buckets = bucket_count(payload, bucket_mb);
+  p.step_time = fit_step_time(timings, payload, buckets, probe ? std::optional<CommFit>(probe->fit) : std::nullopt);
+  if (p.step_time.comm_measured) {
+    p.probe = probe;
+    p.step_time_fitted = fit_step_time(timings, payload, buckets);
+  } else if (probe) {
+    p.notes.push_back(fmt::format(
+        "{}: not used: no calibration run at 2+ replicas gives the gradient bytes an all-reduce carries", probe->file));
+  }
   for (const MeasuredRun* r : timed_runs(c)) {
     const StepTiming& t = r->timing;
     p.step_fit.push_back({r->run_id, t.replicas, t.per_replica_batch, t.step_s,
@@ -80,7 +89,7 @@ void fit_step_time_model(const Calibration& c, Plan& p) {
     p.notes.push_back(
         "no calibration run at 2+ replicas: communication is not modelled, so every replica count above 1 is "
         "predicted as compute alone (flagged)");
-  else if (!p.step_time.latency_fitted)
+  else if (!p.step_time.latency_fitted && !p.step_time.comm_measured)
     p.notes.push_back(
         "one replica count above 1 calibrated: bandwidth and latency cannot be told apart, so the communication "
         "time is put on bandwidth alone (latency 0)");
@@ -88,15 +97,17 @@ void fit_step_time_model(const Calibration& c, Plan& p) {
 
 // The McCandlish fit on the mean steps per global batch over seeds, and the noise-scale references.
 void fit_steps_model(const Calibration& c, Plan& p, std::vector<const MeasuredRun*>& references) {
-  std::map<int64_t, std::vector<double>> by_batch;
+  std::map<int64_t, std::vector<double>> by_batch, lrs;
   for (const auto& r : c.runs) {
     if (!r.left_out.empty() || !r.steps_to_target) continue;
     by_batch[r.global_batch].push_back(*r.steps_to_target);
+    lrs[r.global_batch].push_back(r.lr);
     if (!r.progress.empty() && r.replicas > 1) references.push_back(&r);
   }
   std::vector<double> batches, steps;
   for (const auto& [b, s] : by_batch) {
     p.calibrated_steps[b] = report::mean(s);
+    p.calibrated_lrs[b] = report::mean(lrs[b]);
     batches.push_back(static_cast<double>(b));
     steps.push_back(p.calibrated_steps[b]);
   }
@@ -171,6 +182,26 @@ std::map<int, std::pair<double, double>> timed_ranges(const Calibration& c) {
   return out;
 }
 
+// The lr flag (kLrFarFactor): "" when the cell's lr is within the calibrated lrs and near one.
+std::string lr_flag(const Plan& p, const CellPlan& cell) {
+  std::vector<double> lrs;
+  for (const auto& [b, lr] : p.calibrated_lrs)
+    if (std::isfinite(lr) && lr > 0) lrs.push_back(lr);
+  if (lrs.empty() || !std::isfinite(cell.lr) || !(cell.lr > 0)) return "";
+  constexpr double kSame = 1 + 1e-9;  // lrs printed and parsed back may differ in the last bits
+  const double lo = *std::min_element(lrs.begin(), lrs.end()), hi = *std::max_element(lrs.begin(), lrs.end());
+  if (cell.lr * kSame < lo || cell.lr > hi * kSame)
+    return fmt::format("lr {:.4g} ({} rule) outside the lrs run to the target ({:.4g}..{:.4g})", cell.lr, p.lr_rule, lo,
+                       hi);
+  double nearest = lrs.front();
+  for (double lr : lrs)
+    if (std::max(cell.lr / lr, lr / cell.lr) < std::max(cell.lr / nearest, nearest / cell.lr)) nearest = lr;
+  if (std::max(cell.lr / nearest, nearest / cell.lr) > kLrFarFactor * kSame)
+    return fmt::format("lr {:.4g} ({} rule) more than {:g}x from the nearest lr run to the target ({:.4g})", cell.lr,
+                       p.lr_rule, kLrFarFactor, nearest);
+  return "";
+}
+
 // Where the cell lies outside what the calibration measured.
 std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const Calibration& c) {
   std::vector<std::string> flags;
@@ -199,6 +230,7 @@ std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const C
   if (p.steps_fit && cell.global_batch > kFarAboveCriticalBatch * p.steps_fit->b_crit)
     flags.push_back(fmt::format("global batch {:.1f} x B_crit (~{:.0f})",
                                 static_cast<double>(cell.global_batch) / p.steps_fit->b_crit, p.steps_fit->b_crit));
+  if (std::string lr = lr_flag(p, cell); !lr.empty()) flags.push_back(std::move(lr));
   const double warmup =
       c.spec.is_object() && c.spec.contains("schedule") ? c.spec["schedule"].value("warmup_epochs", 0.0) : 0.0;
   const double steps_per_epoch = std::ceil(p.samples_per_epoch / static_cast<double>(cell.global_batch));
@@ -245,6 +277,35 @@ void recommend(Plan& p) {
       p.cheapest = i;
 }
 
+// schedule.scale_rule's spelling in the spec document `spec`; "" when it does not resolve.
+std::string scale_rule_of(const json& spec) {
+  try {
+    return config::name(config::resolve(spec, "spec.json").schedule.scale_rule);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// The seed question at every grid batch B: S(2B) / S(B) by the steps estimate the plan uses.
+void answer_doubled_batch(const Calibration& c, const std::vector<const MeasuredRun*>& references,
+                          const std::vector<GridCell>& grid, Plan& p) {
+  const auto steps_at = [&](double b) { return p.steps_fit ? p.steps_fit->steps(b) : noise_estimate(references, b); };
+  std::set<int64_t> batches;
+  for (const auto& g : grid) batches.insert(g.global_batch);
+  const int64_t lo = p.calibrated_steps.empty() ? 0 : p.calibrated_steps.begin()->first;
+  const int64_t hi = p.calibrated_steps.empty() ? 0 : p.calibrated_steps.rbegin()->first;
+  for (int64_t b : batches) {
+    DoubledBatch d;
+    d.batch = b;
+    d.steps = steps_at(static_cast<double>(b));
+    d.doubled_steps = steps_at(2.0 * static_cast<double>(b));
+    d.lr = rule_lr(c.spec, static_cast<double>(b));
+    d.doubled_lr = rule_lr(c.spec, 2.0 * static_cast<double>(b));
+    d.extrapolated = b < lo || 2 * b > hi;
+    p.doubled.push_back(d);
+  }
+}
+
 void note_steps_gap(Plan& p) {
   double gap = kNaN;
   for (const auto& cell : p.cells)
@@ -276,12 +337,14 @@ std::vector<GridCell> parse_grid(const std::vector<std::string>& args) {
   return cells;
 }
 
-Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid) {
+Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid,
+               const std::optional<AllReduceProbe>& probe) {
   Plan p;
   p.target = calibration.target;
   p.notes = calibration.notes;
+  p.lr_rule = scale_rule_of(calibration.spec);
   for (const auto& r : calibration.runs) p.calibration_runs.push_back(r.dir.string());
-  fit_step_time_model(calibration, p);
+  fit_step_time_model(calibration, probe, p);
   std::vector<const MeasuredRun*> references;
   fit_steps_model(calibration, p, references);
   const Overheads o = overheads_of(calibration);
@@ -292,9 +355,11 @@ Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid
   for (const auto& g : grid) {
     CellPlan cell = predict_cell(p, g, o, references, calibration.target.loss.has_value());
     cell.calibrated = measured.count({g.replicas, g.global_batch}) > 0;
+    cell.lr = rule_lr(calibration.spec, static_cast<double>(g.global_batch));
     cell.flags = cell_flags(p, cell, calibration);
     p.cells.push_back(cell);
   }
+  answer_doubled_batch(calibration, references, grid, p);
   note_steps_gap(p);
   recommend(p);
   p.hash = predictions_hash(p.cells);

@@ -1,9 +1,11 @@
 // `ddplab plan`: from a calibration (calibration.h), predictions for every cell of a grid of
 // replica counts x global batches: step time, steps and time to the target, device-seconds,
-// scaling efficiency, the two baselines, flags where the models extrapolate, and the
-// recommendation (fastest; cheapest in device-seconds within kCheapestWithin of the fastest).
-// Written as plan.json (with a hash of its predictions, so that a later `ddplab plan --check`
-// shows they came first) and plan.md. docs/planner.md describes the models and their assumptions.
+// scaling efficiency, the two baselines, flags where the models extrapolate, the recommendation
+// (fastest; cheapest in device-seconds within kCheapestWithin of the fastest) and the seed
+// question in the plan's terms (DoubledBatch). Written as plan.json (with a hash of its
+// predictions, so that a later `ddplab plan --check` shows they came first), plan.md and plan.html
+// (self-contained, with the chart of predicted time to target). docs/planner.md describes the
+// models and their assumptions.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -16,7 +18,9 @@
 
 #include "ddplab/plan/calibration.h"
 #include "ddplab/plan/fit.h"
+#include "ddplab/plan/probe.h"
 #include "ddplab/report/report.h"
+#include "ddplab/report/svg.h"
 
 namespace ddplab::plan {
 
@@ -34,6 +38,10 @@ constexpr double kCheapestWithin = report::kCheapestWithin;
 // A global batch above this many B_crit is flagged: steps there barely fall, and the fit is least
 // constrained.
 constexpr double kFarAboveCriticalBatch = 4;
+// A cell's lr (the calibration spec's rule at its global batch) is flagged when it lies outside
+// the lrs of the calibration runs that reached the target, or more than this factor from the
+// nearest of them: the steps model was fitted at those lrs and does not know another.
+constexpr double kLrFarFactor = 2;
 
 struct CellPlan {
   int replicas = 1;
@@ -50,6 +58,7 @@ struct CellPlan {
   double scaling_efficiency = 0;   // step_s(1, b) / step_s(N, b): throughput over N x one replica's
   double linear_ttt_s = 0;         // baseline: linear speedup from the reference calibration cell
   double throughput_ttt_s = 0;     // baseline: throughput only, the reference's epochs at this cell's speed
+  double lr = 0;                   // the calibration spec's rule_lr at this global batch (NaN: unknown)
   bool calibrated = false;         // a calibration run measured this very cell (not held out)
   std::vector<std::string> flags;  // where the models extrapolate
 };
@@ -64,17 +73,35 @@ struct FitRow {
   double comm_wait_s = 0, fitted_exposed_s = 0;
 };
 
+// The seed question at global batch B, from the steps model: do 2 replicas at twice the global
+// batch reach the target of 1 replica at B in half the steps? The model's answer is S(2B) / S(B)
+// against 1/2, at the lrs the calibration's rule gives (lr, doubled_lr).
+struct DoubledBatch {
+  int64_t batch = 0;
+  double steps = 0, doubled_steps = 0;  // S(B), S(2B) by the estimate Plan::steps_source names
+  double lr = 0, doubled_lr = 0;        // rule_lr at B and at 2B (NaN: unknown)
+  bool extrapolated = false;            // B or 2B outside the batches run to the target
+  double ratio() const { return doubled_steps / steps; }
+};
+
 struct Plan {
   Target target;
   std::vector<CellPlan> cells;
   StepTimeModel step_time;
   std::vector<FitRow> step_fit;  // per timed calibration run
+  // The all-reduce probe (probe.json) whose bandwidth and latency step_time uses (comm_measured),
+  // and beside it the model with them fitted from the step times instead.
+  std::optional<AllReduceProbe> probe;
+  std::optional<StepTimeModel> step_time_fitted;
   std::optional<report::BatchTradeoffFit> steps_fit;
   std::string steps_fit_refusal;               // why there is no fit, when there is none
   std::string steps_source;                    // "McCandlish fit" or "noise scale"
   double steps_gap = 0;                        // largest |fit - noise| / fit over the cells (NaN without both)
   int noise_reference_runs = 0;                // runs whose B_simple trajectory gives the noise-scale estimate
   std::map<int64_t, double> calibrated_steps;  // global batch -> mean steps to the target over seeds
+  std::map<int64_t, double> calibrated_lrs;    // global batch -> their runs' rule_lr (NaN: unknown)
+  std::string lr_rule;                         // the calibration spec's schedule.scale_rule ("" unknown)
+  std::vector<DoubledBatch> doubled;           // the seed question at each grid batch
   // The baselines' reference: the calibration cell with the fewest replicas, then the smallest
   // batch, that reached the target; its mean time and epochs to the target.
   GridCell reference;
@@ -88,11 +115,13 @@ struct Plan {
   nlohmann::json to_json() const;
 };
 
-// Fits both models on `calibration` and predicts every cell. Throws ddplab::Error naming what is
-// missing when the calibration cannot support the grid: no replica count timed at 2 per-replica
-// batches, or no steps estimate (neither 2 global batches that reached the target with samples
-// growing with the batch, nor a run at 2+ replicas with the noise scale that reached it).
-Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid);
+// Fits both models on `calibration` and predicts every cell; with `probe`, T_comm's bandwidth and
+// latency are the probe's (the fitted ones are kept beside them). Throws ddplab::Error naming what
+// is missing when the calibration cannot support the grid: no replica count timed at 2
+// per-replica batches, or no steps estimate (neither 2 global batches that reached the target with
+// samples growing with the batch, nor a run at 2+ replicas with the noise scale that reached it).
+Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid,
+               const std::optional<AllReduceProbe>& probe = std::nullopt);
 
 // FNV-1a (64 bit) of the predictions (replicas, batch, step time, steps, time to target and the
 // baselines of every cell, as compact JSON with numbers printed to 6 significant digits), in hex.
@@ -102,8 +131,14 @@ nlohmann::json predictions_json(const std::vector<CellPlan>& cells);
 std::string hash_of(const nlohmann::json& predictions);
 
 std::string render_plan_markdown(const Plan& plan);
+// A self-contained page (the report's CSS and inline SVG, nothing fetched): the recommendation,
+// every cell's predictions and flags, the seed question, the models, and plan_chart.
+std::string render_plan_html(const Plan& plan);
+// Predicted time to target against global batch (log2 x, log y), one line per replica count, the
+// recommended cells marked and labelled ("fastest", "cheapest").
+report::LineChart plan_chart(const Plan& plan);
 
-// Writes plan.json and plan.md into `out_dir` (created); returns the files.
+// Writes plan.json, plan.md and plan.html into `out_dir` (created); returns the files.
 std::vector<std::filesystem::path> write_plan(const Plan& plan, const std::filesystem::path& out_dir);
 
 }  // namespace ddplab::plan

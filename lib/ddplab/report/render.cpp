@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/report/page.h"
 #include "ddplab/report/report.h"
 #include "ddplab/report/svg.h"
 #include "ddplab/rundir/run_log.h"
@@ -42,20 +43,6 @@ std::string csv_field(const std::string& s) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-// Markdown text, not HTML: no entities (a reader sees "can't", not "can&#39;t"); a '|' would end
-// a table cell and a '<' open an HTML tag, so both are backslash-escaped.
-std::string md_cell(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|' || c == '<')
-      out += {'\\', c};
-    else if (c == '\n')
-      out += ' ';
-    else
-      out += c;
-  }
-  return out;
 }
 
 // "validation" or "test": the set whose accuracy chooses (ReportData::on_validation).
@@ -136,9 +123,6 @@ size_t holm_family(const ReportData& d) {
 std::string verdict_text(const GroupComparison& c) {
   return c.identical ? std::string("identical runs") : std::string(verdict_name(c.stats.verdict));
 }
-
-// Rows of the tables shared by HTML and Markdown.
-using Table = std::vector<std::vector<std::string>>;
 
 // B_simple per group with what more replicas buy (groups without a noise scale left out).
 // "29%", or "75% (above the ideal 50%: outside the model)" when doubling the batch cut the steps
@@ -489,33 +473,6 @@ std::string summary_note() {
       kLossWindowSamples);
 }
 
-std::string html_table(const Table& t, const std::string& cls) {
-  std::string o = fmt::format("<table class=\"{}\">\n<thead><tr>", cls);
-  for (const auto& h : t[0]) o += fmt::format("<th>{}</th>", escape_html(h));
-  o += "</tr></thead>\n<tbody>\n";
-  for (size_t i = 1; i < t.size(); ++i) {
-    o += "<tr>";
-    for (const auto& c : t[i]) o += fmt::format("<td>{}</td>", escape_html(c));
-    o += "</tr>\n";
-  }
-  return o + "</tbody></table>\n";
-}
-
-std::string md_table(const Table& t) {
-  std::string o;
-  auto row = [&](const std::vector<std::string>& cells) {
-    o += "|";
-    for (const auto& c : cells) o += fmt::format(" {} |", md_cell(c));
-    o += '\n';
-  };
-  row(t[0]);
-  o += "|";
-  for (size_t i = 0; i < t[0].size(); ++i) o += " --- |";
-  o += '\n';
-  for (size_t i = 1; i < t.size(); ++i) row(t[i]);
-  return o;
-}
-
 // The x of a per-epoch chart.
 enum class EpochX { kEpoch, kSteps, kSamples, kWall };
 
@@ -567,17 +524,6 @@ const ChartDef kCharts[] = {
      [](const rundir::EpochRecord& e) { return e.lr; }, EpochX::kEpoch, false, false},
 };
 
-const char* kCss = R"(body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
-table{border-collapse:collapse;margin:1em 0;font-size:14px}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f2f2f2}
-tr:nth-child(even) td{background:#fafafa}
-.warnings li{color:#a33}
-figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
-figcaption{color:#555;font-size:13px;max-width:760px}
-.arm{display:inline-block;white-space:nowrap}
-.swatch{display:inline-block;width:1.6em;height:0.7em;margin:0 0.3em 0 0.6em}
-.note{color:#555;font-size:14px;max-width:60em})";
 }  // namespace
 
 namespace {
@@ -884,10 +830,7 @@ std::string render_html(const ReportData& d) { return render_html(d, report_char
 std::string render_markdown(const ReportData& d) { return render_markdown(d, report_charts(d)); }
 
 std::string render_html(const ReportData& d, const ReportCharts& charts) {
-  std::string o = fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>ddplab report: {}</title>\n"
-      "<style>\n{}\n</style>\n</head>\n<body>\n",
-      escape_html(d.title), kCss);
+  std::string o = html_page_start(fmt::format("ddplab report: {}", d.title));
   o += fmt::format("<h1>ddplab report: {}</h1>\n", escape_html(d.title));
   o += html_intro(d);
   o += html_colour_key(d);
@@ -899,7 +842,7 @@ std::string render_html(const ReportData& d, const ReportCharts& charts) {
   for (const auto& c : charts.epochs) o += html_figure(c, "");
   o += fmt::format("<h2>Runs</h2>\n{}<p class=\"note\">{}</p>\n", html_table(runs_table(d), "runs"),
                    escape_html(best_note(d)));
-  return o + "</body>\n</html>\n";
+  return o + html_page_end();
 }
 
 std::string render_markdown(const ReportData& d, const ReportCharts& charts) {

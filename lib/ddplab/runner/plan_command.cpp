@@ -3,19 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/cuda.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/config/datasets.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/plan/check.h"
+#include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/runner/allreduce_probe.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
 
@@ -110,6 +114,14 @@ std::vector<json> calibration_specs(const json& doc, const std::vector<plan::Gri
 }
 
 namespace {
+// How many replicas of `spec` this machine runs at once: one process per GPU for CUDA over NCCL
+// (NCCL refuses two ranks on one GPU), else one per core.
+int replica_slots(const config::ExperimentSpec& spec) {
+  if (spec.replicas.device == config::Device::kCuda && spec.replicas.backend == config::Backend::kNccl)
+    return static_cast<int>(torch::cuda::device_count());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 plan::Target target_of(const PlanRequest& r) {
   plan::Target t;
   if (r.target_loss < 0 || r.target_acc < 0 || r.target_acc > 1)
@@ -130,9 +142,8 @@ double full_epochs(const json& d, int64_t train_size) {
 fs::path run_calibration(const std::string& spec_path, const std::vector<plan::GridCell>& grid, const fs::path& out) {
   const json doc = config::load_document(spec_path);
   const config::ExperimentSpec spec = config::resolve(doc, spec_path);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const fs::path dir = out / "calibration";
-  const auto docs = calibration_specs(doc, grid, dir.string(), cores);
+  const auto docs = calibration_specs(doc, grid, dir.string(), replica_slots(spec));
   const int64_t train_size = config::dataset_info(spec.dataset.name).train_size;
   double cost = 0;
   for (const auto& d : docs) {
@@ -154,6 +165,14 @@ fs::path run_calibration(const std::string& spec_path, const std::vector<plan::G
       say("ddplab plan: {} ended with exit code {}; planning from what it left", file.string(), code);
   }
   return dir;
+}
+
+// The grid's replica counts from 2 to replica_slots(spec): those the probe can run here.
+std::vector<int> probe_counts(const std::vector<plan::GridCell>& grid, const config::ExperimentSpec& spec) {
+  std::set<int> counts;
+  for (const auto& c : grid)
+    if (c.replicas >= 2 && c.replicas <= replica_slots(spec)) counts.insert(c.replicas);
+  return {counts.begin(), counts.end()};
 }
 
 int check(const PlanRequest& r) {
@@ -185,7 +204,12 @@ int plan_command(const PlanRequest& r) {
     out = calibration.front();
   }
   const plan::Calibration c = plan::read_calibration(calibration, target_of(r));
-  const plan::Plan p = plan::make_plan(c, grid);
+  const bool may_probe = (r.calibration.empty() || r.probe) && !c.runs.empty();
+  const std::string spec_file = may_probe ? rundir::spec_file(c.runs.front().dir).string() : std::string();
+  const auto probe = may_probe ? ensure_probe(calibration.front(), spec_file,
+                                              probe_counts(grid, config::resolve(config::load_document(spec_file))))
+                               : reuse_probe(calibration);
+  const plan::Plan p = plan::make_plan(c, grid, probe);
   for (const auto& note : p.notes) complain("note: {}", note);
   const auto files = plan::write_plan(p, out);
   say("{}", plan::render_plan_markdown(p));

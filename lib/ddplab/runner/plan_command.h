@@ -3,8 +3,10 @@
 //                                                             (calibration_specs), then plan
 //   ddplab plan --grid ... --calibration DIR...               plan from runs that exist
 //   ddplab plan --check plan.json RUN_DIR...                  score a plan on runs done after it
-// plan.json and plan.md go to --out (default: <SPEC's output>/<name>-plan, or the first
-// calibration directory); check.json and check.md next to plan.json unless --out.
+// plan.json, plan.md and plan.html go to --out (default: <SPEC's output>/<name>-plan, or the
+// first calibration directory); check.json and check.md next to plan.json unless --out.
+// The all-reduce probe (allreduce_probe.h) runs after a calibration sweep, or with --probe on a
+// calibration given, unless a calibration directory holds probe.json already (then it is reused).
 #pragma once
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ struct PlanRequest {
   std::string out;                       // --out
   double target_loss = 0;                // --target-loss (0: not given)
   double target_acc = 0;                 // --target-acc (0: not given)
+  bool probe = false;                    // --probe: probe all-reduces for a calibration given
 };
 int plan_command(const PlanRequest& request);
 
@@ -32,7 +35,8 @@ int plan_command(const PlanRequest& request);
 //     smallest and largest (2 global batches) run to the end of the spec's epochs, at the
 //     smallest grid replica count of 2 or more (so the noise scale is logged; 1 when the grid has
 //     no other), repeats 1, log.every_steps on (10 unless set);
-//   <name>-timing-N<n>: for each grid replica count n up to `cores` that the steps runs do not
+//   <name>-timing-N<n>: for each grid replica count n up to `cores` (the replicas this machine
+//     runs at once: its cores, or its GPUs for CUDA over NCCL) that the steps runs do not
 //     time at 2 per-replica batches, the smallest and largest per-replica batch of the grid at n,
 //     1 epoch of at most 40 steps of the largest (dataset.train_limit), repeats 1.
 // Real processes throughout (replicas.mode as the spec has it).

@@ -2,15 +2,17 @@
 
 #include <cmath>
 
+#include "ddplab/config/lr_rule.h"
+
 namespace ddplab::train {
 
 LrSchedule::LrSchedule(const config::OptimizerSpec& optimizer, const config::ScheduleSpec& schedule,
                        int64_t global_batch, int epochs)
-    : base_lr_(optimizer.lr), scale_(1.0), schedule_(schedule), epochs_(epochs) {
-  double k = static_cast<double>(global_batch) / static_cast<double>(schedule.base_batch);
-  if (schedule.scale_rule == config::ScaleRule::kLinear) scale_ = k;
-  if (schedule.scale_rule == config::ScaleRule::kSqrt) scale_ = std::sqrt(k);
-}
+    : base_lr_(optimizer.lr),
+      scale_(config::lr_scale(schedule.scale_rule, static_cast<double>(global_batch),
+                              static_cast<double>(schedule.base_batch))),
+      schedule_(schedule),
+      epochs_(epochs) {}
 
 double LrSchedule::operator()(double e) const {
   const auto& s = schedule_;
