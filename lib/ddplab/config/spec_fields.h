@@ -71,6 +71,8 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/checkpoint/every_epochs", spec.checkpoint.every_epochs);
   visit("/checkpoint/keep", spec.checkpoint.keep);
   visit("/log/every_steps", spec.log.every_steps);
+  visit("/log/eval_every_steps", spec.log.eval_every_steps);
+  visit("/log/eval_samples", spec.log.eval_samples);
   visit("/log/progress_s", spec.log.progress_s);
   visit("/log/tensorboard", spec.log.tensorboard);
   visit("/debug/audits", spec.debug.audits);
