@@ -31,7 +31,7 @@ int plan_command(const PlanRequest& request);
 //   <name>-steps: the smallest grid batch and the grid batch nearest the geometric mean of the
 //     smallest and largest (2 global batches) run to the end of the spec's epochs, at the
 //     smallest grid replica count of 2 or more (so the noise scale is logged; 1 when the grid has
-//     no other), repeats 1, log.every_steps on (10 unless set);
+//     no other), repeats 1, log.every_steps on (10 unless it or log.eval_every_steps is set);
 //   <name>-timing-N<n>: for each grid replica count n up to `cores` that the steps runs do not
 //     time at 2 per-replica batches, the smallest and largest per-replica batch of the grid at n,
 //     1 epoch of at most 40 steps of the largest (dataset.train_limit), repeats 1.
