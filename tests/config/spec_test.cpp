@@ -649,6 +649,20 @@ TEST(Spec, StepLoggingIsOffByDefaultAndChecked) {
             "/log/every_steps: must be <= 1000000000, got 1000000001");
 }
 
+TEST(Spec, EvaluationPointsAreOffByDefaultAndFallOnStepRecords) {
+  const ExperimentSpec off = resolve(minimal());
+  EXPECT_EQ(off.log.eval_every_steps, 0);
+  EXPECT_EQ(off.log.eval_samples, 1000);
+  EXPECT_EQ(off.log.step_record_every(), 0) << "no step records without either cadence";
+  EXPECT_EQ(resolve(with("log.eval_every_steps=30")).log.step_record_every(), 30) << "records close at the points";
+  json both = with("log.every_steps=10");
+  apply_override(both, "log.eval_every_steps=30");
+  EXPECT_EQ(resolve(both).log.step_record_every(), 10);
+  apply_override(both, "log.eval_every_steps=25");
+  EXPECT_EQ(resolve_error(both), "/log/eval_every_steps: must be a multiple of log.every_steps (10), got 25");
+  EXPECT_EQ(resolve_error(with("log.eval_samples=-1")), "/log/eval_samples: must be >= 0, got -1");
+}
+
 // Integers the typed spec could not hold were narrowed silently (threads 4294967297 ran with 1
 // thread while spec.json said 4294967297) or wrapped (seed 2^64-1 got valijson's bare
 // "Expected number greater than or equal to 0.000000").

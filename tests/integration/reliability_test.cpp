@@ -296,6 +296,37 @@ TEST(Reliability, AWeightEmaKeepsBatchNormStatisticsOfItsOwnAndResumesExactly) {
   EXPECT_EQ(running_means("ema"), running_means("stopped"));
 }
 
+// The [step, eval_loss, eval_acc] of the step records that hold an evaluation point.
+std::vector<nlohmann::json> eval_points(const std::vector<nlohmann::json>& steps) {
+  std::vector<nlohmann::json> points;
+  for (const auto& r : steps)
+    if (r.contains("eval_acc")) points.push_back({r["step"], r["eval_loss"], r["eval_acc"]});
+  return points;
+}
+
+// log.eval_every_steps with two processes: the training records are those of the run without
+// points (epochs.jsonl and the step records' training fields), and a run stopped between two
+// points and resumed has the same points, at the same steps with the same values.
+TEST(Reliability, EvaluationPointsChangeNoTrainingRecordAndSurviveAStop) {
+  Workspace ws(1024, 100);  // 16 steps per epoch
+  auto without = run_ddplab("run " + ws.write_spec(reliability_spec(ws, "without", 2), "without.json"));
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  auto spec = reliability_spec(ws, "full", 2);
+  spec["log"]["eval_every_steps"] = 10;
+  spec["log"]["eval_samples"] = 60;
+  auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  expect_same_metrics(read_records(run_dir(ws, "without")), read_records(run_dir(ws, "full")));
+  expect_same_steps(read_steps(run_dir(ws, "without")), read_steps(run_dir(ws, "full")));
+  const auto points = eval_points(read_steps(run_dir(ws, "full")));
+  ASSERT_EQ(points.size(), 6u) << "after steps 10 and 16 of each of 3 epochs";
+  EXPECT_EQ(points[2][0], 26);
+  EXPECT_EQ(manifest(ws, "full")["step_eval"], (nlohmann::json{{"every_steps", 10}, {"set", "test"}, {"samples", 60}}));
+  stop_then_resume(ws, spec, "stopped", 1, 21);  // read one step late: stops after step 22
+  EXPECT_EQ(eval_points(read_steps(run_dir(ws, "stopped"))), points);
+  expect_same_metrics(read_records(run_dir(ws, "full")), read_records(run_dir(ws, "stopped")));
+}
+
 // Two simulated replicas in one process (dropout on: each replica's RNG stream is in the
 // checkpoint) stopped mid-epoch and resumed give the uninterrupted run's records.
 TEST(Reliability, TwoSimulatedReplicasResumeExactly) {

@@ -27,9 +27,9 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
   if (r.threads > 0) spec["replicas"]["threads"] = r.threads;
   spec.merge_patch(r.spec_patch);
   write_file(dir / "spec.json", spec.dump(2));
-  write_file(
-      dir / "manifest.json",
-      json{{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}}.dump(2));
+  json manifest = {{"experiment", r.name}, {"run_id", id}, {"status", r.status}, {"start", "2026-01-01T00:00:00Z"}};
+  manifest.merge_patch(r.manifest_patch);
+  write_file(dir / "manifest.json", manifest.dump(2));
   std::string lines;
   const int64_t global_batch = int64_t{r.per_replica} * r.replicas;
   const int64_t steps_per_epoch = r.train_samples > 0 ? (r.train_samples + global_batch - 1) / global_batch : 100;
@@ -64,6 +64,24 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
     write_file(dir / "steps.jsonl", step_lines);
   }
   return dir;
+}
+
+std::vector<json> eval_points_every_20_steps(const std::vector<double>& acc) {
+  std::vector<json> lines;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t step = 20 * static_cast<int64_t>(i + 1);
+    lines.push_back({{"step", step},
+                     {"epoch", static_cast<double>(step) / 100},
+                     {"interval_steps", 20},
+                     {"lr", 0.01},
+                     {"train_loss", 1.0},
+                     {"train_acc", 0.5},
+                     {"samples", step * 64},
+                     {"elapsed_s", 0.12 * static_cast<double>(step)},
+                     {"eval_loss", 1.0 - acc[i]},
+                     {"eval_acc", acc[i]}});
+  }
+  return lines;
 }
 
 }  // namespace ddplab::testing

@@ -882,6 +882,53 @@ TEST(ReportStats, FisherExactTestOfTwoCounts) {
   EXPECT_EQ(fisher_exact_two_sided(0, 3, 0, 3), 1.0) << "no bad runs at all";
 }
 
+// A run that crosses the target in the middle of its third epoch: its time to target is that
+// evaluation point's (step 220), not its epoch's end (step 300, 36 s). A run without points (no
+// manifest step_eval) is read at epoch ends, as is one whose points are on another set than the
+// report chooses on.
+TEST(Report, TimeToAnAccuracyTargetIsReadAtEvaluationPointsWhenARunHasThem) {
+  TempDir tmp;
+  FakeRun r;
+  r.test_acc = {0.5, 0.79, 0.81};
+  r.steps = ddplab::testing::eval_points_every_20_steps(
+      {0.3, 0.4, 0.45, 0.5, 0.52, 0.6, 0.7, 0.76, 0.78, 0.79, 0.805, 0.81, 0.82, 0.82, 0.83});
+  r.manifest_patch = {{"step_eval", {{"every_steps", 20}, {"set", "test"}, {"samples", 1000}}}};
+  write_run(tmp.path() / "runs", r);
+  r.seed = 2;
+  r.test_acc = {0.6, 0.85, 0.86};
+  r.manifest_patch = json::object();
+  write_run(tmp.path() / "runs", r);
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.8;
+  ReportData d = analyze(o);
+  ASSERT_EQ(d.groups.size(), 1u);
+  const GroupStats& g = d.groups[0];
+  EXPECT_EQ(g.target_reached, 2);
+  EXPECT_EQ(g.target_at_points, 1) << "seed 2's manifest names no step_eval";
+  EXPECT_NEAR(g.target_steps, (220 + 200) / 2.0, 1e-9);
+  EXPECT_NEAR(g.target_epochs, (2.2 + 2) / 2, 1e-9);
+  EXPECT_NEAR(g.target_wall_s, (0.12 * 220 + 24) / 2, 1e-9);
+  EXPECT_NEAR(g.target_samples, (220 + 200) * 64 / 2.0, 1e-9);
+  EXPECT_NEAR(g.target_wall_s_min, 24, 1e-9);
+  const std::string summary = render_summary_csv(d);
+  EXPECT_EQ(csv_cell(summary, 0, "target_epoch"), "2.2") << summary;
+  EXPECT_EQ(csv_cell(summary, 1, "target_epoch"), "2") << summary;
+  const std::string md = render_markdown(d);
+  EXPECT_NE(md.find("the first evaluation point at or above the target where a run has points on the test set (1 of "
+                    "the runs that reached it"),
+            std::string::npos)
+      << md;
+
+  r.seed = 1;  // the same points, said to be on the validation split: the report chooses on test
+  r.test_acc = {0.5, 0.79, 0.81};
+  r.manifest_patch = {{"step_eval", {{"every_steps", 20}, {"set", "validation"}, {"samples", 1000}}}};
+  write_run(tmp.path() / "runs", r);
+  d = analyze(o);
+  EXPECT_EQ(d.groups[0].target_at_points, 0);
+  EXPECT_NEAR(d.groups[0].target_steps, (300 + 200) / 2.0, 1e-9);
+  EXPECT_NE(render_markdown(d).find("(epoch granularity)"), std::string::npos);
+}
+
 TEST(Report, TimeToTargetIsFirstEpochReachingIt) {
   TempDir tmp;
   FakeRun r;

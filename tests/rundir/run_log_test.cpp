@@ -229,6 +229,23 @@ TEST(RunLog, StepRecordRoundTripsThroughJson) {
   EXPECT_DOUBLE_EQ(back.elapsed_s, 2.5);
 }
 
+// log.eval_every_steps' fields are written only at an evaluation point, so a record without one
+// is the line it was before the fields existed.
+TEST(RunLog, StepRecordHoldsAnEvaluationPointOnlyWhereOneWasMade) {
+  StepRecord r = step_record(70, 6);
+  EXPECT_FALSE(r.to_json().contains("eval_acc"));
+  EXPECT_EQ(r.to_json().size(), 8U);
+  EXPECT_FALSE(StepRecord::from_json(r.to_json()).eval_acc.has_value());
+  r.eval_loss = 0.75;
+  r.eval_acc = 0.8125;
+  const StepRecord back = StepRecord::from_json(nlohmann::json::parse(r.to_json().dump()));
+  EXPECT_EQ(back.eval_loss, 0.75);
+  EXPECT_EQ(back.eval_acc, 0.8125);
+  auto j = r.to_json();
+  j["eval_acc"] = "high";
+  EXPECT_EQ(error_of([&] { StepRecord::from_json(j); }), "eval_acc: expected a number or null, got \"high\"");
+}
+
 TEST(RunLog, StepRecordWithAWrongOrMissingFieldIsAnErrorNamingIt) {
   auto j = step_record(10, 10).to_json();
   j["samples"] = 1.5;

@@ -46,6 +46,21 @@ TEST(StepLog, RecordsHoldTheIntervalsMeansFromTheEpochsCumulativeSums) {
   EXPECT_TRUE(log.take().empty()) << "take hands each record out once";
 }
 
+TEST(StepLog, AnEvaluationPointGoesIntoTheRecordOfItsInterval) {
+  StepLog log(2, 4, 16);
+  log.start_epoch(0, 0, 0, 0);
+  log.close(1, 2, 0.1, 3.0, EvalPoint{0.5, 0.875, 0.25});
+  log.close(3, 4, 0.1, 4.0);
+  log.read(32, 16);
+  log.read(64, 32);
+  const auto records = log.take();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].eval_loss, 0.5);
+  EXPECT_EQ(records[0].eval_acc, 0.875);
+  EXPECT_DOUBLE_EQ(records[0].elapsed_s, 3.0) << "the point's seconds are the caller's to count";
+  EXPECT_FALSE(records[1].eval_acc.has_value());
+}
+
 // Resumed after a stop at step 4 of the epoch (5 steps done, their sums restored): the first
 // interval covers steps 5 only, from the restored sums on.
 TEST(StepLog, AnEpochResumedInsideStartsItsFirstIntervalAtTheCheckpoint) {

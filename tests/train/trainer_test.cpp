@@ -9,10 +9,8 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
-#include "ddplab/train/observer.h"
-#include "ddplab/train/options.h"
-#include "distributed/ranks.h"
 #include "integration/integration_util.h"
+#include "train/train_ranks.h"
 
 namespace ddplab::train {
 namespace {
@@ -25,80 +23,6 @@ TEST(Trainer, LossFarAboveAUniformGuessHasBlownUp) {
   EXPECT_TRUE(loss_has_blown_up(std::numeric_limits<double>::infinity(), 10));
   EXPECT_TRUE(loss_has_blown_up(std::nan(""), 10));
   EXPECT_FALSE(loss_has_blown_up(300, 100)) << "the bound grows with ln(classes): 100 x ln(100) = 460";
-}
-
-// Collects what a Trainer reports; thread-safe enough for one observer per rank.
-class Recorder : public TrainObserver {
- public:
-  void on_step(const StepProgress& p) override { steps.push_back({p.epoch, p.step}); }
-  void on_epoch(const rundir::EpochRecord& record) override { epochs.push_back(record); }
-  std::vector<std::pair<int, int64_t>> steps;
-  std::vector<rundir::EpochRecord> epochs;
-};
-
-// What one in-process rank saw: its observer's reports and what it threw (null: it finished).
-struct RankRun {
-  std::shared_ptr<Recorder> recorder = std::make_shared<Recorder>();
-  std::exception_ptr error;
-};
-
-// Trains `spec` on `ranks` in-process ranks (threads over Gloo), each with a Recorder; each rank's
-// exception is kept, not rethrown. `resume`: from the run directory's checkpoint (else it is made
-// afresh).
-std::vector<RankRun> train_ranks(const config::ExperimentSpec& spec, int ranks, bool resume = false) {
-  const data::DatasetPair data = data::load_dataset(dataset_options(spec.dataset));
-  if (!resume) rundir::RunLog::create(spec, /*overwrite=*/true);
-  std::vector<RankRun> runs(static_cast<size_t>(ranks));
-  testing::run_ranks(ranks, [&](const std::shared_ptr<distributed::Comm>& comm) {
-    distributed::World world;
-    world.rank = comm->rank;
-    world.size = world.local_size = ranks;
-    world.local_rank = comm->rank;
-    ReplicaOptions options;
-    options.run_dir = rundir::run_dir(spec);
-    options.data = &data;
-    options.comm = ranks > 1 ? comm : nullptr;
-    options.resume = resume;
-    RankRun& run = runs[static_cast<size_t>(comm->rank)];
-    options.observer = run.recorder;
-    try {
-      train_replica(spec, world, options);
-    } catch (...) {
-      run.error = std::current_exception();
-    }
-  });
-  return runs;
-}
-
-std::vector<std::shared_ptr<Recorder>> train_observed(const config::ExperimentSpec& spec, int ranks) {
-  std::vector<std::shared_ptr<Recorder>> recorders;
-  for (const auto& run : train_ranks(spec, ranks)) {
-    if (run.error) std::rethrow_exception(run.error);
-    recorders.push_back(run.recorder);
-  }
-  return recorders;
-}
-
-// The records of a run directory without the fields that measure the machine (times, host load).
-std::vector<nlohmann::json> numeric_records(const config::ExperimentSpec& spec) {
-  auto records = testing::read_records(rundir::run_dir(spec));
-  for (auto& r : records)
-    for (const auto& k : rundir::EpochRecord::machine_fields()) r.erase(k);
-  return records;
-}
-
-template <class E>
-E thrown(const RankRun& run) {
-  try {
-    if (run.error) std::rethrow_exception(run.error);
-  } catch (const E& e) {
-    return e;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another exception: " << e.what();
-    throw;
-  }
-  ADD_FAILURE() << "threw nothing";
-  throw std::runtime_error("threw nothing");
 }
 
 TEST(Trainer, ReportsEveryStepOnEveryRankAndEveryEpochOnRankZeroAndPrintsNothingItself) {

@@ -483,6 +483,14 @@ void check_accumulate_steps(const json& batch, int64_t count) {
                     per_replica, batch["accumulate_steps"].dump()));
 }
 
+// Evaluation points fall on step records: with both cadences set, every point closes a record.
+void check_eval_cadence(const json& log) {
+  const int64_t every = log["every_steps"].get<int64_t>(), eval = log["eval_every_steps"].get<int64_t>();
+  if (every > 0 && eval % every != 0)
+    throw Error(fmt::format("/log/eval_every_steps: must be a multiple of log.every_steps ({}), got {}", every,
+                            log["eval_every_steps"].dump()));
+}
+
 void check_cross_fields(json& doc) {
   const json& batch = doc["batch"];
   if (batch.contains("per_replica") && batch.contains("global"))
@@ -506,6 +514,7 @@ void check_cross_fields(json& doc) {
   check_model(doc["model"]);
   check_sync(doc, count);
   check_early_stop(doc);
+  check_eval_cadence(doc["log"]);
   slurm_options(doc);  // throws on a bad value, so `validate` reports it as `run --launcher slurm` would
   if (replicas["threads"].get<int64_t>() == 0) {
     const auto cores = static_cast<int64_t>(std::thread::hardware_concurrency());

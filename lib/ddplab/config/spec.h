@@ -132,6 +132,15 @@ struct LogSpec {
   // steps.jsonl: a record every this many steps of an epoch and at its last step (rundir/run_log.h
   // StepRecord); 0: none.
   int64_t every_steps = 0;
+  // An evaluation point every this many steps of an epoch and at its last step, recorded in the
+  // step record there (eval_loss, eval_acc; train/evaluator.h); 0: none. A multiple of every_steps
+  // when both are set; without every_steps, step records close every eval_every_steps steps.
+  int64_t eval_every_steps = 0;
+  // The points' images: the first eval_samples of the validation split (dataset.validation), else
+  // of the test set; 0: the whole set.
+  int64_t eval_samples = 1000;
+  // The interval at which step records close: every_steps, else eval_every_steps (0: none).
+  int64_t step_record_every() const { return every_steps > 0 ? every_steps : eval_every_steps; }
   // Without a terminal, every rank prints a plain progress line every this many seconds; 0: none.
   double progress_s = 10;
   // Rank 0 writes a TensorBoard event file into the run directory as it trains (tensorboard/live.h).
@@ -233,6 +242,8 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/checkpoint/every_epochs", spec.checkpoint.every_epochs);
   visit("/checkpoint/keep", spec.checkpoint.keep);
   visit("/log/every_steps", spec.log.every_steps);
+  visit("/log/eval_every_steps", spec.log.eval_every_steps);
+  visit("/log/eval_samples", spec.log.eval_samples);
   visit("/log/progress_s", spec.log.progress_s);
   visit("/log/tensorboard", spec.log.tensorboard);
   visit("/debug/audits", spec.debug.audits);

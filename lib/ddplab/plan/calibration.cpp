@@ -135,9 +135,9 @@ void measure_target(const report::RunData& run, const Target& target, const std:
   } else if (target.acc) {
     const bool on_validation = std::all_of(run.epochs.begin(), run.epochs.end(),
                                            [](const rundir::EpochRecord& e) { return e.val_acc.has_value(); });
-    if (const rundir::EpochRecord* e = run.first_reaching(*target.acc, on_validation)) {
-      m.steps_to_target = static_cast<double>(e->step);
-      m.time_to_target_s = e->wall_s + startup;
+    if (const auto p = run.reaching(*target.acc, on_validation)) {
+      m.steps_to_target = static_cast<double>(p->step);
+      m.time_to_target_s = p->wall_s + startup;
     }
   }
   if (!m.steps_to_target) {
@@ -152,7 +152,8 @@ std::string Target::describe() const {
   if (loss)
     return fmt::format("training loss {:.4g} (running mean over {:.0f} samples, step records)", *loss,
                        report::kLossWindowSamples);
-  if (acc) return fmt::format("accuracy {:.1f}% (at epoch ends)", 100 * *acc);
+  if (acc)
+    return fmt::format("accuracy {:.1f}% (at evaluation points where runs have them, else epoch ends)", 100 * *acc);
   return "no target";
 }
 

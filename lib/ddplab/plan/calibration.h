@@ -4,7 +4,8 @@
 // held-out runs of `ddplab plan --check` are measured here, by the same rules. Runs are loaded by
 // report::load_run, and steps to a target are the report's: report::RunData::steps_to_loss (a running
 // mean of the training loss over report::kLossWindowSamples samples, from step records) for a loss
-// target, report::RunData::first_reaching (the first epoch's end) for an accuracy target.
+// target, report::RunData::reaching for an accuracy target (the first evaluation point at it where
+// the run has log.eval_every_steps' points on the selection set, else the first epoch's end).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,13 +21,15 @@
 
 namespace ddplab::plan {
 
-// The target time to target is measured to: a training loss (preferred: read from step records,
-// not quantised to epochs; the runs need log.every_steps) or an accuracy (the report's selection
-// accuracy at an epoch's end: validation with a split, else test; quantised to epochs).
+// The target time to target is measured to: a training loss (read from step records, not
+// quantised to epochs; the runs need log.every_steps) or an accuracy (the report's selection
+// accuracy, validation with a split, else test: at evaluation points where the runs have them,
+// log.eval_every_steps, else at epoch ends, quantised to epochs).
 struct Target {
   std::optional<double> loss;
   std::optional<double> acc;
-  // "training loss 0.45 (running mean over 8192 samples, step records)" or "accuracy 88.0% (epoch ends)".
+  // "training loss 0.45 (running mean over 8192 samples, step records)" or "accuracy 88.0% (at
+  // evaluation points where runs have them, else epoch ends)".
   std::string describe() const;
   nlohmann::json to_json() const;                    // {"loss": x} or {"acc": x}
   static Target from_json(const nlohmann::json& j);  // as to_json writes it

@@ -165,6 +165,28 @@ const rundir::EpochRecord* RunData::first_reaching(double target, bool on_valida
   return nullptr;
 }
 
+bool RunData::has_eval_points(bool on_validation) const {
+  if (!step_eval.is_object() || step_eval.value("set", json()) != (on_validation ? "validation" : "test")) return false;
+  return std::any_of(steps.begin(), steps.end(), [](const rundir::StepRecord& r) { return r.eval_acc.has_value(); });
+}
+
+std::optional<TargetPoint> RunData::reaching(double target, bool on_validation) const {
+  if (has_eval_points(on_validation)) {
+    for (const auto& r : steps)
+      if (r.eval_acc && *r.eval_acc >= target)
+        return TargetPoint{r.epoch, r.step, static_cast<double>(r.samples), r.elapsed_s, replicas(), true};
+    return std::nullopt;
+  }
+  const rundir::EpochRecord* e = first_reaching(target, on_validation);
+  if (!e) return std::nullopt;
+  return TargetPoint{static_cast<double>(e->epoch),
+                     e->step,
+                     static_cast<double>(e->step) * static_cast<double>(e->global_batch),
+                     e->wall_s,
+                     e->replicas,
+                     false};
+}
+
 namespace {
 // The training loss of record `i` of `steps`, averaged over the records' samples within
 // kLossWindowSamples centred on record i's middle sample (a record counts with its overlap).
@@ -227,6 +249,7 @@ void read_manifest_fields(const fs::path& dir, RunData& run) {
   run.status = rundir::parse_status(run.status_name);
   run.message = str_field(manifest, "message", "");
   run.experiment = str_field(manifest, "experiment", "");
+  run.step_eval = manifest.value("step_eval", json());
 }
 
 // spec.json; a run without a readable one is grouped alone (with a warning).
@@ -519,12 +542,13 @@ void add_selection(const RunData& r, const ReportData& data, GroupStats& g, Grou
     if (const rundir::EpochRecord* best = r.best_epoch(true))
       s.chosen_val.push_back(or_nan(best->val_acc)), s.chosen_test.push_back(best->test_acc);
   if (!data.target_acc) return;
-  if (const rundir::EpochRecord* p = r.first_reaching(*data.target_acc, data.on_validation)) {
+  if (const auto p = r.reaching(*data.target_acc, data.on_validation)) {
     ++g.target_reached;
+    if (p->point) ++g.target_at_points;
     s.t_epochs.push_back(p->epoch);
     s.t_wall.push_back(p->wall_s);
     s.t_steps.push_back(static_cast<double>(p->step));
-    s.t_samples.push_back(static_cast<double>(p->step) * static_cast<double>(p->global_batch));
+    s.t_samples.push_back(p->samples);
     s.t_device_s.push_back(p->wall_s * p->replicas);
   }
 }

@@ -441,6 +441,26 @@ std::string target_title(const ReportData& d) {
   return fmt::format("Time to {} {} accuracy", pct(*d.target_acc), chosen_set(d));
 }
 
+// Runs measured at evaluation points (RunData::reaching), over the groups.
+int runs_at_points(const ReportData& d) {
+  int n = 0;
+  for (const auto& g : d.groups) n += g.target_at_points;
+  return n;
+}
+
+// Where each run's time to target is read: the first epoch at it, or the first evaluation point.
+std::string target_rule(const ReportData& d) {
+  const std::string epochs =
+      fmt::format("the first epoch whose {} accuracy is at or above the target (epoch granularity)", chosen_set(d));
+  const int points = runs_at_points(d);
+  if (points == 0) return epochs;
+  return fmt::format(
+      "the first evaluation point at or above the target where a run has points on the {} set ({} of the runs that "
+      "reached it; steps.jsonl's eval_acc, log.eval_every_steps: every few steps, on a fixed subset of the set whose "
+      "accuracy it is), else {}",
+      chosen_set(d), points, epochs);
+}
+
 // Under the time-to-target table: where the target came from and what the columns are.
 std::string target_note(const ReportData& d) {
   const std::string source =
@@ -452,25 +472,24 @@ std::string target_note(const ReportData& d) {
                 chosen_set(d), d.target_set_by)
           : std::string("The target is report.target_acc (or --target).");
   return fmt::format(
-      "{} Each column is the mean over the runs that reached it, at the first epoch whose {} accuracy is at or above "
-      "the target (epoch granularity). The recommendation names the fastest group on mean wall time and the group "
-      "with the fewest device-seconds (wall \xC3\x97 replicas) among those within {:.0f}% of its time; it is flagged "
-      "uncertain when another group's runs reached the target within the spread of the fastest one's. See "
-      "docs/report.md.",
-      source, chosen_set(d), 100 * kCheapestWithin);
+      "{} Each column is the mean over the runs that reached it, at {}. The recommendation names the fastest group on "
+      "mean wall time and the group with the fewest device-seconds (wall \xC3\x97 replicas) among those within "
+      "{:.0f}% of its time; it is flagged uncertain when another group's runs reached the target within the spread of "
+      "the fastest one's. See docs/report.md.",
+      source, target_rule(d), 100 * kCheapestWithin);
 }
 
 // Below the summary table: what its columns mean.
-std::string summary_note() {
+std::string summary_note(const ReportData& d) {
   return fmt::format(
       "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
       "difference is the comparison below (paired by seed where possible, Holm-corrected). In effect: the global "
       "batch, optimizer steps per epoch and learning rate (first and last epoch) read from the runs' records. Time to "
-      "target: wall-clock seconds to the first epoch at the target accuracy; steps to target loss: the first step "
+      "target: wall-clock seconds to the first epoch{} at the target accuracy; steps to target loss: the first step "
       "record "
       "(log.every_steps) from which the training loss, averaged over {:.0f} samples around each record, stays at or "
       "below report.target_loss.",
-      kLossWindowSamples);
+      runs_at_points(d) > 0 ? " (or evaluation point, where runs have them)" : "", kLossWindowSamples);
 }
 
 // The x of a per-epoch chart.
@@ -752,7 +771,7 @@ std::string html_summary(const ReportData& d, const std::vector<NamedChart>& cha
   for (const auto& line : firsts(d)) o += fmt::format("<p class=\"first\">{}</p>\n", escape_html(line));
   const Table t = summary_table(d);
   if (t.size() > 1)
-    o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(summary_note()));
+    o += html_table(t, "summary") + fmt::format("<p class=\"note\">{}</p>\n", escape_html(summary_note(d)));
   else
     o += "<p>No two groups differ in exactly one swept setting.</p>\n";
   if (d.target_acc)
@@ -860,7 +879,7 @@ std::string render_markdown(const ReportData& d, const ReportCharts& charts) {
   o += "## Summary: what each swept setting did\n\n";
   for (const auto& line : firsts(d)) o += fmt::format("{}\n\n", md_cell(line));
   if (const Table t = summary_table(d); t.size() > 1)
-    o += fmt::format("{}\n{}\n\n", md_table(t), summary_note());
+    o += fmt::format("{}\n{}\n\n", md_table(t), summary_note(d));
   else
     o += "No two groups differ in exactly one swept setting.\n\n";
   if (d.target_acc)
@@ -913,10 +932,10 @@ std::string csv_optional(const std::optional<T>& v) {
     return v ? csv_int(*v) : "";
 }
 
-// The run's first record at its group's target, or nullptr.
-const rundir::EpochRecord* target_record(const ReportData& d, const RunData& r) {
+// Where the run reached its group's target, if it did.
+std::optional<TargetPoint> target_point(const ReportData& d, const RunData& r) {
   const GroupStats& g = d.groups[r.group];
-  return g.target_acc ? r.first_reaching(*g.target_acc, d.on_validation) : nullptr;
+  return g.target_acc ? r.reaching(*g.target_acc, d.on_validation) : std::nullopt;
 }
 
 CsvColumns<RunData> summary_columns(const ReportData& d) {
@@ -940,12 +959,12 @@ CsvColumns<RunData> summary_columns(const ReportData& d) {
       {"images_per_s", [](const RunData& r) { return csv_num(r.mean_images_per_s()); }},
       {"target_epoch",
        [&](const RunData& r) {
-         const auto* t = target_record(d, r);
-         return t ? csv_int(t->epoch) : "";
+         const auto t = target_point(d, r);
+         return !t ? "" : t->point ? csv_num(t->epoch) : csv_int(static_cast<int>(t->epoch));
        }},
       {"target_wall_s",
        [&](const RunData& r) {
-         const auto* t = target_record(d, r);
+         const auto t = target_point(d, r);
          return t ? csv_num(t->wall_s) : "";
        }},
       {"host_cpu_wait_pct", [](const RunData& r) { return csv_num(r.mean_host_cpu_wait_pct()); }},

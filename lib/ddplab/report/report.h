@@ -87,6 +87,16 @@ constexpr double kHostLoadFlagPts = 10;
 // (Runs not finished, with no records, or still running are none of these.)
 enum class RunHealth { kOk, kCollapsed, kDiverged };
 
+// Where a run reached an accuracy target (RunData::reaching).
+struct TargetPoint {
+  double epoch = 0;    // epochs done there: fractional at an evaluation point
+  int64_t step = 0;    // optimizer steps
+  double samples = 0;  // training samples: step x global batch
+  double wall_s = 0;   // since training started, evaluation included
+  int replicas = 1;    // device-seconds = wall_s x replicas
+  bool point = false;  // at an evaluation point (a step record's eval_acc), not an epoch's end
+};
+
 struct RunData {
   std::filesystem::path dir;
   std::string run_id;      // manifest run_id, else the directory name
@@ -98,7 +108,9 @@ struct RunData {
   nlohmann::json spec;                      // spec.json (null when missing or unreadable)
   std::vector<rundir::EpochRecord> epochs;  // epochs.jsonl by epoch, a repeated epoch keeps its last record
   std::vector<rundir::StepRecord> steps;    // steps.jsonl (log.every_steps), by step; empty without
-  size_t group = 0;                         // index into ReportData::groups
+  // The manifest's "step_eval" (log.eval_every_steps: every_steps, the set, samples); null without.
+  nlohmann::json step_eval;
+  size_t group = 0;  // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
   // How it ended (RunHealth above), for a dataset of `classes` classes; nullopt for a run that is
@@ -123,6 +135,14 @@ struct RunData {
   double mean_host_steal_pct() const;
   // The first epoch whose selection_acc(on_validation) >= target, or nullptr.
   const rundir::EpochRecord* first_reaching(double target, bool on_validation = false) const;
+  // Whether its step records hold evaluation points (log.eval_every_steps) on the set that
+  // selection_acc(on_validation) reads: the manifest's step_eval names the validation split when
+  // `on_validation`, else the test set.
+  bool has_eval_points(bool on_validation) const;
+  // Where it reached accuracy `target`: with has_eval_points, at the first evaluation point whose
+  // eval_acc >= target (not quantised to epochs; the points' images are a fixed subset, so the
+  // accuracy is theirs), else at first_reaching's epoch end. nullopt when it never did.
+  std::optional<TargetPoint> reaching(double target, bool on_validation) const;
   // Steps to a training loss, read from the curve and not from one record: the first step record
   // from which on the training loss, averaged over a window of kLossWindowSamples samples centred
   // on each record (records weighted by their samples inside it), stays at or below `target_loss`
@@ -164,10 +184,11 @@ struct GroupStats {
   EffectiveSettings effective;
   std::optional<double> target_acc;
   int target_reached = 0;    // finished runs that reached the target
+  int target_at_points = 0;  // of those, the runs measured at evaluation points (RunData::reaching)
   double target_epochs = 0;  // mean over those runs (NaN when none)
   double target_wall_s = 0;
   // Means over those runs of the optimizer steps, the samples (step x global batch) and the device-
-  // seconds (wall seconds x replicas) to the first epoch at the target (NaN when none).
+  // seconds (wall seconds x replicas) to where each reached the target (NaN when none).
   double target_steps = 0, target_samples = 0, target_device_s = 0;
   double target_wall_s_min = 0, target_wall_s_max = 0;  // over those runs (NaN when none)
   // report.target_loss: finished runs whose step records reach it, and the mean over them of the

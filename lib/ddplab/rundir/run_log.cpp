@@ -148,9 +148,12 @@ EpochRecord EpochRecord::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json StepRecord::to_json() const {
-  return {{"step", step},       {"epoch", epoch},           {"interval_steps", interval_steps},
-          {"lr", lr},           {"train_loss", train_loss}, {"train_acc", train_acc},
-          {"samples", samples}, {"elapsed_s", elapsed_s}};
+  nlohmann::json j = {{"step", step},       {"epoch", epoch},           {"interval_steps", interval_steps},
+                      {"lr", lr},           {"train_loss", train_loss}, {"train_acc", train_acc},
+                      {"samples", samples}, {"elapsed_s", elapsed_s}};
+  if (eval_loss) j["eval_loss"] = *eval_loss;
+  if (eval_acc) j["eval_acc"] = *eval_acc;
+  return j;
 }
 
 StepRecord StepRecord::from_json(const nlohmann::json& j) {
@@ -164,6 +167,8 @@ StepRecord StepRecord::from_json(const nlohmann::json& j) {
   r.train_acc = number_field(j, "train_acc");
   r.samples = integer_field<int64_t>(j, "samples");
   r.elapsed_s = number_field(j, "elapsed_s");
+  r.eval_loss = optional_field(j, "eval_loss");
+  r.eval_acc = optional_field(j, "eval_acc");
   return r;
 }
 

@@ -106,12 +106,16 @@ struct StepRecord {
   double train_loss = 0, train_acc = 0;  // over the interval's samples, summed over all replicas
   int64_t samples = 0;                   // training samples seen so far over all replicas: step x global batch
   double elapsed_s = 0;                  // since the start of training (evaluation included)
+  // log.eval_every_steps: an evaluation point at this record's step, with the weights an epoch's
+  // end evaluates, on the fixed images the manifest's "step_eval" names (train/evaluator.h); its
+  // time is in elapsed_s. Absent (JSON) without one, so records without points read as before.
+  std::optional<double> eval_loss, eval_acc;
 
-  // One JSON object (null for a non-finite number).
+  // One JSON object (null for a non-finite number; eval_loss and eval_acc only when set).
   nlohmann::json to_json() const;
   // The record `j` holds, as to_json writes it: integers step, interval_steps and samples,
-  // numbers (or null, read as NaN) for the others. Throws ddplab::Error naming the field and what
-  // was expected; the caller adds the file and line.
+  // numbers (or null, read as NaN) for the others, eval_loss and eval_acc a number, null or absent.
+  // Throws ddplab::Error naming the field and what was expected; the caller adds the file and line.
   static StepRecord from_json(const nlohmann::json& j);
 };
 

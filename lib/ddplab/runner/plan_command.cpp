@@ -95,7 +95,9 @@ std::vector<json> calibration_specs(const json& doc, const std::vector<plan::Gri
   steps["replicas"]["count"] = n_steps;
   steps["batch"]["global"] = lo;
   steps["sweep"] = {{"batch.global", lo == mid ? json::array({lo}) : json::array({lo, mid})}};
-  if (steps.value("log", json::object()).value("every_steps", 0) <= 0) steps["log"]["every_steps"] = 10;
+  // Step records every 10 steps unless the spec has them; log.eval_every_steps closes records too.
+  const json log = steps.value("log", json::object());
+  if (log.value("every_steps", 0) <= 0 && log.value("eval_every_steps", 0) <= 0) steps["log"]["every_steps"] = 10;
   out.push_back(steps);
   std::set<int> counts;
   for (const auto& c : grid) counts.insert(c.replicas);

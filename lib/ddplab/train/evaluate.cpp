@@ -31,13 +31,18 @@ SetSums evaluate_set(Network& net, const data::Dataset& set, int64_t samples, co
 
 Evaluation evaluate_sets(Network& net, const data::DatasetPair& data, int64_t test_samples, const std::vector<int>& ids,
                          int count, const DebugFaults& faults, bool bf16) {
+  Evaluation e{evaluate_first(net, data.test, test_samples, ids, count, faults, bf16), std::nullopt, std::nullopt};
+  if (data.validation.size() > 0)
+    e.validation = evaluate_first(net, data.validation, data.validation.size(), ids, count, faults, bf16);
+  return e;
+}
+
+SetSums evaluate_first(Network& net, const data::Dataset& set, int64_t samples, const std::vector<int>& ids, int count,
+                       const DebugFaults& faults, bool bf16) {
   net.model->eval();
   torch::NoGradGuard no_grad;
   AutocastScope autocast(net.device.type(), bf16);
-  Evaluation e{evaluate_set(net, data.test, test_samples, ids, count, faults), std::nullopt, std::nullopt};
-  if (data.validation.size() > 0)
-    e.validation = evaluate_set(net, data.validation, data.validation.size(), ids, count, faults);
-  return e;
+  return evaluate_set(net, set, samples, ids, count, faults);
 }
 
 }  // namespace ddplab::train

@@ -30,4 +30,8 @@ struct Evaluation {
 Evaluation evaluate_sets(Network& net, const data::DatasetPair& data, int64_t test_samples, const std::vector<int>& ids,
                          int count, const DebugFaults& faults, bool bf16);
 
+// As evaluate_sets, for the first `samples` of `set` alone.
+SetSums evaluate_first(Network& net, const data::Dataset& set, int64_t samples, const std::vector<int>& ids, int count,
+                       const DebugFaults& faults, bool bf16);
+
 }  // namespace ddplab::train

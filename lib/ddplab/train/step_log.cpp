@@ -22,7 +22,8 @@ void StepLog::start_epoch(int epoch, int64_t first_step, double loss_sum, double
   correct_ = correct;
 }
 
-void StepLog::close(int64_t step, int64_t global_steps, double lr, double elapsed_s) {
+void StepLog::close(int64_t step, int64_t global_steps, double lr, double elapsed_s,
+                    const std::optional<EvalPoint>& eval) {
   TORCH_INTERNAL_ASSERT(step + 1 > closed_steps_, "StepLog: step ", step, " closes no new step");
   rundir::StepRecord r;
   r.step = global_steps;
@@ -31,6 +32,7 @@ void StepLog::close(int64_t step, int64_t global_steps, double lr, double elapse
   r.lr = lr;
   r.samples = global_steps * global_batch_;
   r.elapsed_s = elapsed_s;
+  if (eval) r.eval_loss = eval->loss, r.eval_acc = eval->acc;
   closed_steps_ = step + 1;
   unread_.push_back(r);
 }

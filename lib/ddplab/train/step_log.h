@@ -7,11 +7,18 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "ddplab/rundir/run_log.h"
 
 namespace ddplab::train {
+
+// An evaluation point (log.eval_every_steps, train/evaluator.h): the mean loss and the accuracy on
+// its images over all replicas, and the seconds it took (in the record's elapsed_s, not recorded).
+struct EvalPoint {
+  double loss = 0, acc = 0, seconds = 0;
+};
 
 class StepLog {
  public:
@@ -27,8 +34,10 @@ class StepLog {
   // these training sums already in its totals (the checkpoint's partial ones, else 0).
   void start_epoch(int epoch, int64_t first_step, double loss_sum, double correct);
   // An interval closed after step `step` of the epoch; `global_steps`: steps taken so far in the
-  // run, counting this one; lr of that step; seconds since the start of training.
-  void close(int64_t step, int64_t global_steps, double lr, double elapsed_s);
+  // run, counting this one; lr of that step; seconds since the start of training; the evaluation
+  // point there, if any.
+  void close(int64_t step, int64_t global_steps, double lr, double elapsed_s,
+             const std::optional<EvalPoint>& eval = std::nullopt);
   // The epoch's cumulative training loss sum and correct count (all replicas) as they were when
   // the oldest unread interval closed: completes its record.
   void read(double loss_sum, double correct);

@@ -13,14 +13,17 @@ void StepRecorder::start_epoch(int epoch, int64_t first_step, double loss_sum, d
 }
 
 void StepRecorder::after_step(int64_t step, int64_t global_steps, double lr, double elapsed_s,
-                              const at::Tensor& loss_sum, const at::Tensor& correct) {
+                              const at::Tensor& loss_sum, const at::Tensor& correct,
+                              const std::optional<EvalPoint>& eval) {
+  TORCH_INTERNAL_ASSERT(!eval || log_.closes_interval(step), "an evaluation point after step ", step,
+                        " closes no step record");
   if (!log_.closes_interval(step)) return;
   auto sums = torch::stack({loss_sum, correct.to(torch::kFloat64)});
   if (comm_) distributed::allreduce_sum(*comm_, sums);
   if (!lead_) return;
   while (readback_.pending() > 0) read_oldest();
   readback_.push(sums);
-  log_.close(step, global_steps, lr, elapsed_s);
+  log_.close(step, global_steps, lr, elapsed_s, eval);
   if (log_.closes_epoch(step)) read_oldest();
 }
 

@@ -11,7 +11,6 @@
 #include "ddplab/base/stop_signals.h"
 #include "ddplab/train/autocast.h"
 #include "ddplab/train/console.h"
-#include "ddplab/train/evaluate.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/tensor_lists.h"
@@ -96,8 +95,11 @@ void Trainer::build_loader() {
   mover_.emplace(net_.device);
   TORCH_INTERNAL_ASSERT(steps() > 0, "no step in an epoch of ", data_->train.size(), " samples");
   replica_sync_.emplace(spec_.replicas.sync, steps(), net_.params, comm_);
-  step_recorder_.emplace(spec_.log.every_steps, steps(), spec_.global_batch, comm_, lead(), net_.device);
+  step_recorder_.emplace(spec_.log.step_record_every(), steps(), spec_.global_batch, comm_, lead(), net_.device);
+  evaluator_.emplace(spec_.log, steps(),
+                     Evaluator::Parts{net_, *data_, *epoch_model_, *replica_sync_, *replicas_, comm_, faults_, bf16()});
   if (lead()) run_ = rundir::RunLog::open(options_.run_dir);
+  if (lead() && evaluator_->enabled()) run_->update_manifest({{"step_eval", evaluator_->manifest_entry()}});
   observer_ = options_.observer ? options_.observer
                                 : std::make_shared<Console>(spec_, world_, options_.progress, options_.quiet);
 }
@@ -151,12 +153,7 @@ void Trainer::run_epoch(int epoch) {
   const double epoch_s = seconds_since(this_epoch_->start);
   const runtime::HostLoad host = runtime::host_load_between(this_epoch_->host_start, runtime::sample_host());
   totals.comm_wait_s += reducer_->take_comm_wait_s();
-  Evaluation test;
-  const auto drift = epoch_model_->evaluate_with(replica_sync_->epoch_view(), [&] {
-    broadcast_buffers();  // every rank evaluates with rank 0's BatchNorm statistics, the saved model's
-    test = evaluate_sets(net_, *data_, test_samples(), replicas_->ids(), replicas_->count(), faults_, bf16());
-  });
-  test.drift = drift;
+  const Evaluation test = evaluator_->at_epoch_end();
   const EpochSums sums = reduce_sums(epoch, totals, test);
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
   if (this_epoch_->first_step < steps())
@@ -240,8 +237,10 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   bool stop = false;
   auto& readback = this_epoch_->readback;
   while (readback.pending() > (step + 1 < steps() ? 1 : 0)) stop = readback.read(epoch, totals.grad_norm_sum) || stop;
+  const auto point = evaluator_->at_step(step);
+  if (point) this_epoch_->start += as_duration(point->seconds);  // epoch_s counts training only
   step_recorder_->after_step(step, global_step_ + 1, totals.lr, seconds_since(train_start_), totals.loss_sum,
-                             totals.correct);
+                             totals.correct, point);
   const auto averaged =
       replica_sync_->after_step(global_step_, {stop_wanted, this_epoch_->readback.local_divergence().has_value()});
   if (averaged.diverged) diverge_agreed(epoch);

@@ -2,8 +2,9 @@
 // parts, each its own file: the Network (network.h; the set-up check_setup shares), the
 // LocalReplicas this process computes (local_replicas.h: its own, or all of them simulated),
 // GradReducer (distributed/grad_reducer.h), ReplicaSync (local SGD / EASGD), the EpochModel (the weights
-// an epoch evaluates and saves), StepReadback, StepRecorder (log.every_steps), DebugFaults, and
-// the TrainObserver it reports to (it prints nothing itself). start_epoch() makes an EpochState.
+// an epoch evaluates and saves), the Evaluator (epoch ends, log.eval_every_steps' points),
+// StepReadback, StepRecorder (log.every_steps), DebugFaults, and the TrainObserver it reports to
+// (it prints nothing itself). start_epoch() makes an EpochState.
 //
 // The constructor sets up, in this order (RNG draws and collectives depend on it): the data; the
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
@@ -11,8 +12,9 @@
 // dropout streams); the loader, ReplicaSync and run log; then, when resuming, the checkpoint.
 // Every rank calls the same collectives in the same order (c10d needs it): per step GradReducer's
 // all-reduces and ReplicaSync's averaging, a buffer broadcast before every forward and before
-// evaluation; with log.every_steps, per interval the all-reduce of the epoch's training sums
-// (after the step's gradient reduction, before ReplicaSync's); per epoch the metric all-reduce,
+// evaluation; at an evaluation point the Evaluator's (evaluator.h), then with step records per
+// interval the all-reduce of the epoch's training sums (after the step's gradient reduction,
+// before ReplicaSync's); per epoch the Evaluator's, the metric all-reduce,
 // then the consistency audit; per checkpoint the gather of the dropout RNG states (after the
 // partial metrics' all-reduce of a clean stop).
 #pragma once
@@ -36,7 +38,7 @@
 #include "ddplab/train/early_stop.h"
 #include "ddplab/train/epoch_model.h"
 #include "ddplab/train/epoch_totals.h"
-#include "ddplab/train/evaluate.h"
+#include "ddplab/train/evaluator.h"
 #include "ddplab/train/faults.h"
 #include "ddplab/train/local_replicas.h"
 #include "ddplab/train/lr_schedule.h"
@@ -114,6 +116,7 @@ class Trainer {
   std::optional<runtime::BatchMover> mover_;  // on CUDA, batch k+1's copy overlaps step k
   std::optional<ReplicaSync> replica_sync_;
   std::optional<EpochModel> epoch_model_;
+  std::optional<Evaluator> evaluator_;
   LrSchedule schedule_;
   std::optional<rundir::RunLog> run_;        // only rank 0 writes the run directory
   std::shared_ptr<TrainObserver> observer_;  // options_.observer, else the console (console.h)

@@ -1,0 +1,32 @@
+// plan/calibration.h: a run measured against an accuracy target reads it where the report does
+// (report::RunData::reaching): at evaluation points when the run has them.
+#include "ddplab/plan/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include "report/fake_run.h"
+#include "test_util.h"
+
+namespace ddplab::plan {
+namespace {
+
+TEST(Calibration, AnAccuracyTargetIsMeasuredAtEvaluationPointsWhenTheRunHasThem) {
+  testing::TempDir tmp;
+  testing::FakeRun r;
+  r.test_acc = {0.5, 0.79, 0.81};  // at epoch ends: epoch 3, step 300, 36 s
+  r.steps = testing::eval_points_every_20_steps(
+      {0.3, 0.4, 0.45, 0.5, 0.52, 0.6, 0.7, 0.76, 0.78, 0.79, 0.805, 0.81, 0.82, 0.82, 0.83});
+  r.spec_patch = {{"dataset", {{"name", "fashion-mnist"}}}};  // measure_run reads its classes
+  r.manifest_patch = {{"step_eval", {{"every_steps", 20}, {"set", "test"}, {"samples", 1000}}}};
+  const auto dir = testing::write_run(tmp.path() / "runs", r);
+  std::vector<std::string> warnings;
+  Target target;
+  target.acc = 0.8;
+  const MeasuredRun m = measure_run(report::load_run(dir, warnings), target);
+  ASSERT_TRUE(m.steps_to_target.has_value()) << m.left_out;
+  EXPECT_EQ(*m.steps_to_target, 220.0) << "the point in the third epoch, not its end";
+  EXPECT_NEAR(*m.time_to_target_s, 0.12 * 220, 1e-9) << "no manifest end: no start-up added";
+}
+
+}  // namespace
+}  // namespace ddplab::plan
