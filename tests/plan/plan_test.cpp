@@ -46,6 +46,7 @@ struct SyntheticRun {
   bool collapse = false;             // end near chance (final test accuracy 5%)
   bool never = false;                // the loss never reaches the target
   json spec_patch = json::object();  // merged into spec.json (the lr rule)
+  double noise_scale = kBcrit;       // B_simple in its epoch records (2+ replicas)
 };
 
 // Step records every 5 steps with a training loss falling linearly through the target at
@@ -104,7 +105,7 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
                   {"images_per_s", r.global_batch / step_s},
                   {"comm_wait_s", spe * wait_s},
                   {"grad_norm", 1.0},
-                  {"grad_noise_scale", r.replicas > 1 ? json(kBcrit) : json()},
+                  {"grad_noise_scale", r.replicas > 1 ? json(r.noise_scale) : json()},
                   {"comm_bytes", static_cast<int64_t>(spe * ring_factor(r.replicas) * m.payload_bytes)},
                   {"replicas", r.replicas},
                   {"global_batch", r.global_batch}}
@@ -145,7 +146,7 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
   // Steps: read at 5-step records from a running mean, so within 3% of S_min and B_crit.
   EXPECT_NEAR(p.steps_fit->s_min, kSmin, 0.03 * kSmin);
   EXPECT_NEAR(p.steps_fit->b_crit, kBcrit, 0.03 * kBcrit);
-  EXPECT_EQ(p.steps_source, "McCandlish fit");
+  EXPECT_EQ(p.steps_source, "McCandlish fit within the calibrated batches, noise scale beyond them");
   EXPECT_LT(p.steps_gap, 0.03);  // phi = B_crit: both estimates agree
   const StepTimeModel m = truth();
   ASSERT_EQ(p.cells.size(), 8u);
@@ -161,6 +162,28 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
   EXPECT_LE(p.cells[*p.cheapest].time_to_target_s, 1.1 * p.cells[*p.fastest].time_to_target_s);
   EXPECT_EQ(p.hash, predictions_hash(p.cells));
   EXPECT_EQ(p.hash.size(), 16u);
+}
+
+TEST(Plan, StepsComeFromTheFitWithinTheCalibratedBatchesAndFromTheNoiseScaleBeyondThem) {
+  testing::TempDir tmp;
+  // The steps runs log a noise scale twice B_crit, so the two estimates differ everywhere.
+  for (int64_t b : {64, 256}) {
+    SyntheticRun r{2, b};
+    r.noise_scale = 2 * kBcrit;
+    write_synthetic(tmp.path() / "cal", r);
+  }
+  for (int64_t b : {32, 128}) write_synthetic(tmp.path() / "cal", {1, b, 1, 1});
+  const Plan p = make_plan(read_calibration({tmp.path() / "cal"}, loss_target()),
+                           parse_grid({"replicas=1,2", "batch=32,64,128,256,512"}));
+  ASSERT_TRUE(p.steps_fit.has_value());
+  for (const auto& cell : p.cells) {
+    if (cell.global_batch >= 64 && cell.global_batch <= 256) {
+      EXPECT_DOUBLE_EQ(cell.steps, cell.steps_fit) << cell.global_batch;
+    } else {
+      EXPECT_GT(std::abs(cell.steps_noise / cell.steps_fit - 1), 0.05) << cell.global_batch;
+      EXPECT_DOUBLE_EQ(cell.steps, cell.steps_noise) << cell.global_batch;
+    }
+  }
 }
 
 // The flags of the cell at `n` replicas and global batch `b`, joined by "; ".

@@ -94,8 +94,10 @@ struct Plan {
   std::optional<AllReduceProbe> probe;
   std::optional<StepTimeModel> step_time_fitted;
   std::optional<report::BatchTradeoffFit> steps_fit;
-  std::string steps_fit_refusal;               // why there is no fit, when there is none
-  std::string steps_source;                    // "McCandlish fit" or "noise scale"
+  std::string steps_fit_refusal;  // why there is no fit, when there is none
+  // "McCandlish fit", "noise scale", or with both "McCandlish fit within the calibrated batches,
+  // noise scale beyond them" (plan.cpp, steps_estimate).
+  std::string steps_source;
   double steps_gap = 0;                        // largest |fit - noise| / fit over the cells (NaN without both)
   int noise_reference_runs = 0;                // runs whose B_simple trajectory gives the noise-scale estimate
   std::map<int64_t, double> calibrated_steps;  // global batch -> mean steps to the target over seeds
