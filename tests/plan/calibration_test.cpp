@@ -16,7 +16,6 @@ TEST(Calibration, AnAccuracyTargetIsMeasuredAtEvaluationPointsWhenTheRunHasThem)
   r.test_acc = {0.5, 0.79, 0.81};  // at epoch ends: epoch 3, step 300, 36 s
   r.steps = testing::eval_points_every_20_steps(
       {0.3, 0.4, 0.45, 0.5, 0.52, 0.6, 0.7, 0.76, 0.78, 0.79, 0.805, 0.81, 0.82, 0.82, 0.83});
-  r.spec_patch = {{"dataset", {{"name", "fashion-mnist"}}}};  // measure_run reads its classes
   r.manifest_patch = {{"step_eval", {{"every_steps", 20}, {"set", "test"}, {"samples", 1000}}}};
   const auto dir = testing::write_run(tmp.path() / "runs", r);
   std::vector<std::string> warnings;

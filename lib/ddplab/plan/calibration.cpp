@@ -113,7 +113,8 @@ std::vector<ProgressSpan> progress_to(const std::vector<rundir::EpochRecord>& re
 void measure_target(const report::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
                     MeasuredRun& m) {
   const int classes = [&] {
-    const auto dataset = config::dataset_of(run.spec.is_object() ? run.spec["dataset"].value("name", json()) : json());
+    const bool named = run.spec.is_object() && run.spec.contains("dataset") && run.spec["dataset"].is_object();
+    const auto dataset = config::dataset_of(named ? run.spec["dataset"].value("name", json()) : json());
     return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
   }();
   const auto health = run.health(classes);
