@@ -9,8 +9,7 @@ namespace ddplab::train {
 
 Evaluator::Evaluator(const config::LogSpec& log, int64_t steps_per_epoch, Parts parts)
     : every_(log.eval_every_steps), steps_per_epoch_(steps_per_epoch), p_(std::move(parts)) {
-  const bool validation = p_.data.validation.size() > 0;
-  const int64_t size = validation ? p_.data.validation.size() : p_.faults.test_samples(p_.data.test.size());
+  const int64_t size = on_validation() ? p_.data.validation.size() : p_.faults.test_samples(p_.data.test.size());
   point_samples_ = log.eval_samples > 0 ? std::min(log.eval_samples, size) : size;
 }
 
@@ -43,17 +42,13 @@ std::optional<EvalPoint> Evaluator::at_step(int64_t step) {
 }
 
 nlohmann::json Evaluator::manifest_entry() const {
-  return {{"every_steps", every_},
-          {"set", p_.data.validation.size() > 0 ? "validation" : "test"},
-          {"samples", point_samples_}};
+  return {{"every_steps", every_}, {"set", on_validation() ? "validation" : "test"}, {"samples", point_samples_}};
 }
 
 void Evaluator::put_rank0_buffers() {
   if (p_.comm && !p_.net.buffers.empty()) distributed::broadcast_coalesced(*p_.comm, p_.net.buffers, 0);
 }
 
-const data::Dataset& Evaluator::point_set() const {
-  return p_.data.validation.size() > 0 ? p_.data.validation : p_.data.test;
-}
+const data::Dataset& Evaluator::point_set() const { return on_validation() ? p_.data.validation : p_.data.test; }
 
 }  // namespace ddplab::train

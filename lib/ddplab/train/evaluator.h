@@ -66,6 +66,8 @@ class Evaluator {
  private:
   void put_rank0_buffers();
   const data::Dataset& point_set() const;
+  // Points evaluate the validation split when there is one, else the test set.
+  bool on_validation() const { return p_.data.validation.size() > 0; }
 
   int64_t every_, steps_per_epoch_;
   Parts p_;
