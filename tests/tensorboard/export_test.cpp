@@ -17,6 +17,7 @@ using ddplab::testing::error_of;
 using ddplab::testing::FakeRun;
 using ddplab::testing::TempDir;
 using ddplab::testing::write_run;
+using nlohmann::json;
 
 namespace {
 
@@ -94,6 +95,26 @@ TEST(TensorBoardExport, ValidationMetricsAreTheirOwnTags) {
   ASSERT_EQ(records.size(), 1u + 1u + 3u * 10u + 1u);
   EXPECT_TRUE(holds(records, scalar_event(kStart + 24, 200 * 64, "val/acc", 0.625f)));
   EXPECT_TRUE(holds(records, scalar_event(kStart + 24, 200 * 64, "val/loss", 0.375f)));
+}
+
+// Evaluation points (log.eval_every_steps) are their own tags at the step record's samples; a step
+// record without one writes neither.
+TEST(TensorBoardExport, EvaluationPointsAreTheirOwnTags) {
+  TempDir tmp;
+  FakeRun r;
+  const json interval = {{"epoch", 0.5}, {"interval_steps", 50}, {"lr", 0.01}, {"train_loss", 2.0}, {"train_acc", 0.3}};
+  json with_point = interval, without = interval;
+  with_point.update({{"step", 50}, {"samples", 3200}, {"elapsed_s", 5.0}, {"eval_loss", 1.5}, {"eval_acc", 0.625}});
+  without.update({{"step", 100}, {"samples", 6400}, {"elapsed_s", 9.0}});
+  r.steps = {with_point, without};
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  export_runs({{tmp.path() / "runs"}, tmp.path() / "tb"});
+  const auto records =
+      read_records(tmp.path() / "tb" / "exp" / dir.filename() / "events.out.tfevents.1767225600.ddplab");
+  EXPECT_TRUE(holds(records, scalar_event(kStart + 5, 3200, "steps/eval_loss", 1.5f)));
+  EXPECT_TRUE(holds(records, scalar_event(kStart + 5, 3200, "steps/eval_acc", 0.625f)));
+  // file_version, session start, 3 epochs x 8 scalars, 3 + 2 + 3 step scalars, session end
+  EXPECT_EQ(records.size(), 1u + 1u + 3u * 8u + 8u + 1u);
 }
 
 TEST(TensorBoardExport, SessionsGroupSeedsByTheReportsLabel) {

@@ -8,7 +8,8 @@
 //   per epoch record   train/loss, train/acc, test/loss, test/acc, val/loss, val/acc (with a
 //                      validation split), lr, images_per_s, comm_wait_s,
 //                      comm_bytes, grad_noise_scale, and epoch (the epoch number);
-//   per step record    steps/train_loss, steps/train_acc, steps/lr (steps.jsonl, log.every_steps);
+//   per step record    steps/train_loss, steps/train_acc, steps/lr (steps.jsonl, log.every_steps),
+//                      and steps/eval_loss, steps/eval_acc at its evaluation points (log.eval_every_steps);
 // a value the record does not hold (null, e.g. grad_noise_scale with one replica) is not written;
 //   the HParams session: session_start_info with hparams = the settings that differ across the
 //                      exported runs (report::ReportData::differing_keys, dotted) and "seed",

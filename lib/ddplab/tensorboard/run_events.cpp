@@ -32,6 +32,8 @@ std::vector<Scalar> run_scalars(const report::RunData& run, double start) {
     add(s.samples, s.elapsed_s, "steps/train_loss", s.train_loss);
     add(s.samples, s.elapsed_s, "steps/train_acc", s.train_acc);
     add(s.samples, s.elapsed_s, "steps/lr", s.lr);
+    add(s.samples, s.elapsed_s, "steps/eval_loss", report::or_nan(s.eval_loss));  // log.eval_every_steps
+    add(s.samples, s.elapsed_s, "steps/eval_acc", report::or_nan(s.eval_acc));
   }
   std::stable_sort(out.begin(), out.end(), [](const Scalar& a, const Scalar& b) { return a.step < b.step; });
   return out;
