@@ -37,7 +37,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
     const int epoch = static_cast<int>(i) + 1;
     json rec = {{"epoch", epoch},
                 {"step", epoch * steps_per_epoch},
-                {"lr", r.lr / epoch},
+                {"lr", r.lr_by_epoch.empty() ? r.lr / epoch : r.lr_by_epoch.at(i)},
                 {"train_loss", 1.0 / epoch},
                 {"train_acc", r.test_acc[i]},
                 {"test_loss", 1.2 / epoch},

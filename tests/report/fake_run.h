@@ -31,8 +31,9 @@ struct FakeRun {
   double host_cpu_wait_pct = -1;                             // of every epoch; < 0: field absent
   double wall_per_epoch = 12.0;                              // wall_s of epoch k is k x this
   std::vector<double> val_acc;                               // per epoch (val_loss 1 - it); empty: fields absent
-  int64_t train_samples = 0;  // steps per epoch ceil(train_samples / global batch); 0: 100 steps per epoch
-  double lr = 0.01;           // lr of epoch k is lr / k
+  int64_t train_samples = 0;        // steps per epoch ceil(train_samples / global batch); 0: 100 steps per epoch
+  double lr = 0.01;                 // lr of epoch k is lr / k, unless lr_by_epoch is set
+  std::vector<double> lr_by_epoch;  // the lr of each epoch's record; empty: lr / k
 };
 
 // Writes <root>/<name>/<run-id>/{spec.json, manifest.json, epochs.jsonl, steps.jsonl (when r.steps

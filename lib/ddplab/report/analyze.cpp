@@ -589,7 +589,8 @@ EffectiveSettings effective_settings(const ReportData& data, const GroupStats& g
   e.global_batch = last.global_batch;
   e.steps_per_epoch = last.epoch > 0 ? static_cast<double>(last.step) / last.epoch : kNaN;
   e.lr_first = first.lr;
-  e.lr_last = last.lr;
+  e.lr_peak = first.lr;
+  for (const auto& r : run->epochs) e.lr_peak = std::max(e.lr_peak, r.lr);
   return e;
 }
 

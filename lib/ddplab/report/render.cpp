@@ -321,17 +321,18 @@ std::string effective_change(const EffectiveSettings& a, const EffectiveSettings
   };
   const auto lr = [](double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string(kDash); };
   const auto whole = [](double v) { return fixed(v, 0); };
-  const std::string batch = fmt::format("{}", a.global_batch), batch_b = fmt::format("{}", b.global_batch);
-  std::string o =
-      batch == batch_b ? std::string("global batch unchanged") : fmt::format("global batch {}", change(batch, batch_b));
+  const auto batch = [](int64_t v) { return v > 0 ? fmt::format("{}", v) : std::string(kDash); };
+  std::string o = batch(a.global_batch) == batch(b.global_batch)
+                      ? std::string("global batch unchanged")
+                      : fmt::format("global batch {}", change(batch(a.global_batch), batch(b.global_batch)));
   o += whole(a.steps_per_epoch) == whole(b.steps_per_epoch)
            ? std::string(", steps/epoch unchanged")
            : fmt::format(", steps/epoch {}", change(whole(a.steps_per_epoch), whole(b.steps_per_epoch)));
-  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_last) == lr(b.lr_last)) return o + ", lr unchanged";
-  if (lr(a.lr_first) == lr(a.lr_last) && lr(b.lr_first) == lr(b.lr_last))
+  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_peak) == lr(b.lr_peak)) return o + ", lr unchanged";
+  if (lr(a.lr_first) == lr(a.lr_peak) && lr(b.lr_first) == lr(b.lr_peak))
     return o + fmt::format(", lr {}", change(lr(a.lr_first), lr(b.lr_first)));
-  return o + fmt::format(", lr {} at the first epoch, {} at the last", change(lr(a.lr_first), lr(b.lr_first)),
-                         change(lr(a.lr_last), lr(b.lr_last)));
+  return o + fmt::format(", lr {} at the first epoch, peak {}", change(lr(a.lr_first), lr(b.lr_first)),
+                         change(lr(a.lr_peak), lr(b.lr_peak)));
 }
 
 namespace {
@@ -484,7 +485,8 @@ std::string summary_note(const ReportData& d) {
   return fmt::format(
       "Each row changes one swept setting between neighbouring values with the other settings fixed; the accuracy "
       "difference is the comparison below (paired by seed where possible, Holm-corrected). In effect: the global "
-      "batch, optimizer steps per epoch and learning rate (first and last epoch) read from the runs' records. Time to "
+      "batch, optimizer steps per epoch and learning rate (at the first epoch and its peak) read from the runs' "
+      "records. Time to "
       "target: wall-clock seconds to the first epoch{} at the target accuracy; steps to target loss: the first step "
       "record "
       "(log.every_steps) from which the training loss, averaged over {:.0f} samples around each record, stays at or "
@@ -1008,7 +1010,7 @@ CsvColumns<GroupStats> groups_stats_columns() {
       {"target_device_s_mean", [](G g) { return csv_num(g.target_device_s); }},
       {"steps_per_epoch", [](G g) { return csv_num(g.effective.steps_per_epoch); }},
       {"lr_first", [](G g) { return csv_num(g.effective.lr_first); }},
-      {"lr_last", [](G g) { return csv_num(g.effective.lr_last); }},
+      {"lr_peak", [](G g) { return csv_num(g.effective.lr_peak); }},
       {"chosen_val_acc_mean", [](G g) { return csv_num(g.chosen_val_acc.mean); }},
       {"chosen_test_acc_mean", [](G g) { return csv_num(g.chosen_test_acc.mean); }},
   };

@@ -159,13 +159,15 @@ struct MeanStd {
 // What a group's runs did, read from their records rather than the spec (the first finished run
 // with records; NaN / 0 when none): what a change of a setting changed in effect.
 struct EffectiveSettings {
-  int64_t global_batch = 0;
+  int64_t global_batch = 0;          // 0: no records
   double steps_per_epoch = 0;        // the last record's step / its epoch
-  double lr_first = 0, lr_last = 0;  // the lr of the first and of the last record
+  double lr_first = 0, lr_peak = 0;  // the lr of the first record, and the highest of any record
 };
-// "global batch 64 -> 128, steps/epoch 187 -> 94, lr unchanged" (arrows as U+2192): the effective
-// differences from a to b, each "unchanged" when equal; an lr that moves over the epochs is given
-// at the first and the last ("lr 0.1 -> 0.2 at the first epoch, 0.001 (unchanged) at the last").
+// "global batch 64 -> 128, steps/epoch 187 -> 94, lr unchanged" (arrows as U+2192; a group without
+// records gives an em dash): the effective differences from a to b, each "unchanged" when equal; an
+// lr that moves over the epochs (warmup, decay) is given at the first epoch and at its peak, the
+// value the scaling rules scale ("lr 0.05 -> 0.1 at the first epoch, peak 0.1 -> 0.2"), not at the
+// last, where a decay to 0 leaves nothing to compare.
 std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b);
 
 struct GroupStats {
