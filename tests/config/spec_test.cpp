@@ -570,6 +570,15 @@ TEST(Spec, SimulatedReplicasRejectSyncBn) {
   EXPECT_EQ(msg.rfind("/model/sync_bn: simulated replicas", 0), 0u) << msg;
 }
 
+// sync_bn cannot reach the BatchNorm inside a scripted module: asked for, it is refused, not ignored.
+TEST(Spec, TorchscriptModelRejectsSyncBn) {
+  json doc = with("model.torchscript=net.pt");
+  EXPECT_NO_THROW(resolve(doc));
+  apply_override(doc, "model.sync_bn=true");
+  const std::string msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/model/sync_bn: a TorchScript module", 0), 0u) << msg;
+}
+
 // testing::error_of: any exception other than ddplab::Error escapes and fails the test (those were the bugs).
 using testing::error_of;
 

@@ -450,7 +450,7 @@ void check_layer(json& layer, const std::string& pointer) {
 }
 
 // model.name agrees with model.layers and model.torchscript (infer_model_name() filled it in
-// when left out); each layer is checked and completed.
+// when left out), a TorchScript module is not asked for sync_bn; each layer is checked and completed.
 void check_model(json& model) {
   const std::string name = model["name"].get<std::string>();
   const bool layers = model.contains("layers");
@@ -466,6 +466,10 @@ void check_model(json& model) {
     throw Error(script ? "/model/name: must be \"torchscript\" (or left out) when model.torchscript is given, got \"" +
                              name + "\""
                        : "/model/torchscript: model.name \"torchscript\" needs the path of a saved module, got \"\"");
+  if (script && model["sync_bn"] == true)
+    throw Error(
+        "/model/sync_bn: a TorchScript module (model.torchscript) keeps torch's own BatchNorm, whose batch "
+        "statistics ddplab cannot share across replicas; use model.layers with a batch_norm layer, or false, got true");
   if (!layers) return;
   for (size_t i = 0; i < model["layers"].size(); ++i)
     check_layer(model["layers"][i], fmt::format("/model/layers/{}", i));
