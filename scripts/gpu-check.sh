@@ -45,9 +45,10 @@ step() {
 python=${PYTHON:-python3}
 build=${GPU_CHECK_BUILD:-build-gpu}
 dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90 plan_target=0.55
+test_jobs=12 tests_limit=300  # the unit tests on 16 cores
 if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
   dev=cpu nccl=gloo extra=(dataset.train_limit=3200 dataset.test_limit=500) rounds=1 limit64=3200 limit512=3200 fashion_target=0.50
-  plan_target=1.0
+  plan_target=1.0 test_jobs=$(($(nproc) + 1)) tests_limit=600  # 12 at once oversubscribe a small machine past 300 s
 fi
 runs=$(mktemp -d)
 export DDPLAB_REQUIRE_BROWSER=  # no browser there
@@ -143,7 +144,8 @@ step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEN
 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
   bench/compare.sh $rounds $limit512
 step "compiler warnings" scripts/check-warnings.sh $build
-STEP_LIMIT=300 step "unit tests (all)" ctest --test-dir $build -j 12 --timeout 200 --output-on-failure -E "ReportBrowser|Torchrun"
+STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 --output-on-failure \
+  -E "ReportBrowser|Torchrun"
 tar czf "$out/gpu-runs.tgz" -C "$runs" . 2>/dev/null
 echo "== failed: ${failed[*]:-none}" | tee -a "$log"
 [ ${#failed[@]} -eq 0 ]
