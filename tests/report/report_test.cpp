@@ -1059,6 +1059,67 @@ TEST(Report, LabelsLeaveOutKeysAGroupDoesNotSet) {
   EXPECT_EQ(d.comparisons[0].key, "replicas.sync.local_sgd.period");
 }
 
+TEST(Report, ZippedSettingsAreComparedAsOneChoice) {
+  // sweep_zip {optimizer.name: [sgd, adam], optimizer.lr: [0.05, 0.001]} x replicas.count [1, 2]:
+  // the optimizer and its lr always change together, so they are one setting, compared as one.
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed)
+    for (int replicas : {1, 2})
+      for (const auto& [name, lr] : {std::pair{"sgd", 0.05}, std::pair{"adam", 0.001}}) {
+        FakeRun r;
+        r.seed = seed;
+        r.replicas = replicas;
+        r.run_id = fmt::format("{}-r{}-s{}", name, replicas, seed);
+        r.spec_patch = {{"optimizer", {{"name", name}, {"lr", lr}}}};
+        r.test_acc = {std::string(name) == "adam" ? 0.80 + 0.01 * seed : 0.85 + 0.0105 * seed};
+        write_run(tmp.path() / "runs", r);
+      }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.settings.size(), 2u);
+  EXPECT_EQ(d.settings[0].name, "optimizer.lr + optimizer.name");
+  EXPECT_EQ(d.settings[1].name, "replicas.count");
+  group_labelled(d, "optimizer.lr=0.001, optimizer.name=adam, replicas.count=2");
+  ASSERT_EQ(d.comparisons.size(), 4u) << "two optimizer changes, two replica changes";
+  const auto changes = summary_changes(d);
+  ASSERT_EQ(changes.size(), 4u);
+  const GroupComparison& first = d.comparisons[changes[0].comparison];
+  EXPECT_EQ(first.key, "optimizer.lr + optimizer.name");
+  EXPECT_EQ(first.value_a + " > " + first.value_b, "0.001, adam > 0.05, sgd");
+  EXPECT_EQ(changes[0].at, "replicas.count=1");
+  EXPECT_EQ(first.stats.verdict, Verdict::b_better) << "5.05 and 5.10 points";
+  EXPECT_EQ(changes[2].at, "optimizer.lr=0.001, optimizer.name=adam");
+  EXPECT_NE(render_markdown(d).find("| optimizer.lr + optimizer.name | 0.001, adam \xE2\x86\x92 0.05, sgd |"),
+            std::string::npos)
+      << render_markdown(d);
+}
+
+TEST(Report, ALayerListIsNamedByTheKeysTheSweepChanged) {
+  // model.layers at two widths (sweep_zip of model.layers.0.channels and model.layers.3.channels):
+  // the labels and the comparison name those keys, not the whole list.
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed)
+    for (const auto& [c0, c3] : {std::pair{8, 16}, std::pair{32, 64}}) {
+      FakeRun r;
+      r.seed = seed;
+      r.run_id = fmt::format("w{}-s{}", c0, seed);
+      r.spec_patch = {{"model",
+                       {{"layers", json::array({{{"type", "conv"}, {"channels", c0}, {"kernel", 3}},
+                                                {{"type", "relu"}},
+                                                {{"type", "max_pool"}, {"kernel", 2}},
+                                                {{"type", "conv"}, {"channels", c3}, {"kernel", 3}},
+                                                {{"type", "flatten"}},
+                                                {{"type", "linear"}, {"features", 10}}})}}}};
+      write_run(tmp.path() / "runs", r);
+    }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 2u);
+  group_labelled(d, "model.layers.0.channels=8, model.layers.3.channels=16");
+  ASSERT_EQ(d.comparisons.size(), 1u);
+  EXPECT_EQ(d.comparisons[0].key, "model.layers.0.channels + model.layers.3.channels");
+  EXPECT_EQ(d.comparisons[0].value_a + " > " + d.comparisons[0].value_b, "8, 16 > 32, 64");
+  EXPECT_EQ(csv_cell(render_groups_csv(d), 1, "model.layers.3.channels"), "64");
+}
+
 TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
   // steps ~ 1 + B_noise / B: at B = B_noise doubling saves 1 - 1.5 / 2 = 25% of the steps for 50%
   // more samples; far below it saves almost half; far above almost nothing.

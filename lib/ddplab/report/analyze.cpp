@@ -42,11 +42,18 @@ void find_below(const fs::path& dir, std::vector<fs::path>& out) {
     if (entry.is_directory(ec)) find_below(entry.path(), out);
 }
 
-// Objects become dotted keys; arrays and scalars are leaves.
+bool array_of_objects(const json& j) {
+  return j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_object(); });
+}
+
+// Objects become dotted keys, and so do arrays of objects, indexed as a sweep names them
+// (model.layers.0.channels); other arrays and scalars are leaves.
 void flatten(const json& j, const std::string& prefix, json& out) {
+  const auto key = [&](const std::string& k) { return prefix.empty() ? k : fmt::format("{}.{}", prefix, k); };
   if (j.is_object() && !j.empty()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      flatten(it.value(), prefix.empty() ? it.key() : fmt::format("{}.{}", prefix, it.key()), out);
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), key(it.key()), out);
+  } else if (array_of_objects(j)) {
+    for (size_t i = 0; i < j.size(); ++i) flatten(j[i], key(fmt::format("{}", i)), out);
   } else if (!prefix.empty()) {
     out[prefix] = j;
   }
@@ -62,11 +69,6 @@ json group_key(const json& spec) {
 
 MeanStd mean_std(const std::vector<double>& xs) { return {mean(xs), sample_std(xs)}; }
 
-std::string value_text(const json& v) {
-  if (v.is_null()) return "(unset)";
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
 // Settings ddplab derives from another one when left "auto" (the thread budget is split over the
 // replicas; the backend follows the device): groups that differ in both differ in one choice.
 const std::map<std::string, std::string> kFollows = {{"replicas.threads", "replicas.count"},
@@ -74,6 +76,24 @@ const std::map<std::string, std::string> kFollows = {{"replicas.threads", "repli
 
 int64_t seed_of(const RunData& r) { return r.spec.is_object() ? int_field(r.spec, "seed", 0) : 0; }
 }  // namespace
+
+std::string value_text(const json& v) {
+  if (v.is_null()) return "(unset)";
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+json setting_value(const GroupStats& g, const Setting& s) {
+  if (s.keys.size() == 1) return g.key_spec.value(s.keys.front(), json());
+  json out = json::array();
+  for (const auto& k : s.keys) out.push_back(g.key_spec.value(k, json()));
+  return out;
+}
+
+std::string setting_text(const GroupStats& g, const Setting& s) {
+  std::vector<std::string> parts;
+  for (const auto& k : s.keys) parts.push_back(value_text(g.key_spec.value(k, json())));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 
 std::string RunData::status_text() const { return running() ? "in progress" : status_name; }
 
@@ -459,6 +479,33 @@ std::vector<std::string> following_keys(const std::vector<json>& keys, const std
   return out;
 }
 
+// The differing keys but `followers` as settings: keys whose values split the groups alike (the
+// same groups share a value of each) are one setting.
+std::vector<Setting> swept_settings(const std::vector<json>& keys, const std::vector<std::string>& differing,
+                                    const std::vector<std::string>& followers) {
+  std::vector<Setting> out;
+  std::vector<std::vector<size_t>> splits;  // per setting: each group's first group with its value
+  for (const auto& k : differing) {
+    if (std::count(followers.begin(), followers.end(), k) > 0) continue;
+    std::vector<size_t> split;
+    for (const auto& g : keys) {
+      const auto first = std::find_if(keys.begin(), keys.end(),
+                                      [&](const json& h) { return h.value(k, json()) == g.value(k, json()); });
+      split.push_back(static_cast<size_t>(first - keys.begin()));
+    }
+    const auto same = std::find(splits.begin(), splits.end(), split);
+    if (same == splits.end()) {
+      splits.push_back(split);
+      out.push_back({k, {k}});
+    } else {
+      Setting& s = out[static_cast<size_t>(same - splits.begin())];
+      s.name += " + " + k;
+      s.keys.push_back(k);
+    }
+  }
+  return out;
+}
+
 // The group's values of the differing keys and its label. Keys this group does not set are left
 // out of its label ("replicas.sync=allreduce" rather than also
 // "replicas.sync.local_sgd.period=(unset)"), unless it sets none of them.
@@ -757,24 +804,37 @@ void compare_metric(const ReportData& data, GroupComparison& c) {
     c.bad_runs_p = fisher_exact_two_sided(ga.collapsed + ga.diverged, ga.n, gb.collapsed + gb.diverged, gb.n);
 }
 
+// The index of the setting in data.settings that holds key k; settings.size() for none.
+size_t setting_of(const ReportData& data, const std::string& k) {
+  const auto s = std::find_if(data.settings.begin(), data.settings.end(),
+                              [&](const Setting& s) { return std::count(s.keys.begin(), s.keys.end(), k) > 0; });
+  return static_cast<size_t>(s - data.settings.begin());
+}
+
 // Groups a and b compared on the metric, when they differ in exactly one setting (derived
 // settings that follow it aside) and both have a spec. Holm's correction comes later.
 std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t b) {
   const GroupStats &ga = data.groups[a], &gb = data.groups[b];
   const auto all_ab = keys_between(data, ga, gb);
-  std::vector<std::string> keys_ab, followers;
+  std::set<size_t> changed;
+  std::vector<std::string> followers;
   for (const auto& k : all_ab) {
     const auto f = kFollows.find(k);
-    const bool follows = f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0;
-    (follows ? followers : keys_ab).push_back(k);
+    if (f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0)
+      followers.push_back(k);
+    else
+      changed.insert(setting_of(data, k));
   }
-  if (keys_ab.size() != 1 || ga.key_spec.contains("run") || gb.key_spec.contains("run")) return std::nullopt;
+  if (changed.size() != 1 || *changed.begin() == data.settings.size() || ga.key_spec.contains("run") ||
+      gb.key_spec.contains("run"))
+    return std::nullopt;
+  const Setting& setting = data.settings[*changed.begin()];
   GroupComparison c;
   c.a = a;
   c.b = b;
-  c.key = keys_ab.front();
-  c.value_a = value_in(ga, c.key);
-  c.value_b = value_in(gb, c.key);
+  c.key = setting.name;
+  c.value_a = setting_text(ga, setting);
+  c.value_b = setting_text(gb, setting);
   for (const auto& k : followers)
     c.followers.push_back(fmt::format("{}: {} vs {}", k, value_in(ga, k), value_in(gb, k)));
   compare_metric(data, c);
@@ -992,6 +1052,7 @@ ReportData analyze(const ReportOptions& options) {
   const std::vector<std::string> followers = following_keys(keys, data.differing_keys);
   data.follower_notes = follower_notes(followers);
   data.follower_keys = followers;
+  data.settings = swept_settings(keys, data.differing_keys, followers);
   data.title = title_of(data.runs);
   data.target_acc = target_of(options, data.runs);
   data.on_validation = every_record_has_validation(data.runs);

@@ -20,50 +20,36 @@ namespace ddplab::report {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-json value_of(const GroupStats& g, const std::string& key) { return g.key_spec.value(key, json()); }
-
-std::string value_text(const json& v) {
-  if (v.is_null()) return "(unset)";
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
-// The differing keys a user swept: those that do not only follow another one.
-std::vector<std::string> swept_keys(const ReportData& d) {
-  std::vector<std::string> out;
-  for (const auto& k : d.differing_keys)
-    if (std::count(d.follower_keys.begin(), d.follower_keys.end(), k) == 0) out.push_back(k);
-  return out;
-}
-
-// "k=v, ..." over `keys` (sorted), "" for none.
-std::string label_over(const GroupStats& g, const std::vector<std::string>& keys) {
+// "k=v, ..." over the keys of `settings`, "" for none.
+std::string label_over(const GroupStats& g, const std::vector<Setting>& settings) {
   std::vector<std::string> parts;
-  for (const auto& k : keys) parts.push_back(fmt::format("{}={}", k, value_text(value_of(g, k))));
+  for (const auto& s : settings)
+    for (const auto& k : s.keys) parts.push_back(fmt::format("{}={}", k, value_text(g.key_spec.value(k, json()))));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-// Whether groups a and b agree on every swept key but `key`.
-bool same_elsewhere(const ReportData& d, const GroupStats& a, const GroupStats& b, const std::string& key) {
-  for (const auto& k : swept_keys(d))
-    if (k != key && value_of(a, k) != value_of(b, k)) return false;
+// Whether groups a and b agree on every swept setting but `setting`.
+bool same_elsewhere(const ReportData& d, const GroupStats& a, const GroupStats& b, const Setting& setting) {
+  for (const auto& s : d.settings)
+    if (s.name != setting.name && setting_value(a, s) != setting_value(b, s)) return false;
   return true;
 }
 }  // namespace
 
 std::vector<SettingChange> summary_changes(const ReportData& d) {
   std::vector<SettingChange> out;
-  for (const auto& key : swept_keys(d)) {
-    std::vector<std::string> others;
-    for (const auto& k : swept_keys(d))
-      if (k != key) others.push_back(k);
+  for (const auto& setting : d.settings) {
+    std::vector<Setting> others;
+    for (const auto& s : d.settings)
+      if (s.name != setting.name) others.push_back(s);
     for (size_t i = 0; i < d.comparisons.size(); ++i) {
       const GroupComparison& c = d.comparisons[i];
-      if (c.key != key) continue;
+      if (!c.planned.empty() || c.key != setting.name) continue;
       const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
-      const json va = value_of(a, key), vb = value_of(b, key);
+      const json va = setting_value(a, setting), vb = setting_value(b, setting);
       const bool between = std::any_of(d.groups.begin(), d.groups.end(), [&](const GroupStats& g) {
-        const json v = value_of(g, key);
-        return same_elsewhere(d, a, g, key) && std::min(va, vb) < v && v < std::max(va, vb);
+        const json v = setting_value(g, setting);
+        return same_elsewhere(d, a, g, setting) && std::min(va, vb) < v && v < std::max(va, vb);
       });
       if (!between) out.push_back({i, label_over(a, others)});
     }
@@ -122,13 +108,15 @@ using GroupValue = std::function<double(const GroupStats&)>;
 // at a fixed per-replica batch, is part of x, not another line; so is every key of `part_of_x`).
 std::map<std::string, std::vector<size_t>> lines_over(const ReportData& d, const GroupValue& x,
                                                       const std::vector<std::string>& part_of_x = {}) {
-  std::vector<std::string> rest;
-  for (const auto& k : swept_keys(d)) {
-    if (std::count(part_of_x.begin(), part_of_x.end(), k) > 0) continue;
+  std::vector<Setting> rest;
+  for (const auto& s : d.settings) {
+    if (std::any_of(s.keys.begin(), s.keys.end(),
+                    [&](const std::string& k) { return std::count(part_of_x.begin(), part_of_x.end(), k) > 0; }))
+      continue;
     std::map<double, std::set<std::string>> values;
     for (const auto& g : d.groups)
-      if (g.n > 0) values[x(g)].insert(value_of(g, k).dump());
-    if (std::any_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() > 1; })) rest.push_back(k);
+      if (g.n > 0) values[x(g)].insert(setting_value(g, s).dump());
+    if (std::any_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() > 1; })) rest.push_back(s);
   }
   std::map<std::string, std::vector<size_t>> lines;
   for (size_t i = 0; i < d.groups.size(); ++i)
@@ -344,12 +332,12 @@ std::optional<NamedChart> batch_tradeoff(const ReportData& d) {
   return NamedChart{"batch_tradeoff.svg", chart.title, render_svg(chart), caption};
 }
 
-// The sorted values of `key` over the finished groups when all are numbers, else empty.
-std::vector<double> numeric_values(const ReportData& d, const std::string& key) {
+// The sorted values of `setting` over the finished groups when all are numbers, else empty.
+std::vector<double> numeric_values(const ReportData& d, const Setting& setting) {
   std::set<double> values;
   for (const auto& g : d.groups) {
     if (g.n == 0) continue;
-    const json v = value_of(g, key);
+    const json v = setting_value(g, setting);
     if (!v.is_number()) return {};
     values.insert(v.get<double>());
   }
@@ -358,16 +346,16 @@ std::vector<double> numeric_values(const ReportData& d, const std::string& key) 
 
 // Exactly two swept settings, both numeric with 2 or more values: the metric over the grid.
 std::optional<NamedChart> metric_heatmap(const ReportData& d) {
-  const auto keys = swept_keys(d);
+  const auto& keys = d.settings;
   if (keys.size() != 2) return std::nullopt;
   const auto xs = numeric_values(d, keys[0]), ys = numeric_values(d, keys[1]);
   if (xs.size() < 2 || ys.size() < 2) return std::nullopt;
   Heatmap m;
   m.id = "acc_heatmap";
   m.title = fmt::format("{} over {} and {}", d.final_epochs > 1 ? "Test accuracy (last epochs)" : "Final test accuracy",
-                        keys[0], keys[1]);
-  m.x_label = keys[0];
-  m.y_label = keys[1];
+                        keys[0].name, keys[1].name);
+  m.x_label = keys[0].name;
+  m.y_label = keys[1].name;
   m.z_label = "mean over seeds, points";
   for (double x : xs) m.x_values.push_back(fmt::format("{:g}", x));
   for (double y : ys) m.y_values.push_back(fmt::format("{:g}", y));
@@ -375,8 +363,8 @@ std::optional<NamedChart> metric_heatmap(const ReportData& d) {
   m.text.assign(ys.size(), std::vector<std::string>(xs.size(), "no runs"));
   for (const auto& g : d.groups) {
     if (g.n == 0) continue;
-    const auto c = std::find(xs.begin(), xs.end(), value_of(g, keys[0]).get<double>()) - xs.begin();
-    const auto r = std::find(ys.begin(), ys.end(), value_of(g, keys[1]).get<double>()) - ys.begin();
+    const auto c = std::find(xs.begin(), xs.end(), setting_value(g, keys[0]).get<double>()) - xs.begin();
+    const auto r = std::find(ys.begin(), ys.end(), setting_value(g, keys[1]).get<double>()) - ys.begin();
     m.z[r][c] = g.metric.mean;
     m.text[r][c] = g.metric_by_seed.size() > 1 ? fmt::format("{:.2f} \xC2\xB1{:.2f} (n={})", g.metric.mean,
                                                              g.metric.std, g.metric_by_seed.size())

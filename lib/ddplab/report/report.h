@@ -11,10 +11,11 @@
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
 // subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
 // "output", "run_id", "report" and "slurm" are removed form a group. A group's label names the dotted keys
-// whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"); with one
-// group it is the experiment name. A differing key that only follows another one (replicas.threads
-// with replicas.count, replicas.backend with replicas.device: one value of it per value of the
-// other) is named once in the report's opening instead of in every label, and the specs'
+// whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"; the objects of
+// an array such as model.layers indexed as a sweep names them, "model.layers.0.channels=32"); with one
+// group it is the experiment name. Keys that always change together form one setting (Setting). A differing key that
+// only follows another one (replicas.threads with replicas.count, replicas.backend with replicas.device: one value of
+// it per value of the other) is named once in the report's opening instead of in every label, and the specs'
 // report.labels map (label -> display name) renames groups. Statistics use the runs whose manifest says "done" (n);
 // runs still "running" are listed as "in progress", failed/interrupted ones with their message, a status ddplab does
 // not write as it is spelled, and all runs with records are drawn in the charts.
@@ -237,14 +238,14 @@ struct GroupStats {
 // in its statistics, and why the others are not.
 std::string ok_of_ended(const GroupStats& g);
 
-// A pair of groups that differ in exactly one key, compared on the metric (GroupStats::metric_by_seed)
+// A pair of groups that differ in exactly one setting, compared on the metric (GroupStats::metric_by_seed)
 // with compare_by_seed: paired over shared seeds, else Welch; Holm-adjusted over every comparison
 // of the report; equivalence margin ReportData::equivalence_pts; the test set's sampling error as
 // the resolution floor when both groups know it.
 struct GroupComparison {
-  size_t a = 0, b = 0;  // group indices
-  std::string key;      // the differing dotted key (a planned contrast: all of them, ", "-joined)
-  std::string value_a, value_b;
+  size_t a = 0, b = 0;                 // group indices
+  std::string key;                     // the Setting's name (a planned contrast: all differing keys, ", "-joined)
+  std::string value_a, value_b;        // setting_text of each group
   std::string planned;                 // a report.contrasts entry's name; empty for a one-setting comparison
   std::vector<std::string> followers;  // "replicas.threads: 2 vs 1": derived settings that changed with `key`
   Comparison stats;                    // B - A
@@ -260,6 +261,25 @@ struct GroupComparison {
   std::optional<double> bad_runs_p;
 };
 
+// A swept setting: the differing keys that tell the groups apart alike (every value of one comes
+// with one value of each other, and the reverse), as a sweep_zip's keys or the two channel counts
+// of one model.layers change do. Its data cannot separate them, so the report compares them as one
+// choice. Followers (ReportData::follower_keys) are in no setting.
+struct Setting {
+  std::string name;               // the keys joined with " + ": "optimizer.lr + optimizer.name"
+  std::vector<std::string> keys;  // sorted dotted keys
+};
+
+// The text of a flattened spec value in labels and tables: a string without quotes, "(unset)"
+// for a key the group does not set, else its JSON.
+std::string value_text(const nlohmann::json& v);
+
+// A group's value of the setting: its key's value, or for several keys the array of their values.
+nlohmann::json setting_value(const GroupStats& g, const Setting& s);
+
+// "8, 16": value_text of each key's value, ", "-joined.
+std::string setting_text(const GroupStats& g, const Setting& s);
+
 struct ReportData {
   std::vector<RunData> runs;
   std::vector<GroupStats> groups;
@@ -269,6 +289,7 @@ struct ReportData {
   // "replicas.threads follows replicas.count".
   std::vector<std::string> follower_notes;
   std::vector<std::string> follower_keys;  // the keys of follower_notes
+  std::vector<Setting> settings;           // the differing keys but followers, as settings, by first key
   double equivalence_pts = 0.5;            // ReportOptions / report.equivalence_pts
   int final_epochs = 1;                    // ReportOptions / report.final_epochs
   std::optional<double> target_loss;       // ReportOptions / report.target_loss
@@ -283,13 +304,13 @@ struct ReportData {
 };
 
 // One change of one swept setting for the report's summary: a comparison (index into
-// ReportData::comparisons) between two neighbouring values of its key (no group with the same
-// other settings has a value in between), `at` naming the other differing settings' values.
+// ReportData::comparisons) between two neighbouring values of the setting (no group with the same
+// other settings has a value in between), `at` naming the other settings' values.
 struct SettingChange {
   size_t comparison = 0;
   std::string at;  // "schedule.scale_rule=linear", or "" when no other setting differs
 };
-// The changes, by key in ReportData::differing_keys order, then by the groups' order; then the
+// The changes, by setting in ReportData::settings order, then by the groups' order; then the
 // planned contrasts (report.contrasts), `at` empty.
 std::vector<SettingChange> summary_changes(const ReportData& data);
 
