@@ -875,6 +875,25 @@ TEST(ReportCompare, AnEquivalenceWhoseIntervalEndsAtTheMarginIsBorderline) {
   EXPECT_EQ(describe(clear).find("borderline"), std::string::npos);
 }
 
+TEST(Report, ChanceIsJudgedByTheClassesOfTheRunsDataset) {
+  // 5% test accuracy: chance for 10 classes (below 1.5 / 10), learning for CIFAR-100's 100.
+  TempDir tmp;
+  for (const char* dataset : {"fashion-mnist", "cifar100"}) {
+    FakeRun r;
+    r.run_id = dataset;
+    r.test_acc = {0.03, 0.05};
+    r.spec_patch = {{"dataset", {{"name", dataset}}}};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.runs.size(), 2u);
+  for (const auto& r : d.runs) {
+    const bool hundred = r.run_id == "cifar100";
+    EXPECT_EQ(r.classes(), hundred ? 100 : 10);
+    EXPECT_EQ(r.health(), hundred ? RunHealth::kOk : RunHealth::kCollapsed) << r.run_id;
+  }
+}
+
 TEST(ReportStats, FisherExactTestOfTwoCounts) {
   EXPECT_NEAR(fisher_exact_two_sided(0, 3, 2, 2), 3.0 / 7, 1e-12);
   EXPECT_NEAR(fisher_exact_two_sided(3, 0, 0, 3), 0.1, 1e-12) << "all of A, none of B: 2 / C(6, 3)";

@@ -112,12 +112,7 @@ std::vector<ProgressSpan> progress_to(const std::vector<rundir::EpochRecord>& re
 
 void measure_target(const report::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
                     MeasuredRun& m) {
-  const int classes = [&] {
-    const bool named = run.spec.is_object() && run.spec.contains("dataset") && run.spec["dataset"].is_object();
-    const auto dataset = config::dataset_of(named ? run.spec["dataset"].value("name", json()) : json());
-    return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
-  }();
-  const auto health = run.health(classes);
+  const auto health = run.health();
   m.timed = health && *health != report::RunHealth::kDiverged && std::isfinite(m.timing.step_s);
   if (health == report::RunHealth::kDiverged) m.left_out = "diverged";
   if (health == report::RunHealth::kCollapsed) m.left_out = "collapsed (near chance at the end)";

@@ -160,8 +160,15 @@ double RunData::mean_host_steal_pct() const {
   return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return or_nan(e.host_steal_pct); });
 }
 
-std::optional<RunHealth> RunData::health(int classes) const {
+int RunData::classes() const {
+  const bool named = spec.is_object() && spec.contains("dataset") && spec["dataset"].is_object();
+  const auto dataset = config::dataset_of(named ? spec["dataset"].value("name", json()) : json());
+  return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
+}
+
+std::optional<RunHealth> RunData::health() const {
   if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
+  const int classes = this->classes();
   if (!finished() || epochs.empty()) return std::nullopt;
   const rundir::EpochRecord& e = epochs.back();
   if (!std::isfinite(e.train_loss)) return RunHealth::kDiverged;
@@ -536,12 +543,6 @@ struct GroupSamples {
   std::string unreliable;                              // why a run's last noise scale was left out
 };
 
-// Classes of the group's dataset: 100 for cifar100, else 10 (idx: unknown, taken as 10).
-int classes_of(const json& key_spec) {
-  const auto dataset = config::dataset_of(key_spec.value("dataset.name", json()));
-  return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
-}
-
 std::optional<int64_t> test_samples_of(const json& key_spec) {
   const json limit = key_spec.value("dataset.test_limit", json());
   const auto dataset = config::dataset_of(key_spec.value("dataset.name", json()));
@@ -669,11 +670,10 @@ void group_statistics(const ReportData& data, GroupStats& g) {
   GroupSamples s;
   g.target_acc = data.target_acc;
   g.target_loss = data.target_loss;
-  const int classes = classes_of(g.key_spec);
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
     if (r.running()) ++g.in_progress;
-    const auto health = r.health(classes);
+    const auto health = r.health();
     if (health == RunHealth::kOk) add_run(r, data, g, s);
     if (!health || health == RunHealth::kOk) continue;
     ++(health == RunHealth::kCollapsed ? g.collapsed : g.diverged);
@@ -1012,11 +1012,10 @@ void host_load_warnings(ReportData& data) {
 namespace {
 // The highest point of the group's mean curve (chosen_target), NaN when it has no such runs.
 double mean_curve_peak(const ReportData& data, const GroupStats& g) {
-  const int classes = classes_of(g.key_spec);
   std::map<int, std::vector<double>> by_epoch;
   for (size_t ri : g.runs) {
     const RunData& r = data.runs[ri];
-    if (r.health(classes) != RunHealth::kOk) continue;
+    if (r.health() != RunHealth::kOk) continue;
     for (const auto& e : r.epochs)
       if (std::isfinite(selection_acc(e, data.on_validation)))
         by_epoch[e.epoch].push_back(selection_acc(e, data.on_validation));

@@ -114,9 +114,12 @@ struct RunData {
   size_t group = 0;  // index into ReportData::groups
 
   bool finished() const { return status == rundir::RunStatus::kDone; }
-  // How it ended (RunHealth above), for a dataset of `classes` classes; nullopt for a run that is
+  // The classes of the dataset its spec.json names (config::known_classes); 10 where ddplab does
+  // not know them (idx, no spec).
+  int classes() const;
+  // How it ended (RunHealth above), near chance judged by classes(); nullopt for a run that is
   // neither finished with records nor diverged.
-  std::optional<RunHealth> health(int classes) const;
+  std::optional<RunHealth> health() const;
   bool running() const { return status == rundir::RunStatus::kRunning; }
   // "in progress" for running, else status_name.
   std::string status_text() const;
