@@ -3,9 +3,10 @@
 # "Checking at N = 4, 8 on GPUs"). One GPU cannot time 4 or 8 replicas (NCCL wants a GPU per rank),
 # but steps to a target depend on the global batch, not on where the replicas run, so the
 # statistics half of N = 4, 8 can be checked: `ddplab plan` calibrates on the quickstart (its steps
-# runs: 2 replicas over gloo sharing the GPU; its all-reduce probe: gloo), predicts the grid
-# replicas 1, 2 x global batch 64..1024, then 1 replica runs at 256 and 512 (the global batches of 4
-# and 8 replicas of 64) and `ddplab plan --check` scores the steps to the target there.
+# runs: 2 replicas over gloo sharing the GPU at global batches 64 and 256; its timing runs: every
+# other grid batch; its all-reduce probe: gloo), predicts the grid replicas 1, 2 x global batch 64,
+# 256, 512, then 1 replica runs at 256 and 512 (the global batches of 4 and 8 replicas of 64) and
+# `ddplab plan --check` scores the steps to the target there (512: beyond the batches run to it).
 #
 #   scripts/gpu-plan-check.sh BUILD OUT DEVICE FASHION_ROOT [key=value...]
 #
@@ -34,7 +35,7 @@ for o in overrides:  # dataset.train_limit=3200
     node[leaf] = json.loads(value)
 json.dump(spec, open(path, "w"), indent=2)
 PY
-"$build/bin/ddplab" plan "$spec" --grid replicas=1,2 batch=64,128,256,512,1024 --target-loss "$target" --out "$out/plan"
+"$build/bin/ddplab" plan "$spec" --grid replicas=1,2 batch=64,256,512 --target-loss "$target" --out "$out/plan"
 held=()
 for b in 256 512; do
   "$build/bin/ddplab" run "$spec" batch.per_replica=$b name=gpu_plan_held_$b

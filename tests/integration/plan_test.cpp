@@ -23,7 +23,7 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
   const auto r = run_ddplab(
       fmt::format("plan {} --grid replicas=1,2 batch=32,64,128 --target-acc 0.5 --out {}", path, out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("ddplab plan: calibration of 2 sweeps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ddplab plan: calibration of 3 sweeps"), std::string::npos) << r.output;
   const json plan = json::parse(read_file(out / "plan.json"));
   ASSERT_EQ(plan["cells"].size(), 6u) << plan.dump(2);
   EXPECT_EQ(plan["hash"].get<std::string>().size(), 16u);
@@ -44,6 +44,15 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
   const fs::path steps = out / "calibration" / "tiny_plan-calibration-steps";
   EXPECT_TRUE(fs::exists(steps / "batch.global=32,seed=3" / "steps.jsonl"));
   EXPECT_TRUE(fs::exists(steps / "batch.global=64,seed=3" / "epochs.jsonl"));
+  // The timing runs: every grid per-replica batch that the steps runs do not time, 1 epoch each;
+  // the compute curve passes through each of them.
+  for (const char* run : {"timing-N1/batch.per_replica=32,seed=3", "timing-N1/batch.per_replica=64,seed=3",
+                          "timing-N1/batch.per_replica=128,seed=3", "timing-N2/batch.per_replica=64,seed=3"})
+    EXPECT_TRUE(fs::exists(out / "calibration" / ("tiny_plan-calibration-" + std::string(run)) / "epochs.jsonl"))
+        << run;
+  EXPECT_FALSE(fs::exists(out / "calibration" / "tiny_plan-calibration-timing-N2/batch.per_replica=16,seed=3"));
+  EXPECT_EQ(plan["step_time"]["compute"]["1"]["points"].size(), 3u) << plan.dump(2);
+  EXPECT_EQ(plan["step_time"]["compute"]["2"]["points"].size(), 3u) << plan.dump(2);
   // The same calibration, given: the same predictions.
   const auto again =
       run_ddplab(fmt::format("plan --calibration {} --grid replicas=1,2 batch=32,64,128 --target-acc "

@@ -33,11 +33,14 @@ std::vector<StepTiming> synthetic_timings(const StepTimeModel& truth, const std:
   return out;
 }
 
+// T_comp(b) = alpha + beta b: the line through two of its points.
+ComputeCurve line(double alpha, double beta) { return {{{1, alpha + beta}, {2, alpha + 2 * beta}}}; }
+
 StepTimeModel known_model() {
   StepTimeModel m;
-  m.compute[1] = {0.002, 0.0004};  // 2 ms + 0.4 ms per sample
-  m.compute[2] = {0.002, 0.0004};
-  m.compute[4] = {0.002, 0.0004};
+  m.compute[1] = line(0.002, 0.0004);  // 2 ms + 0.4 ms per sample
+  m.compute[2] = line(0.002, 0.0004);
+  m.compute[4] = line(0.002, 0.0004);
   m.payload_bytes = 4.0 * 1.2e6;  // 1.2 M float32 parameters
   m.buckets = 2;
   m.seconds_per_byte = 1 / 1.0e9;  // 1 GB/s
@@ -49,9 +52,23 @@ StepTimeModel known_model() {
 TEST(PlanFit, ComputeLineIsRecoveredExactly) {
   const auto fit = fit_compute({32, 64, 128}, {0.01 + 0.001 * 32, 0.01 + 0.001 * 64, 0.01 + 0.001 * 128});
   ASSERT_TRUE(fit.has_value());
-  EXPECT_NEAR(fit->alpha, 0.01, 1e-12);
-  EXPECT_NEAR(fit->beta, 0.001, 1e-12);
+  for (double b : {8.0, 32.0, 48.0, 100.0, 512.0}) EXPECT_NEAR(fit->at(b), 0.01 + 0.001 * b, 1e-12) << b;
   EXPECT_FALSE(fit_compute({64, 64}, {0.1, 0.2}).has_value());
+}
+
+// A cost per sample that falls and rises again (the 2-core CPU of docs/planner.md, 1 replica:
+// 26, 54, 106 and 248 ms at 32, 96, 192 and 384): the curve passes through every timed batch
+// (the median of repeated timings), where one line through the ends misses the middle by 20%.
+TEST(PlanFit, ComputeCurvePassesThroughEveryTimedBatch) {
+  const auto fit = fit_compute({32, 96, 96, 96, 192, 384}, {0.026, 0.050, 0.054, 0.060, 0.106, 0.248});
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->at(96), 0.054, 1e-12);
+  EXPECT_NEAR(fit->at(192), 0.106, 1e-12);
+  EXPECT_NEAR(fit->at(144), (0.054 + 0.106) / 2, 1e-12) << "linear between neighbours";
+  EXPECT_NEAR(fit->at(16), 0.026 - 16 * (0.054 - 0.026) / 64, 1e-12) << "the first segment, extended";
+  EXPECT_NEAR(fit->at(768), 0.248 + 384 * (0.248 - 0.106) / 192, 1e-12) << "the last segment, extended";
+  const auto ends = fit_compute({32, 384}, {0.026, 0.248});
+  EXPECT_GT(ends->at(192) / 0.106, 1.15) << "the line through the ends alone";
 }
 
 // Noise-free: alpha, beta, bandwidth and latency within 1%, the overlap g within the grid's 0.01.
@@ -59,8 +76,8 @@ TEST(PlanFit, StepTimeModelRecoversKnownParameters) {
   const StepTimeModel truth = known_model();
   const auto timings = synthetic_timings(truth, {1, 2, 4}, {16, 32, 64, 128});
   const StepTimeModel m = fit_step_time(timings, truth.payload_bytes, truth.buckets);
-  EXPECT_NEAR(m.compute_at(2).alpha, 0.002, 0.01 * 0.002);
-  EXPECT_NEAR(m.compute_at(2).beta, 0.0004, 0.01 * 0.0004);
+  for (double b : {8.0, 48.0, 256.0})
+    EXPECT_NEAR(m.compute_at(2).at(b), truth.compute_at(2).at(b), 0.01 * truth.compute_at(2).at(b)) << b;
   EXPECT_NEAR(m.overlap, 2.5, 0.011);
   EXPECT_TRUE(m.latency_fitted);
   EXPECT_NEAR(m.seconds_per_byte, 1e-9, 0.01e-9);
@@ -95,14 +112,13 @@ TEST(PlanFit, OneReplicaCountPutsCommunicationOnBandwidth) {
 // measured compute time: here twice as slow per replica (2 replicas sharing the cores).
 TEST(PlanFit, ACountTimedAtOneBatchScalesTheNearestLine) {
   StepTimeModel truth = known_model();
-  truth.compute[2] = {0.004, 0.0008};
+  truth.compute[2] = line(0.004, 0.0008);
   auto timings = synthetic_timings(truth, {1}, {16, 64});
   const auto two = synthetic_timings(truth, {2}, {32});
   timings.insert(timings.end(), two.begin(), two.end());
   const StepTimeModel m = fit_step_time(timings, truth.payload_bytes, truth.buckets);
   ASSERT_EQ(m.compute_scaled.count(2), 1u);
-  EXPECT_NEAR(m.compute_at(2).alpha, 0.004, 1e-9);
-  EXPECT_NEAR(m.compute_at(2).beta, 0.0008, 1e-9);
+  for (double b : {16.0, 32.0, 64.0}) EXPECT_NEAR(m.compute_at(2).at(b), 0.004 + 0.0008 * b, 1e-9) << b;
   EXPECT_NEAR(m.step_s(2, 32) / truth.step_s(2, 32), 1.0, 0.01);
 }
 

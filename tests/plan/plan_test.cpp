@@ -24,10 +24,13 @@ constexpr double kSmin = 300, kBcrit = 200, kTargetLoss = 0.5;
 constexpr int64_t kTrainSamples = 8192;
 constexpr double kEvalS = 2.0, kStartupS = 5.0;
 
+// T_comp(b) = alpha + beta b: the line through two of its points.
+ComputeCurve line(double alpha, double beta) { return {{{1, alpha + beta}, {2, alpha + 2 * beta}}}; }
+
 StepTimeModel truth() {
   StepTimeModel m;
-  m.compute[1] = {0.004, 0.0005};
-  m.compute[2] = {0.004, 0.0005};
+  m.compute[1] = line(0.004, 0.0005);
+  m.compute[2] = line(0.004, 0.0005);
   m.payload_bytes = 4e6;
   m.buckets = 1;
   m.seconds_per_byte = 1 / 2e8;

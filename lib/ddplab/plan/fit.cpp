@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/report/stats.h"
 
 namespace ddplab::plan {
 namespace {
@@ -49,25 +51,25 @@ std::pair<double, double> nonnegative_fit(const std::vector<double>& u, const st
   std::set<std::string> seen;
   for (const auto& t : timings) seen.insert(fmt::format("{} x {}", t.replicas, t.per_replica_batch));
   throw Error(fmt::format(
-      "step-time model: needs timings at 2 or more per-replica batches of one replica count to fit the compute "
-      "time alpha + beta b; the calibration has {}",
+      "step-time model: needs timings at 2 or more per-replica batches of one replica count to draw the compute "
+      "time against the batch; the calibration has {}",
       seen.empty() ? std::string("none") : fmt::format("only {}", fmt::join(seen, ", "))));
 }
 
-std::map<int, ComputeFit> fit_compute_per_replicas(const std::vector<StepTiming>& timings) {
+std::map<int, ComputeCurve> fit_compute_per_replicas(const std::vector<StepTiming>& timings) {
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_n;
   for (const auto& t : timings) {
     by_n[t.replicas].first.push_back(t.per_replica_batch);
     by_n[t.replicas].second.push_back(t.step_s - t.comm_wait_s);
   }
-  std::map<int, ComputeFit> out;
+  std::map<int, ComputeCurve> out;
   for (const auto& [n, xy] : by_n)
     if (const auto fit = fit_compute(xy.first, xy.second)) out[n] = *fit;
   if (out.empty()) throw_too_few_batches(timings);
   return out;
 }
 
-// A replica count timed at one per-replica batch only: the nearest fitted line, scaled to its
+// A replica count timed at one per-replica batch only: the nearest fitted curve, scaled to its
 // measured compute time (on a shared CPU the cores split among the replicas change the speed).
 void scale_single_batch_counts(const std::vector<StepTiming>& timings, StepTimeModel& m) {
   std::map<int, std::pair<double, double>> sums;  // n -> (measured compute, the nearest line's)
@@ -78,8 +80,7 @@ void scale_single_batch_counts(const std::vector<StepTiming>& timings, StepTimeM
   }
   for (const auto& [n, s] : sums) {
     if (!(s.first > 0) || !(s.second > 0)) continue;
-    const ComputeFit base = m.compute_at(n);
-    m.compute[n] = {base.alpha * s.first / s.second, base.beta * s.first / s.second};
+    m.compute[n] = m.compute_at(n).scaled(s.first / s.second);
     m.compute_scaled.insert(n);
   }
 }
@@ -114,29 +115,34 @@ double fit_comm_at(StepTimeModel& m, const std::vector<StepTiming>& timings) {
 }
 }  // namespace
 
-std::optional<ComputeFit> fit_compute(const std::vector<double>& batch, const std::vector<double>& seconds) {
-  std::vector<double> x, y;
+double ComputeCurve::at(double b) const {
+  TORCH_INTERNAL_ASSERT(points.size() >= 2);
+  size_t i = 1;  // the segment (i - 1, i) that holds b, or the end segment beyond it
+  while (i + 1 < points.size() && b > points[i].first) ++i;
+  const auto& [b0, t0] = points[i - 1];
+  const auto& [b1, t1] = points[i];
+  return t0 + (t1 - t0) * (b - b0) / (b1 - b0);
+}
+
+ComputeCurve ComputeCurve::scaled(double factor) const {
+  ComputeCurve out = *this;
+  for (auto& p : out.points) p.second *= factor;
+  return out;
+}
+
+std::optional<ComputeCurve> fit_compute(const std::vector<double>& batch, const std::vector<double>& seconds) {
+  std::map<double, std::vector<double>> by_batch;
   for (size_t i = 0; i < batch.size() && i < seconds.size(); ++i)
-    if (std::isfinite(batch[i]) && std::isfinite(seconds[i])) {
-      x.push_back(batch[i]);
-      y.push_back(seconds[i]);
-    }
-  const double mx = mean_of(x), my = mean_of(y);
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxx += (x[i] - mx) * (x[i] - mx);
-    sxy += (x[i] - mx) * (y[i] - my);
-  }
-  if (x.size() < 2 || !(sxx > 1e-12 * mx * mx)) return std::nullopt;
-  ComputeFit fit;
-  fit.beta = sxy / sxx;
-  fit.alpha = my - fit.beta * mx;
-  return fit;
+    if (std::isfinite(batch[i]) && std::isfinite(seconds[i])) by_batch[batch[i]].push_back(seconds[i]);
+  if (by_batch.size() < 2) return std::nullopt;
+  ComputeCurve curve;
+  for (const auto& [b, ts] : by_batch) curve.points.emplace_back(b, report::percentile(ts, 0.5));
+  return curve;
 }
 
 double ring_factor(int replicas) { return replicas < 2 ? 0.0 : 2.0 * (replicas - 1) / replicas; }
 
-const ComputeFit& StepTimeModel::compute_at(int replicas) const {
+const ComputeCurve& StepTimeModel::compute_at(int replicas) const {
   TORCH_INTERNAL_ASSERT(!compute.empty());
   auto best = compute.begin();
   for (auto it = compute.begin(); it != compute.end(); ++it)

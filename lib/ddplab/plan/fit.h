@@ -4,7 +4,7 @@
 //
 // Notation: N replicas, b per-replica batch, B = N b global batch.
 //   step time  T_step(N, b) = (T_comp(b)^g + T_comm(N)^g)^(1/g)        (Pollux's overlap, g in [1, 10])
-//              T_comp(b)    = alpha + beta b                         (fitted per calibrated N)
+//              T_comp(b)    through the timed batches, linear between (per calibrated N)
 //              T_comm(N)    = 2 (N - 1) / N * P s / bw + buckets * latency   (ring all-reduce; 0 at N = 1)
 //   steps      S(B) = S_min (1 + B_crit / B)                         (McCandlish et al. 2018)
 //   time       TTT(N, B) = S(B) T_step(N, B / N) + evaluations x eval_s + start-up
@@ -26,15 +26,19 @@ struct StepTiming {
   double comm_wait_s = 0;  // of those, rank 0's seconds blocked on the gradient all-reduce (the exposed part)
 };
 
-// T_comp(b) = alpha + beta b, seconds per step.
-struct ComputeFit {
-  double alpha = 0, beta = 0;
-  double at(double b) const { return alpha + beta * b; }
+// T_comp(b), compute seconds per step at per-replica batch b, through measured points: linear
+// between neighbouring timed batches and along the end segments beyond them. Two batches give the
+// line through them (alpha + beta b, Pollux's form); more follow the bends a line cannot (a cost
+// per sample that changes with the batch as caches overflow, a GPU flat until the batch fills it;
+// docs/planner.md).
+struct ComputeCurve {
+  std::vector<std::pair<double, double>> points;  // (b, seconds), by b, 2 or more distinct b
+  double at(double b) const;                      // may be <= 0 far below the timed batches
+  ComputeCurve scaled(double factor) const;       // every point's seconds times factor
 };
-// Least squares of `seconds` on `batch`; nullopt with fewer than 2 distinct batches. A negative
-// alpha (the line through small batches) is kept: it is what the data say, and at(b) is only used
-// at b > 0 where it stays positive in the calibrated range (at() is clamped by the caller).
-std::optional<ComputeFit> fit_compute(const std::vector<double>& batch, const std::vector<double>& seconds);
+// The curve through the median of `seconds` at each distinct `batch` (non-finite pairs skipped);
+// nullopt with fewer than 2 distinct batches.
+std::optional<ComputeCurve> fit_compute(const std::vector<double>& batch, const std::vector<double>& seconds);
 
 // 2 (N - 1) / N: the share of the payload a ring all-reduce sends per rank.
 double ring_factor(int replicas);
@@ -61,9 +65,9 @@ struct ProbePoint {
 std::optional<CommFit> fit_allreduce(const std::vector<ProbePoint>& points);
 
 struct StepTimeModel {
-  std::map<int, ComputeFit> compute;  // per calibrated replica count (at least one)
-  // Replica counts timed at one per-replica batch only: their line is the nearest fitted count's,
-  // scaled by their measured compute time over that line's at the same batch.
+  std::map<int, ComputeCurve> compute;  // per calibrated replica count (at least one)
+  // Replica counts timed at one per-replica batch only: their curve is the nearest fitted count's,
+  // scaled by their measured compute time over that curve's at the same batch.
   std::set<int> compute_scaled;
   double payload_bytes = 0;     // P s: the gradient bytes one all-reduce carries
   int buckets = 1;              // all-reduces per step
@@ -78,8 +82,8 @@ struct StepTimeModel {
   bool comm_measured = false;
   double log_rms = 0;  // root mean square of log(predicted / measured) step time over the calibration
 
-  // The compute fit of the calibrated replica count nearest to `replicas` (the lower on a tie).
-  const ComputeFit& compute_at(int replicas) const;
+  // The compute curve of the calibrated replica count nearest to `replicas` (the lower on a tie).
+  const ComputeCurve& compute_at(int replicas) const;
   double compute_s(int replicas, double per_replica_batch) const;  // clamped at 1e-9 s
   double comm_s(int replicas) const;                               // 0 at 1 replica
   double step_s(int replicas, double per_replica_batch) const;

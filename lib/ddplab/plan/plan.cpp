@@ -214,7 +214,7 @@ std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const C
         fmt::format("compute time at {} replicas not calibrated (taken from the nearest count timed)", cell.replicas));
   else if (p.step_time.compute_scaled.count(cell.replicas))
     flags.push_back(
-        fmt::format("compute line at {} replicas scaled from another count's (one batch timed)", cell.replicas));
+        fmt::format("compute curve at {} replicas scaled from another count's (one batch timed)", cell.replicas));
   else if (range != ranges.end() &&
            (cell.per_replica_batch < range->second.first || cell.per_replica_batch > range->second.second))
     flags.push_back(fmt::format("per-replica batch {:.0f} outside the timed {:.0f}..{:.0f}", cell.per_replica_batch,

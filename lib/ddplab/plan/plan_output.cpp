@@ -33,7 +33,11 @@ std::string comm_source(const StepTimeModel& m) {
 
 json step_time_json(const StepTimeModel& m) {
   json compute = json::object();
-  for (const auto& [n, f] : m.compute) compute[fmt::format("{}", n)] = {{"alpha_s", f.alpha}, {"beta_s", f.beta}};
+  for (const auto& [n, curve] : m.compute) {
+    json points = json::array();  // [per-replica batch, seconds]
+    for (const auto& [b, t] : curve.points) points.push_back({b, t});
+    compute[fmt::format("{}", n)] = {{"points", points}};
+  }
   return {{"compute", compute},
           {"payload_bytes", m.payload_bytes},
           {"buckets", m.buckets},
@@ -159,9 +163,14 @@ std::string comm_line(const Plan& p) {
 std::vector<std::string> models_lines(const Plan& p) {
   std::vector<std::string> out;
   const StepTimeModel& m = p.step_time;
-  for (const auto& [n, f] : m.compute)
+  for (const auto& [n, curve] : m.compute) {
+    std::vector<std::string> points;
+    for (const auto& [b, t] : curve.points) points.push_back(fmt::format("{:g}: {:.4g} ms", b, 1000 * t));
     out.push_back(
-        fmt::format("T_comp at {} replica{}: {:.4g} s + {:.4g} s x b", n, n == 1 ? "" : "s", f.alpha, f.beta));
+        fmt::format("T_comp at {} replica{} (per-replica batch: ms per step; linear between, the end "
+                    "segments beyond): {}",
+                    n, n == 1 ? "" : "s", fmt::join(points, ", ")));
+  }
   if (m.seconds_per_byte > 0) out.push_back(comm_line(p));
   out.push_back(fmt::format("step-time fit: rms log error {:.3f} over the calibration's runs", m.log_rms));
   if (p.steps_fit)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -72,13 +73,13 @@ int steps_replicas(const std::vector<plan::GridCell>& grid) {
   return n == 0 ? 1 : n;
 }
 
-json timing_doc(const json& doc, const std::string& dir, int n, int64_t b_lo, int64_t b_hi) {
+json timing_doc(const json& doc, const std::string& dir, int n, const std::set<int64_t>& batches) {
   json d = base_calibration_doc(doc, dir, fmt::format("calibration-timing-N{}", n));
   d["replicas"]["count"] = n;
-  d["batch"]["per_replica"] = b_lo;
-  d["sweep"] = {{"batch.per_replica", b_lo == b_hi ? json::array({b_lo}) : json::array({b_lo, b_hi})}};
+  d["batch"]["per_replica"] = *batches.begin();
+  d["sweep"] = {{"batch.per_replica", json(batches)}};
   d["epochs"] = 1;
-  const int64_t limit = kTimingSteps * n * b_hi;
+  const int64_t limit = kTimingSteps * n * *batches.rbegin();
   const int64_t given = d.value("dataset", json::object()).value("train_limit", int64_t{0});
   d["dataset"]["train_limit"] = given > 0 ? std::min(given, limit) : limit;
   return d;
@@ -99,19 +100,13 @@ std::vector<json> calibration_specs(const json& doc, const std::vector<plan::Gri
   const json log = steps.value("log", json::object());
   if (log.value("every_steps", 0) <= 0 && log.value("eval_every_steps", 0) <= 0) steps["log"]["every_steps"] = 10;
   out.push_back(steps);
-  std::set<int> counts;
-  for (const auto& c : grid) counts.insert(c.replicas);
-  for (int n : counts) {
-    if (n > cores || (n == n_steps && lo != mid)) continue;
-    int64_t b_lo = 0, b_hi = 0;
-    for (const auto& c : grid)
-      if (c.replicas == n) {
-        const int64_t b = c.global_batch / n;
-        b_lo = b_lo == 0 ? b : std::min(b_lo, b);
-        b_hi = std::max(b_hi, b);
-      }
-    out.push_back(timing_doc(doc, dir, n, b_lo, b_hi));
+  std::map<int, std::set<int64_t>> untimed;  // per replica count: the per-replica batches to time
+  for (const auto& c : grid) {
+    const int64_t b = c.global_batch / c.replicas;
+    const bool by_steps = c.replicas == n_steps && (b == lo / n_steps || b == mid / n_steps);
+    if (c.replicas <= cores && !by_steps) untimed[c.replicas].insert(b);
   }
+  for (const auto& [n, batches] : untimed) out.push_back(timing_doc(doc, dir, n, batches));
   return out;
 }
 

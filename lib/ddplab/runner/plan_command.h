@@ -36,9 +36,10 @@ int plan_command(const PlanRequest& request);
 //     smallest grid replica count of 2 or more (so the noise scale is logged; 1 when the grid has
 //     no other), repeats 1, log.every_steps on (10 unless it or log.eval_every_steps is set);
 //   <name>-timing-N<n>: for each grid replica count n up to `cores` (the replicas this machine
-//     runs at once: its cores, or its GPUs for CUDA over NCCL) that the steps runs do not
-//     time at 2 per-replica batches, the smallest and largest per-replica batch of the grid at n,
-//     1 epoch of at most 40 steps of the largest (dataset.train_limit), repeats 1.
+//     runs at once: its cores, or its GPUs for CUDA over NCCL), every per-replica batch of the grid
+//     at n that the steps runs do not time, 1 epoch of at most 40 steps of the largest
+//     (dataset.train_limit), repeats 1: the compute curve (plan/fit.h) then passes through each
+//     batch the grid asks about.
 // Real processes throughout (replicas.mode as the spec has it).
 std::vector<nlohmann::json> calibration_specs(const nlohmann::json& doc, const std::vector<plan::GridCell>& grid,
                                               const std::string& dir, int cores);
