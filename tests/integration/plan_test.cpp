@@ -67,6 +67,25 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
   EXPECT_TRUE(fs::exists(out / "check.md"));
 }
 
+// SIGINT during the calibration stops `ddplab plan` as it stops a sweep: no further calibration
+// sweep starts and no plan is written from half a calibration; the same command finishes it.
+TEST(PlanIntegration, AnInterruptedCalibrationStopsThePlan) {
+  Workspace ws(1024, 200);
+  json spec = ws.base_spec("stopped_plan");
+  spec["epochs"] = 300;
+  const std::string path = ws.write_spec(spec);
+  const fs::path out = ws.dir().path() / "plan";
+  const std::string records = (out / "calibration" / "stopped_plan-calibration-steps" / "*" / "epochs.jsonl").string();
+  const auto r = run_command("timeout -s INT 120 sh -c '( while [ -z \"$(cat " + records +
+                             " 2>/dev/null)\" ] && kill -0 $$ 2>/dev/null; do sleep 0.02; done; kill -INT $$ "
+                             "2>/dev/null ) & exec " DDPLAB_BIN " plan " +
+                             path + " --grid replicas=1,2 batch=32,64 --target-acc 0.5 --out " + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  EXPECT_NE(r.output.find("ddplab plan: calibration stopped in"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out / "calibration" / "stopped_plan-calibration-timing-N1.json")) << r.output;
+  EXPECT_FALSE(fs::exists(out / "plan.json")) << r.output;
+}
+
 TEST(PlanIntegration, AGridWithoutAxesIsAUserError) {
   Workspace ws(64, 20);
   const auto r = run_ddplab(fmt::format("plan {} --grid replicas=1,2", ws.write_spec(ws.base_spec("x"))));

@@ -363,8 +363,9 @@ Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid
   const Overheads o = overheads_of(calibration);
   p.samples_per_epoch = o.samples_per_epoch;
   set_reference(calibration, p);
-  std::set<std::pair<int, int64_t>> measured;
-  for (const auto& r : calibration.runs) measured.insert({r.replicas, r.global_batch});
+  std::set<std::pair<int, int64_t>> measured;  // cells whose time to target a calibration run measured
+  for (const auto& r : calibration.runs)
+    if (r.time_to_target_s) measured.insert({r.replicas, r.global_batch});
   for (const auto& g : grid) {
     CellPlan cell = predict_cell(p, g, o, references, calibration.target.loss.has_value());
     cell.calibrated = measured.count({g.replicas, g.global_batch}) > 0;

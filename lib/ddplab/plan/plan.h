@@ -53,13 +53,15 @@ struct CellPlan {
   double steps_noise = 0;  // the noise-scale estimate at B (NaN without one)
   double evaluations = 0;  // evaluations (one per epoch) on the way to the target
   double time_to_target_s = 0;
-  double device_s = 0;             // time_to_target_s x replicas
-  double images_per_s = 0;         // B / step_s
-  double scaling_efficiency = 0;   // step_s(1, b) / step_s(N, b): throughput over N x one replica's
-  double linear_ttt_s = 0;         // baseline: linear speedup from the reference calibration cell
-  double throughput_ttt_s = 0;     // baseline: throughput only, the reference's epochs at this cell's speed
-  double lr = 0;                   // the calibration spec's rule_lr at this global batch (NaN: unknown)
-  bool calibrated = false;         // a calibration run measured this very cell (not held out)
+  double device_s = 0;            // time_to_target_s x replicas
+  double images_per_s = 0;        // B / step_s
+  double scaling_efficiency = 0;  // step_s(1, b) / step_s(N, b): throughput over N x one replica's
+  double linear_ttt_s = 0;        // baseline: linear speedup from the reference calibration cell
+  double throughput_ttt_s = 0;    // baseline: throughput only, the reference's epochs at this cell's speed
+  double lr = 0;                  // the calibration spec's rule_lr at this global batch (NaN: unknown)
+  // A calibration run reached the target in this very cell: its time to target is measured, not
+  // held out (a timing run of one epoch that did not reach it measured the step time only).
+  bool calibrated = false;
   std::vector<std::string> flags;  // where the models extrapolate
 };
 

@@ -60,9 +60,9 @@ std::pair<int64_t, int64_t> steps_batches(const std::vector<plan::GridCell>& gri
   for (const auto& c : grid) batches.insert(c.global_batch);
   const int64_t lo = *batches.begin(), hi = *batches.rbegin();
   const double middle = std::sqrt(static_cast<double>(lo) * static_cast<double>(hi));
-  int64_t mid = hi;
+  int64_t mid = hi;  // ascending, so that the larger of two batches equally near wins (the wider range)
   for (int64_t b : batches)
-    if (b != lo && std::abs(std::log(b / middle)) < std::abs(std::log(mid / middle))) mid = b;
+    if (b != lo && std::abs(std::log(b / middle)) <= std::abs(std::log(mid / middle)) + 1e-9) mid = b;
   return {lo, mid};
 }
 
@@ -136,10 +136,12 @@ double full_epochs(const json& d, int64_t train_size) {
   return static_cast<double>(spec.epochs) * static_cast<double>(limit) / static_cast<double>(train_size);
 }
 
-fs::path run_calibration(const std::string& spec_path, const std::vector<plan::GridCell>& grid, const fs::path& out) {
+// Runs the calibration sweeps into `dir`, one after another. A sweep that fails leaves the plan to
+// what the others measured; one stopped by a signal stops the calibration, as it stops a sweep:
+// its exit code (128 + signal), else kExitOk.
+int run_calibration(const std::string& spec_path, const std::vector<plan::GridCell>& grid, const fs::path& dir) {
   const json doc = config::load_document(spec_path);
   const config::ExperimentSpec spec = config::resolve(doc, spec_path);
-  const fs::path dir = out / "calibration";
   const auto docs = calibration_specs(doc, grid, dir.string(), replica_slots(spec));
   const int64_t train_size = config::dataset_info(spec.dataset.name).train_size;
   double cost = 0;
@@ -158,10 +160,14 @@ fs::path run_calibration(const std::string& spec_path, const std::vector<plan::G
     const fs::path file = dir / fmt::format("{}.json", d["name"].get<std::string>());
     rundir::write_file_atomic(file, d.dump(2) + "\n");
     const int code = run_sweep(file.string(), {}, false, false);
+    if (is_signal_exit_code(code)) {
+      say("ddplab plan: calibration stopped in {}; the same command finishes it (done runs are kept)", file.string());
+      return code;
+    }
     if (code != kExitOk)
       say("ddplab plan: {} ended with exit code {}; planning from what it left", file.string(), code);
   }
-  return dir;
+  return kExitOk;
 }
 
 // The grid's replica counts from 2 to replica_slots(spec): those the probe can run here.
@@ -196,7 +202,8 @@ int plan_command(const PlanRequest& r) {
       const config::ExperimentSpec spec = config::load(r.inputs.front());
       out = fs::path(spec.output) / fmt::format("{}-plan", spec.name);
     }
-    calibration.push_back(run_calibration(r.inputs.front(), grid, out));
+    calibration.push_back(out / "calibration");
+    if (const int code = run_calibration(r.inputs.front(), grid, calibration.back()); code != kExitOk) return code;
   } else if (out.empty()) {
     out = calibration.front();
   }
