@@ -60,6 +60,24 @@ TEST(SweepSpec, AxesFollowTheFileOrder) {
   EXPECT_EQ(runs[11].run_id, "schedule.scale_rule=sqrt,model.hidden=32,replicas.count=2,batch.global=128,seed=9");
 }
 
+// An override of a swept key would be overwritten in every run: refused, naming both; overriding
+// the axis itself changes the sweep.
+TEST(SweepSpec, AnOverrideOfASweptKeyIsRefused) {
+  testing::TempDir dir;
+  const std::string path = dir.str("sweep.json");
+  testing::write_file(path, R"({"name": "x", "sweep": {"replicas.count": [1, 2]},
+                               "sweep_zip": {"optimizer.name": ["sgd", "adam"], "optimizer.lr": [0.05, 0.001]}})");
+  EXPECT_EQ(testing::error_of([&] { load_sweep(path, {"epochs=2", "optimizer.lr=0.1"}); }),
+            "override \"optimizer.lr=0.1\": optimizer.lr is swept (/sweep_zip/optimizer.lr), so no run would take this "
+            "value; override sweep_zip itself ('sweep_zip={\"optimizer.lr\": [...]}' replaces the whole axis) or drop "
+            "the key from it");
+  EXPECT_NE(testing::error_of([&] { load_sweep(path, {"replicas.count=4"}); }).find("(/sweep/replicas.count)"),
+            std::string::npos);
+  const auto runs = load_sweep(path, {R"(sweep={"replicas.count": [4]})"}).runs;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].spec.replicas.count, 4);
+}
+
 TEST(SweepSpec, ZipAxisMovesTogether) {
   json doc = {{"name", "x"},
               {"sweep", {{"optimizer.lr", {0.1, 0.2}}}},

@@ -348,9 +348,26 @@ std::vector<std::string> sweep_key_order_of_text(const std::string& json_text) {
   return keys;
 }
 
+namespace {
+// An override of a key that `sweep` or `sweep_zip` sets would change no run: each run takes the
+// swept value. Refused, naming the override and the axis, rather than ignored.
+void refuse_swept_overrides(const json& doc, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    for (const char* axis : {"sweep", "sweep_zip"})
+      if (doc.contains(axis) && doc[axis].is_object() && doc[axis].contains(key))
+        throw Error(
+            fmt::format("override \"{}\": {} is swept (/{}/{}), so no run would take this value; override "
+                        "{} itself ('{}={{\"{}\": [...]}}' replaces the whole axis) or drop the key from it",
+                        o, key, axis, key, axis, axis, key));
+  }
+}
+}  // namespace
+
 Sweep load_sweep(const std::string& path, const std::vector<std::string>& overrides) {
   Sweep sweep;
   sweep.doc = load_document(path, overrides);
+  refuse_swept_overrides(sweep.doc, overrides);
   sweep.runs = expand_sweep(sweep.doc, path, sweep_key_order(path));
   return sweep;
 }
