@@ -1110,6 +1110,10 @@ TEST(Report, ZippedSettingsAreComparedAsOneChoice) {
   EXPECT_NE(render_markdown(d).find("| optimizer.lr + optimizer.name | 0.001, adam \xE2\x86\x92 0.05, sgd |"),
             std::string::npos)
       << render_markdown(d);
+  EXPECT_NE(
+      render_html(d).find(
+          "<code>optimizer.lr + optimizer.name</code> (keys that always change together: compared as one setting)."),
+      std::string::npos);
 }
 
 TEST(Report, ALayerListIsNamedByTheKeysTheSweepChanged) {

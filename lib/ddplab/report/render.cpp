@@ -717,6 +717,15 @@ std::string comparisons_note(const ReportData& d) {
                                    identical == 1 ? "is" : "are"));
 }
 
+// The names of the settings made of several keys (a sweep_zip's), as the comparisons name them.
+std::vector<std::string> joined_settings(const ReportData& d) {
+  std::vector<std::string> out;
+  for (const auto& s : d.settings)
+    if (s.keys.size() > 1) out.push_back(s.name);
+  return out;
+}
+constexpr const char* kJoinedNote = "keys that always change together: compared as one setting";
+
 // The opening paragraph of the HTML report: what a group is and which keys the groups differ in.
 std::string html_intro(const ReportData& d) {
   std::string o = fmt::format(
@@ -730,6 +739,7 @@ std::string html_intro(const ReportData& d) {
     o += '.';
   }
   for (const auto& f : d.follower_notes) o += fmt::format(" <code>{}</code> (left out of the labels).", escape_html(f));
+  for (const auto& n : joined_settings(d)) o += fmt::format(" <code>{}</code> ({}).", escape_html(n), kJoinedNote);
   return o + "</p>\n";
 }
 
@@ -871,6 +881,7 @@ std::string render_markdown(const ReportData& d, const ReportCharts& charts) {
       "{} runs in {} groups (runs whose resolved specs differ only in the seed); mean \xC2\xB1 std over finished runs.",
       d.runs.size(), d.groups.size());
   for (const auto& f : d.follower_notes) o += fmt::format(" `{}` (left out of the labels).", f);
+  for (const auto& n : joined_settings(d)) o += fmt::format(" `{}` ({}).", n, kJoinedNote);
   o += "\n\n";
   if (!d.warnings.empty()) {
     o += "## Warnings\n\n";
