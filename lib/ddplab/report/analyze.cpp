@@ -168,10 +168,10 @@ int RunData::classes() const {
 
 std::optional<RunHealth> RunData::health() const {
   if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
-  const int classes = this->classes();
   if (!finished() || epochs.empty()) return std::nullopt;
   const rundir::EpochRecord& e = epochs.back();
   if (!std::isfinite(e.train_loss)) return RunHealth::kDiverged;
+  const int classes = this->classes();
   const double uniform_loss = std::log(static_cast<double>(classes));
   if (!(e.test_acc >= 1.5 / classes) || e.train_loss >= 0.98 * uniform_loss) return RunHealth::kCollapsed;
   return RunHealth::kOk;
