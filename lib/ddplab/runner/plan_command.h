@@ -33,9 +33,9 @@ int plan_command(const PlanRequest& request);
 // documents to run one after another, each a sweep of its own, all with output `dir`:
 //   <name>-steps: the smallest grid batch and the grid batch nearest the geometric mean of the
 //     smallest and largest (the larger of two equally near; 2 global batches) run to the end of the
-//     spec's epochs, at the
-//     smallest grid replica count of 2 or more (so the noise scale is logged; 1 when the grid has
-//     no other), repeats 1, log.every_steps on (10 unless it or log.eval_every_steps is set);
+//     spec's epochs, at the smallest grid replica count of 2 or more (so the noise scale is logged;
+//     1 when the grid has no other), repeats 1, log.every_steps on (10 unless it or
+//     log.eval_every_steps is set);
 //   <name>-timing-N<n>: for each grid replica count n up to `cores` (the replicas this machine
 //     runs at once: its cores, or its GPUs for CUDA over NCCL), every per-replica batch of the grid
 //     at n that the steps runs do not time, 1 epoch of at most 40 steps of the largest
