@@ -122,6 +122,20 @@ TEST(Spec, CifarFieldsAndDefaults) {
             "/dataset/augment: must be one of \"none\", \"standard\", \"tf_tutorial\", got \"autoaugment\"");
 }
 
+TEST(Spec, BatchesOnTheDeviceTakeOnlyPointwiseAugmentation) {
+  EXPECT_EQ(resolve(minimal()).dataset.placement, DataPlacement::kAuto);
+  json doc = with("dataset.placement=device");
+  apply_override(doc, "dataset.augment=standard");
+  EXPECT_EQ(resolve(doc).dataset.placement, DataPlacement::kDevice);
+  apply_override(doc, "dataset.augment=tf_tutorial");
+  EXPECT_EQ(resolve_error(doc),
+            "/dataset/placement: batches made on the device take dataset.augment \"none\" or \"standard\" "
+            "(tf_tutorial's brightness, contrast and per-image standardization are made on the host); use "
+            "\"host\" or \"auto\", got \"device\" with augment \"tf_tutorial\"");
+  apply_override(doc, "dataset.placement=auto");
+  EXPECT_EQ(resolve(doc).dataset.placement, DataPlacement::kAuto) << "auto makes tf_tutorial's batches on the host";
+}
+
 TEST(Spec, WeightDecayGroupErrorsNameTheEntry) {
   EXPECT_EQ(resolve_error(with(R"(optimizer.weight_decay_groups=[{"match":"fc","weight_decay":-1}])")),
             "/optimizer/weight_decay_groups/0/weight_decay: must be >= 0, got -1");

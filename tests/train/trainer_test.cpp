@@ -77,6 +77,37 @@ TEST(Trainer, ACleanStopInsideAnEpochThenResumeGivesTheRecordsOfARunNeverStopped
   EXPECT_EQ(numeric_records(stopped), numeric_records(never_stopped));
 }
 
+// dataset.placement "device" makes the batches where the model runs (here the CPU) from the data
+// copied there once, augmentation included: the records of the host's batches, and the same
+// again for a second run of the seed. With 2 simulated replicas and evaluation points, so that
+// shards and the evaluation of both sets go through it.
+TEST(Trainer, BatchesMadeOnTheDeviceGiveTheRecordsOfBatchesMadeOnTheHost) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("host");
+  doc["replicas"]["count"] = 2;
+  doc["replicas"]["mode"] = "simulated";
+  doc["dataset"]["augment"] = "standard";
+  doc["dataset"]["placement"] = "host";
+  doc["dataset"]["validation"] = 32;
+  doc["log"]["eval_every_steps"] = 3;
+  const config::ExperimentSpec host = config::resolve(doc);
+  train_observed(host, 1);
+  doc["dataset"]["placement"] = "device";
+  doc["name"] = "device";
+  const config::ExperimentSpec device = config::resolve(doc);
+  train_observed(device, 1);
+  doc["name"] = "device_again";
+  const config::ExperimentSpec again = config::resolve(doc);
+  train_observed(again, 1);
+
+  EXPECT_EQ(rundir::read_manifest(rundir::run_dir(host))["data_placement"], "host");
+  EXPECT_EQ(rundir::read_manifest(rundir::run_dir(device))["data_placement"], "device");
+  ASSERT_EQ(numeric_records(device).size(), 2U);
+  EXPECT_EQ(numeric_records(device), numeric_records(host));
+  EXPECT_EQ(numeric_records(again), numeric_records(device));
+  EXPECT_EQ(step_lines(device).size(), step_lines(host).size());
+}
+
 TEST(Trainer, DivergenceIsAgreedByEveryRankAtTheSameStepAndWritesNoRecord) {
   testing::Workspace ws(/*train=*/256, /*test=*/64);
   auto doc = ws.base_spec("diverging");

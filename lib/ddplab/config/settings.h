@@ -14,6 +14,7 @@ enum class DatasetName { kFashionMnist, kMnist, kIdx, kCifar10, kCifar100 };
 enum class Augment { kNone, kStandard, kTfTutorial };  // data/transform.h
 enum class DataOrder { kIndependent, kTorchSampler };  // data/loader.h: how an epoch's order is seeded
 enum class DataShard { kContiguous, kStrided };        // data/loader.h: which replica takes which sample
+enum class DataPlacement { kAuto, kHost, kDevice };    // data/device_data.h: where batches are made
 enum class StopMetric { kValLoss, kValAcc };           // train/early_stop.h: what chooses the best epoch
 enum class OptimizerName { kSgd, kAdam, kAdamw };
 enum class ScaleRule { kNone, kLinear, kSqrt };  // lr x 1, k, sqrt(k) for k = global / base batch
@@ -57,6 +58,10 @@ struct SettingNames<DataOrder> {
 template <>
 struct SettingNames<DataShard> {
   static constexpr std::array names{"contiguous", "strided"};
+};
+template <>
+struct SettingNames<DataPlacement> {
+  static constexpr std::array names{"auto", "host", "device"};
 };
 template <>
 struct SettingNames<StopMetric> {

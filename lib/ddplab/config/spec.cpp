@@ -400,6 +400,16 @@ void check_early_stop(const json& doc) {
         doc["early_stop"]["patience"].dump() + " and no split");
 }
 
+// Batches made on the device look each byte up in a table (data/device_data.h): brightness,
+// contrast and per-image statistics have no table.
+void check_placement(const json& dataset) {
+  if (dataset["placement"] == "device" && dataset["augment"] == "tf_tutorial")
+    throw Error(
+        "/dataset/placement: batches made on the device take dataset.augment \"none\" or \"standard\" "
+        "(tf_tutorial's brightness, contrast and per-image standardization are made on the host); use "
+        "\"host\" or \"auto\", got \"device\" with augment \"tf_tutorial\"");
+}
+
 // The fields each model.layers type takes (and needs, and their defaults); the schema checks
 // their values. A pooling layer's stride defaults to its kernel.
 struct LayerFields {
@@ -518,6 +528,7 @@ void check_cross_fields(json& doc) {
   check_model(doc["model"]);
   check_sync(doc, count);
   check_early_stop(doc);
+  check_placement(doc["dataset"]);
   check_eval_cadence(doc["log"]);
   slurm_options(doc);  // throws on a bad value, so `validate` reports it as `run --launcher slurm` would
   if (replicas["threads"].get<int64_t>() == 0) {

@@ -23,13 +23,14 @@ namespace ddplab::config {
 
 struct DatasetSpec {
   DatasetName name = DatasetName::kFashionMnist;
-  std::string root;                           // resolved: never empty after resolve()
-  int64_t train_limit = 0;                    // 0: all
-  int64_t test_limit = 0;                     // 0: all
-  Augment augment = Augment::kNone;           // data/transform.h
-  DataOrder order = DataOrder::kIndependent;  // data/loader.h epoch_permutation
-  DataShard shard = DataShard::kContiguous;   // data/loader.h TrainLoader
-  double validation = 0;                      // data/validation.h: a fraction below 1, else a count; 0: none
+  std::string root;                                // resolved: never empty after resolve()
+  int64_t train_limit = 0;                         // 0: all
+  int64_t test_limit = 0;                          // 0: all
+  Augment augment = Augment::kNone;                // data/transform.h
+  DataOrder order = DataOrder::kIndependent;       // data/loader.h epoch_permutation
+  DataShard shard = DataShard::kContiguous;        // data/loader.h TrainLoader
+  DataPlacement placement = DataPlacement::kAuto;  // data/device_data.h
+  double validation = 0;                           // data/validation.h: a fraction below 1, else a count; 0: none
 };
 
 struct EarlyStopSpec {
@@ -199,6 +200,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/dataset/augment", spec.dataset.augment);
   visit("/dataset/order", spec.dataset.order);
   visit("/dataset/shard", spec.dataset.shard);
+  visit("/dataset/placement", spec.dataset.placement);
   visit("/dataset/validation", spec.dataset.validation);
   visit("/model/name", spec.model.name);
   visit("/model/torchscript", spec.model.torchscript);

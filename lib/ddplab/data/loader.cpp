@@ -3,26 +3,16 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "ddplab/data/splitmix64.h"
+
 namespace ddplab::data {
-
-namespace {
-
-// SplitMix64's finalizer: neighbouring inputs give unrelated outputs.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch, config::DataOrder order) {
   // A fresh generator per epoch, so the order depends only on (seed, epoch) and survives resume.
   // seed + epoch makes seed s + 1's epoch e seed s's epoch e + 1: repeats that share orders.
-  const uint64_t key =
-      order == config::DataOrder::kTorchSampler
-          ? static_cast<uint64_t>(seed + epoch)
-          : mix64(mix64(static_cast<uint64_t>(seed) + 0x9e3779b97f4a7c15ULL) + static_cast<uint64_t>(epoch));
+  const uint64_t key = order == config::DataOrder::kTorchSampler
+                           ? static_cast<uint64_t>(seed + epoch)
+                           : mix64(mix64(static_cast<uint64_t>(seed) + kGolden) + static_cast<uint64_t>(epoch));
   auto gen = at::detail::createCPUGenerator(key);
   return torch::randperm(n, gen, torch::kLong);
 }
@@ -41,26 +31,36 @@ Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform&
   return b;
 }
 
+StepShards::StepShards(int64_t samples, int64_t global_batch, int rank, int world, int strided_replicas)
+    : global_batch(global_batch),
+      local_batch(world > 0 ? global_batch / world : 0),
+      steps_per_epoch(global_batch > 0 ? samples / global_batch : 0),
+      rank(rank),
+      strided_replicas(strided_replicas) {
+  TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
+  TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ", global_batch,
+                        " not divisible by world ", world);
+  TORCH_INTERNAL_ASSERT(strided_replicas > 0 && global_batch % strided_replicas == 0, "global batch ", global_batch,
+                        " not divisible by ", strided_replicas, " strided replicas");
+}
+
+at::Tensor StepShards::indices(const at::Tensor& perm, int64_t step) const {
+  at::Tensor global = perm.slice(0, step * global_batch, (step + 1) * global_batch);
+  if (strided_replicas > 1) global = global.view({-1, strided_replicas}).t().reshape({-1});
+  return global.slice(0, rank * local_batch, (rank + 1) * local_batch);
+}
+
 TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,
                          int rank, int world, int64_t seed, config::DataOrder order, int prefetch, bool pin_memory,
                          int strided_replicas)
     : data_(data),
       transform_(std::move(transform)),
-      global_batch_(global_batch),
-      local_batch_(world > 0 ? global_batch / world : 0),
-      steps_per_epoch_(global_batch > 0 ? data.train.size() / global_batch : 0),
-      rank_(rank),
-      strided_replicas_(strided_replicas),
+      shards_(data.train.size(), global_batch, rank, world, strided_replicas),
       seed_(seed),
       order_(order),
       prefetch_(static_cast<size_t>(std::max(prefetch, 1))),
       pin_memory_(pin_memory) {
-  TORCH_INTERNAL_ASSERT(world > 0 && rank >= 0 && rank < world, "bad rank/world ", rank, "/", world);
   TORCH_INTERNAL_ASSERT(transform_ != nullptr, "TrainLoader needs a transform");
-  TORCH_INTERNAL_ASSERT(global_batch > 0 && global_batch % world == 0, "global batch ", global_batch,
-                        " not divisible by world ", world);
-  TORCH_INTERNAL_ASSERT(strided_replicas > 0 && global_batch % strided_replicas == 0, "global batch ", global_batch,
-                        " not divisible by ", strided_replicas, " strided replicas");
 }
 
 TrainLoader::~TrainLoader() { stop(); }
@@ -83,23 +83,17 @@ void TrainLoader::start_epoch(int64_t epoch, int64_t first_step) {
   worker_ = std::thread([this, epoch, first_step] { produce(epoch, first_step); });
 }
 
-at::Tensor TrainLoader::step_indices(const at::Tensor& perm, int64_t step) const {
-  at::Tensor global = perm.slice(0, step * global_batch_, (step + 1) * global_batch_);
-  if (strided_replicas_ > 1) global = global.view({-1, strided_replicas_}).t().reshape({-1});
-  return global.slice(0, rank_ * local_batch_, (rank_ + 1) * local_batch_);
-}
-
 void TrainLoader::produce(int64_t epoch, int64_t first_step) {
   try {
     torch::NoGradGuard no_grad;
     at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch, order_);
-    for (int64_t t = std::max<int64_t>(first_step, 0); t < steps_per_epoch_; ++t) {
+    for (int64_t t = std::max<int64_t>(first_step, 0); t < shards_.steps_per_epoch; ++t) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [this] { return stop_ || queue_.size() < prefetch_; });
         if (stop_) return;
       }
-      Batch b = make_batch(data_.train, step_indices(perm, t), *transform_, /*train=*/true, seed_, epoch);
+      Batch b = make_batch(data_.train, shards_.indices(perm, t), *transform_, /*train=*/true, seed_, epoch);
       if (pin_memory_) {
         b.x = b.x.pin_memory();
         b.y = b.y.pin_memory();

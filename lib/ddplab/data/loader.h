@@ -53,40 +53,58 @@ std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world);
 Batch make_batch(const Dataset& set, const at::Tensor& indices, const Transform& transform, bool train,
                  int64_t seed = 0, int64_t epoch = 0);
 
-class TrainLoader {
- public:
+// Which samples of an epoch's order each step gives one loader: the sharding above.
+struct StepShards {
   // global_batch must be divisible by world and by strided_replicas (checked by the spec; asserted
-  // here). `transform` (its training path) makes the batches of data.train. The loader yields
-  // share `rank` of `world` of each global batch. strided_replicas > 1 first deals the global
-  // batch to that many replicas in turn and lays it out replica by replica: a process of
-  // world = N replicas then gets its strided share, a process simulating N replicas (world 1)
-  // every share in replica order, to be cut into consecutive shards. 1: contiguous shares.
+  // here). The loader yields share `rank` of `world` of each global batch. strided_replicas > 1
+  // first deals the global batch to that many replicas in turn and lays it out replica by replica:
+  // a process of world = N replicas then gets its strided share, a process simulating N replicas
+  // (world 1) every share in replica order, to be cut into consecutive shards. 1: contiguous shares.
+  StepShards(int64_t samples, int64_t global_batch, int rank, int world, int strided_replicas = 1);
+
+  // The samples of `perm` (an epoch's order, on any device) this loader gives at step `step`.
+  at::Tensor indices(const at::Tensor& perm, int64_t step) const;
+
+  int64_t global_batch, local_batch, steps_per_epoch;
+  int rank, strided_replicas;
+};
+
+// What the trainer takes its training batches from: TrainLoader (made on the host, on a thread of
+// its own) or DeviceLoader (device_data.h: made on the device from data held there).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual int64_t steps_per_epoch() const = 0;
+  virtual int64_t local_batch() const = 0;
+  // Starts epoch `epoch` at step `first_step` (for resume).
+  virtual void start_epoch(int64_t epoch, int64_t first_step = 0) = 0;
+  // The next batch of the current epoch, or nullopt once the epoch's steps are all taken.
+  virtual std::optional<Batch> next() = 0;
+};
+
+class TrainLoader final : public BatchSource {
+ public:
+  // `transform` (its training path) makes the batches of data.train; the last four arguments as
+  // StepShards takes them.
   TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch, int rank,
               int world, int64_t seed, config::DataOrder order = config::DataOrder::kIndependent, int prefetch = 4,
               bool pin_memory = false, int strided_replicas = 1);
-  ~TrainLoader();
+  ~TrainLoader() override;
   TrainLoader(const TrainLoader&) = delete;
   TrainLoader& operator=(const TrainLoader&) = delete;
 
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
-  int64_t local_batch() const { return local_batch_; }
-
-  // Starts producing epoch `epoch` from step `first_step` (for resume) on the background thread.
-  void start_epoch(int64_t epoch, int64_t first_step = 0);
-  // The next batch of the current epoch, or nullopt once the epoch's steps are all taken.
-  std::optional<Batch> next();
+  int64_t steps_per_epoch() const override { return shards_.steps_per_epoch; }
+  int64_t local_batch() const override { return shards_.local_batch; }
+  // Starts producing on the background thread.
+  void start_epoch(int64_t epoch, int64_t first_step = 0) override;
+  std::optional<Batch> next() override;
 
  private:
   void stop();
   void produce(int64_t epoch, int64_t first_step);
-  // The samples of `perm` (an epoch's order) this loader gives at step `step`.
-  at::Tensor step_indices(const at::Tensor& perm, int64_t step) const;
-
   const DatasetPair& data_;
   std::shared_ptr<const Transform> transform_;
-  int64_t global_batch_, local_batch_, steps_per_epoch_;
-  int rank_;
-  int strided_replicas_;
+  StepShards shards_;
   int64_t seed_;
   config::DataOrder order_;
   size_t prefetch_;

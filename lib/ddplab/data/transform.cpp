@@ -8,35 +8,43 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/spec_error.h"
+#include "ddplab/data/splitmix64.h"
 
 namespace ddplab::data {
 namespace {
 
-// SplitMix64 (Steele, Lea, Flood 2014): a tiny counter-based generator whose output is a pure
-// function of its start state, so per-sample streams need no shared generator.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 class SampleRng {
  public:
-  SampleRng(int64_t seed, int64_t epoch, int64_t index) {
-    // Chained so that (seed, epoch, index) triples that differ anywhere start apart.
-    state_ = mix64(static_cast<uint64_t>(seed) + kGolden);
-    state_ = mix64(state_ ^ mix64(static_cast<uint64_t>(epoch) + 2 * kGolden));
-    state_ = mix64(state_ ^ mix64(static_cast<uint64_t>(index) + 3 * kGolden));
-  }
+  SampleRng(int64_t seed, int64_t epoch, int64_t index) : state_(index_state(epoch_key(seed, epoch), index)) {}
   uint64_t next() { return mix64(state_ += kGolden); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   int64_t integer(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }  // [0, n)
 
+  // Chained so that (seed, epoch, index) triples that differ anywhere start apart; the index's
+  // link also on a tensor of indices (Transform::draw_all).
+  static uint64_t epoch_key(int64_t seed, int64_t epoch) {
+    const uint64_t state = mix64(static_cast<uint64_t>(seed) + kGolden);
+    return mix64(state ^ mix64(static_cast<uint64_t>(epoch) + 2 * kGolden));
+  }
+  static uint64_t index_state(uint64_t key, int64_t index) {
+    return mix64(key ^ mix64(static_cast<uint64_t>(index) + 3 * kGolden));
+  }
+  static at::Tensor index_state(uint64_t key, const at::Tensor& index) {
+    return mix64(mix64(index + as_operand<at::Tensor>(3 * kGolden)) ^ as_operand<at::Tensor>(key));
+  }
+
  private:
-  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
   uint64_t state_;
 };
+
+// SampleRng::integer(n) of the uint64 draws `r` (int64 bit patterns): the unsigned remainder, from
+// the two 32-bit halves, as tensors have no unsigned 64-bit arithmetic.
+at::Tensor unsigned_remainder(const at::Tensor& r, int64_t n) {
+  const int64_t two32 = (int64_t{1} << 32) % n;
+  const at::Tensor hi = shift_right(r, 32).remainder(n), lo = r.bitwise_and(int64_t{0xFFFFFFFF});
+  return (hi * two32 + lo).remainder(n);
+}
 
 bool is_identity(const TransformOptions& o) {
   return o.pad == 0 && o.crop == 0 && !o.flip && o.max_brightness == 0 && o.min_contrast == 1 && o.max_contrast == 1 &&
@@ -101,6 +109,39 @@ SampleAugmentation Transform::draw(int64_t seed, int64_t epoch, int64_t index) c
   a.brightness = static_cast<float>(rng.uniform(-options_.max_brightness, options_.max_brightness));
   a.contrast = static_cast<float>(rng.uniform(options_.min_contrast, options_.max_contrast));
   return a;
+}
+
+SampleDraws Transform::draw_all(int64_t seed, int64_t epoch, int64_t n, c10::Device device) const {
+  torch::NoGradGuard no_grad;
+  const at::Tensor state = SampleRng::index_state(SampleRng::epoch_key(seed, epoch),
+                                                  torch::arange(n, torch::dtype(torch::kLong).device(device)));
+  // SampleRng::next() for the k-th time: the state advanced k steps, then mixed (draw()'s order).
+  auto next = [&](int k) { return mix64(state + as_operand<at::Tensor>(static_cast<uint64_t>(k) * kGolden)); };
+  SampleDraws d;
+  d.top = unsigned_remainder(next(1), in_.height + 2 * options_.pad - out_.height + 1);
+  d.left = unsigned_remainder(next(2), in_.width + 2 * options_.pad - out_.width + 1);
+  // uniform() < 0.5 is the top bit clear: a non-negative int64.
+  d.flip = options_.flip ? next(3).ge(0) : torch::zeros({n}, torch::dtype(torch::kBool).device(device));
+  return d;
+}
+
+bool Transform::pointwise() const {
+  return options_.max_brightness == 0 && options_.min_contrast == 1 && options_.max_contrast == 1 &&
+         options_.normalize != Normalize::kPerImage;
+}
+
+bool Transform::random() const {
+  return options_.flip || out_.height != in_.height + 2 * options_.pad || out_.width != in_.width + 2 * options_.pad;
+}
+
+at::Tensor Transform::byte_table() const {
+  TORCH_INTERNAL_ASSERT(pointwise(), "transform ", options_.name, " has no byte table");
+  torch::NoGradGuard no_grad;
+  // Image v holds byte v everywhere; its eval transform's corner pixel is v's value per channel.
+  const at::Tensor bytes = torch::arange(256, torch::kLong);
+  const at::Tensor images =
+      bytes.to(torch::kUInt8).view({256, 1, 1, 1}).expand({256, in_.channels, in_.height, in_.width}).contiguous();
+  return apply(images, bytes, /*train=*/false, 0, 0).select(3, 0).select(2, 0).t().contiguous();
 }
 
 SampleAugmentation Transform::eval_augmentation() const {

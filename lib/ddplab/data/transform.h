@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "ddplab/config/settings.h"
 #include "ddplab/data/dataset.h"
@@ -63,6 +64,12 @@ struct SampleAugmentation {
   float contrast = 1.0f;
 };
 
+// draw()'s crop offsets and flips for every sample of an epoch, as tensors (Transform::draw_all).
+struct SampleDraws {
+  at::Tensor top, left;  // int64 [n]
+  at::Tensor flip;       // bool [n]
+};
+
 class Transform {
  public:
   // Statistics and the input size come from data.train. Throws Error (/dataset/augment) when the
@@ -76,6 +83,18 @@ class Transform {
 
   // The training-time draws for sample `index` of epoch `epoch`: a function of the three only.
   SampleAugmentation draw(int64_t seed, int64_t epoch, int64_t index) const;
+  // draw()'s top, left and flip for samples 0..n-1, computed on `device` with tensor arithmetic on
+  // the same hash (splitmix64.h): bit for bit draw()'s.
+  SampleDraws draw_all(int64_t seed, int64_t epoch, int64_t n, c10::Device device) const;
+  // Whether the training path draws anything: a crop offset (padding, or a crop smaller than the
+  // image) or a flip.
+  bool random() const;
+  // Whether the recipe maps each byte to a value of its own once cropped and flipped (none,
+  // standard): no brightness, contrast or per-image statistics. Data on the device needs it.
+  bool pointwise() const;
+  // A pointwise recipe's value of byte v in channel c, float [C, 256] on the CPU: apply()'s own
+  // arithmetic, so a lookup in it gives apply()'s values bit for bit.
+  at::Tensor byte_table() const;
   // What evaluation applies: the central crop, no flip, no colour change.
   SampleAugmentation eval_augmentation() const;
 

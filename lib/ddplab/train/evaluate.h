@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "ddplab/data/dataset.h"
+#include "ddplab/data/device_data.h"
 #include "ddplab/train/faults.h"
 #include "ddplab/train/network.h"
 
@@ -24,14 +25,22 @@ struct Evaluation {
   std::optional<double> drift;        // local SGD / EASGD: the replicas' drift (ReplicaSync::EpochView)
 };
 
+// A split to evaluate, and its copy on the device when batches are made there (else null).
+struct EvalSplit {
+  const data::Dataset& host;
+  const data::DeviceDataset* on_device = nullptr;
+};
+
 // In eval mode and without autograd (under bf16 autocast when `bf16`): the first `test_samples` of
 // data.test and all of data.validation (if any), the slices of replicas `ids` of `count`, in
-// batches of 1000, loss as `faults` says. The caller puts the BatchNorm statistics in place first.
-Evaluation evaluate_sets(Network& net, const data::DatasetPair& data, int64_t test_samples, const std::vector<int>& ids,
-                         int count, const DebugFaults& faults, bool bf16);
+// batches of 1000 (made from `on_device`'s copies when not null), loss as `faults` says. The caller
+// puts the BatchNorm statistics in place first.
+Evaluation evaluate_sets(Network& net, const data::DatasetPair& data, const data::DeviceData* on_device,
+                         int64_t test_samples, const std::vector<int>& ids, int count, const DebugFaults& faults,
+                         bool bf16);
 
 // As evaluate_sets, for the first `samples` of `set` alone.
-SetSums evaluate_first(Network& net, const data::Dataset& set, int64_t samples, const std::vector<int>& ids, int count,
+SetSums evaluate_first(Network& net, const EvalSplit& split, int64_t samples, const std::vector<int>& ids, int count,
                        const DebugFaults& faults, bool bf16);
 
 }  // namespace ddplab::train

@@ -17,7 +17,7 @@ Evaluation Evaluator::at_epoch_end() {
   Evaluation e;
   const auto drift = p_.model.evaluate_with(p_.sync.epoch_view(), [&] {
     put_rank0_buffers();
-    e = evaluate_sets(p_.net, p_.data, p_.faults.test_samples(p_.data.test.size()), p_.replicas.ids(),
+    e = evaluate_sets(p_.net, p_.data, p_.on_device, p_.faults.test_samples(p_.data.test.size()), p_.replicas.ids(),
                       p_.replicas.count(), p_.faults, p_.bf16);
   });
   e.drift = drift;
@@ -49,6 +49,10 @@ void Evaluator::put_rank0_buffers() {
   if (p_.comm && !p_.net.buffers.empty()) distributed::broadcast_coalesced(*p_.comm, p_.net.buffers, 0);
 }
 
-const data::Dataset& Evaluator::point_set() const { return on_validation() ? p_.data.validation : p_.data.test; }
+EvalSplit Evaluator::point_set() const {
+  const data::DeviceData* d = p_.on_device;
+  if (on_validation()) return {p_.data.validation, d ? &d->validation : nullptr};
+  return {p_.data.test, d ? &d->test : nullptr};
+}
 
 }  // namespace ddplab::train

@@ -26,6 +26,7 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
+#include "ddplab/data/device_data.h"
 #include "ddplab/distributed/comm.h"
 #include "ddplab/train/epoch_model.h"
 #include "ddplab/train/evaluate.h"
@@ -43,6 +44,7 @@ class Evaluator {
   struct Parts {
     Network& net;
     const data::DatasetPair& data;
+    const data::DeviceData* on_device;  // the splits where batches are made on the device, else null
     EpochModel& model;
     ReplicaSync& sync;
     const LocalReplicas& replicas;
@@ -65,7 +67,7 @@ class Evaluator {
 
  private:
   void put_rank0_buffers();
-  const data::Dataset& point_set() const;
+  EvalSplit point_set() const;
   // Points evaluate the validation split when there is one, else the test set.
   bool on_validation() const { return p_.data.validation.size() > 0; }
 

@@ -88,17 +88,27 @@ void Trainer::connect() {
 }
 
 void Trainer::build_loader() {
-  const bool strided = spec_.dataset.shard == config::DataShard::kStrided;
-  loader_.emplace(*data_, net_.transform, spec_.global_batch, replicas_->loader_rank(), replicas_->loader_ranks(),
-                  spec_.seed, spec_.dataset.order, /*prefetch=*/4, /*pin_memory=*/net_.device.is_cuda(),
-                  strided ? replicas_->count() : 1);
-  mover_.emplace(net_.device);
+  const int strided = spec_.dataset.shard == config::DataShard::kStrided ? replicas_->count() : 1;
+  if (data::batches_on_device(spec_.dataset.placement, *data_, *net_.transform, net_.device)) {
+    device_data_.emplace(*data_, net_.transform, net_.device);
+    const data::StepShards shards(data_->train.size(), spec_.global_batch, replicas_->loader_rank(),
+                                  replicas_->loader_ranks(), strided);
+    loader_ = std::make_unique<data::DeviceLoader>(device_data_->train, shards, spec_.seed, spec_.dataset.order);
+  } else {
+    loader_ = std::make_unique<data::TrainLoader>(*data_, net_.transform, spec_.global_batch, replicas_->loader_rank(),
+                                                  replicas_->loader_ranks(), spec_.seed, spec_.dataset.order,
+                                                  /*prefetch=*/4, /*pin_memory=*/net_.device.is_cuda(), strided);
+  }
+  // Batches made on the device need no copy: the mover passes them through, as on a CPU.
+  mover_.emplace(device_data_ ? c10::Device(c10::kCPU) : net_.device);
   TORCH_INTERNAL_ASSERT(steps() > 0, "no step in an epoch of ", data_->train.size(), " samples");
   replica_sync_.emplace(spec_.replicas.sync, steps(), net_.params, comm_);
   step_recorder_.emplace(spec_.log.step_record_every(), steps(), spec_.global_batch, comm_, lead(), net_.device);
   evaluator_.emplace(spec_.log, steps(),
-                     Evaluator::Parts{net_, *data_, *epoch_model_, *replica_sync_, *replicas_, comm_, faults_, bf16()});
+                     Evaluator::Parts{net_, *data_, device_data_ ? &*device_data_ : nullptr, *epoch_model_,
+                                      *replica_sync_, *replicas_, comm_, faults_, bf16()});
   if (lead()) run_ = rundir::RunLog::open(options_.run_dir);
+  if (lead()) run_->update_manifest({{"data_placement", device_data_ ? "device" : "host"}});
   if (lead() && evaluator_->enabled()) run_->update_manifest({{"step_eval", evaluator_->manifest_entry()}});
   observer_ = options_.observer ? options_.observer
                                 : std::make_shared<Console>(spec_, world_, options_.progress, options_.quiet);

@@ -9,14 +9,13 @@
 // The constructor sets up, in this order (RNG draws and collectives depend on it): the data; the
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
 // parameters and buffers; GradReducer, the epoch model and the local replicas (which seed the
-// dropout streams); the loader, ReplicaSync and run log; then, when resuming, the checkpoint.
-// Every rank calls the same collectives in the same order (c10d needs it): per step GradReducer's
-// all-reduces and ReplicaSync's averaging, a buffer broadcast before every forward and before
-// evaluation; at an evaluation point the Evaluator's (evaluator.h), then with step records per
-// interval the all-reduce of the epoch's training sums (after the step's gradient reduction,
-// before ReplicaSync's); per epoch the Evaluator's, the metric all-reduce,
-// then the consistency audit; per checkpoint the gather of the dropout RNG states (after the
-// partial metrics' all-reduce of a clean stop).
+// dropout streams); the loader (on the host, or the splits copied to the device), ReplicaSync and run log; then, when
+// resuming, the checkpoint. Every rank calls the same collectives in the same order (c10d needs it): per step
+// GradReducer's all-reduces and ReplicaSync's averaging, a buffer broadcast before every forward and before evaluation;
+// at an evaluation point the Evaluator's (evaluator.h), then with step records per interval the all-reduce of the
+// epoch's training sums (after the step's gradient reduction, before ReplicaSync's); per epoch the Evaluator's, the
+// metric all-reduce, then the consistency audit; per checkpoint the gather of the dropout RNG states (after the partial
+// metrics' all-reduce of a clean stop).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -26,6 +25,7 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
+#include "ddplab/data/device_data.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/distributed/comm.h"
 #include "ddplab/distributed/grad_reducer.h"
@@ -112,7 +112,8 @@ class Trainer {
   std::unique_ptr<distributed::GradReducer> reducer_;
   std::unique_ptr<LocalReplicas> replicas_;
   GradNoiseScale noise_scale_;
-  std::optional<data::TrainLoader> loader_;
+  std::optional<data::DeviceData> device_data_;  // dataset.placement: the splits, when batches are made on the device
+  std::unique_ptr<data::BatchSource> loader_;
   std::optional<runtime::BatchMover> mover_;  // on CUDA, batch k+1's copy overlaps step k
   std::optional<ReplicaSync> replica_sync_;
   std::optional<EpochModel> epoch_model_;
