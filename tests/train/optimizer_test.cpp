@@ -135,64 +135,87 @@ TEST(Optimizer, GroupsWorkForAdamAndAdamW) {
   }
 }
 
-// ddplab's SGD runs multi-tensor kernels; it must compute exactly what torch::optim::SGD does.
+// ddplab's optimizers run multi-tensor kernels; each must compute exactly what LibTorch's
+// `Reference` with `options` does: four steps of the same random gradients (parameter 2 gets none
+// in step 1, so it keeps its state and, for Adam, its own step count), then a step after LibTorch's
+// optimizer loads what ddplab's saved (the state is LibTorch's, so checkpoints are interchangeable).
+template <class Reference, class Options>
+void expect_matches_libtorch(const config::OptimizerSpec& s, const Options& options, const std::string& what) {
+  torch::manual_seed(3);
+  std::vector<at::Tensor> ours, theirs;
+  NamedParameters named_ours;
+  for (int i = 0; i < 3; ++i) {
+    auto p = torch::randn({5, 4 + i});
+    ours.push_back(p.clone().requires_grad_(true));
+    theirs.push_back(p.clone().requires_grad_(true));
+    named_ours.emplace_back("p" + std::to_string(i), ours.back());
+  }
+  auto optimizer = make_optimizer(s, named_ours);
+  Reference reference(theirs, options);
+  auto set_grads = [&](std::vector<at::Tensor>& other, int skip) {
+    for (size_t i = 0; i < ours.size(); ++i) {
+      auto g = static_cast<int>(i) == skip ? at::Tensor() : torch::randn(ours[i].sizes());
+      ours[i].mutable_grad() = g.defined() ? g.clone() : g;
+      other[i].mutable_grad() = g.defined() ? g.clone() : g;
+    }
+  };
+  for (int step = 0; step < 4; ++step) {
+    set_grads(theirs, step == 1 ? 2 : -1);
+    optimizer->step();
+    reference.step();
+    for (size_t i = 0; i < ours.size(); ++i)
+      ASSERT_TRUE(torch::equal(ours[i], theirs[i])) << what << ", step " << step << ", parameter " << i;
+  }
+  torch::serialize::OutputArchive out;
+  optimizer->save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  std::vector<at::Tensor> loaded_params;
+  for (auto& p : ours) loaded_params.push_back(p.detach().clone().requires_grad_(true));
+  Reference loaded(loaded_params, options);
+  torch::serialize::InputArchive in;
+  std::istringstream source(bytes.str());
+  in.load_from(source);
+  loaded.load(in);
+  set_grads(loaded_params, -1);
+  optimizer->step();
+  loaded.step();
+  for (size_t i = 0; i < ours.size(); ++i)
+    EXPECT_TRUE(torch::equal(ours[i], loaded_params[i])) << what << ", after loading, parameter " << i;
+}
+
 TEST(Optimizer, SgdMatchesLibTorchSgdBitForBit) {
   struct Case {
     double momentum, weight_decay;
     bool nesterov;
   };
   for (const Case c : {Case{0.0, 0.0, false}, Case{0.9, 0.0, false}, Case{0.9, 5e-4, true}, Case{0.5, 1e-2, false}}) {
-    const std::string what = "momentum " + std::to_string(c.momentum) + " weight_decay " +
-                             std::to_string(c.weight_decay) + (c.nesterov ? " nesterov" : "");
-    torch::manual_seed(3);
-    std::vector<at::Tensor> ours, theirs;
-    NamedParameters named_ours;
-    for (int i = 0; i < 3; ++i) {
-      auto p = torch::randn({5, 4 + i});
-      ours.push_back(p.clone().requires_grad_(true));
-      theirs.push_back(p.clone().requires_grad_(true));
-      named_ours.emplace_back("p" + std::to_string(i), ours.back());
-    }
     auto s = sgd(c.weight_decay, {});
     s.momentum = c.momentum;
     s.nesterov = c.nesterov;
-    auto optimizer = make_optimizer(s, named_ours);
     const auto options =
         torch::optim::SGDOptions(s.lr).momentum(c.momentum).nesterov(c.nesterov).weight_decay(c.weight_decay);
-    torch::optim::SGD reference(theirs, options);
-    // The same random gradient into both sets; `skip`: no gradient for that parameter.
-    auto set_grads = [&](std::vector<at::Tensor>& other, int skip) {
-      for (size_t i = 0; i < ours.size(); ++i) {
-        auto g = static_cast<int>(i) == skip ? at::Tensor() : torch::randn(ours[i].sizes());
-        ours[i].mutable_grad() = g.defined() ? g.clone() : g;
-        other[i].mutable_grad() = g.defined() ? g.clone() : g;
-      }
-    };
-    for (int step = 0; step < 4; ++step) {
-      // Parameter 2 gets no gradient in step 1 (skipped, its momentum kept), and its first in step 0.
-      set_grads(theirs, step == 1 ? 2 : -1);
-      optimizer->step();
-      reference.step();
-      for (size_t i = 0; i < ours.size(); ++i)
-        ASSERT_TRUE(torch::equal(ours[i], theirs[i])) << what << ", step " << step << ", parameter " << i;
-    }
-    // The state is SGD's: what ddplab saves, LibTorch's SGD loads, and steps on identically.
-    torch::serialize::OutputArchive out;
-    optimizer->save(out);
-    std::ostringstream bytes;
-    out.save_to(bytes);
-    std::vector<at::Tensor> loaded_params;
-    for (auto& p : ours) loaded_params.push_back(p.detach().clone().requires_grad_(true));
-    torch::optim::SGD loaded(loaded_params, options);
-    torch::serialize::InputArchive in;
-    std::istringstream source(bytes.str());
-    in.load_from(source);
-    loaded.load(in);
-    set_grads(loaded_params, -1);
-    optimizer->step();
-    loaded.step();
-    for (size_t i = 0; i < ours.size(); ++i)
-      EXPECT_TRUE(torch::equal(ours[i], loaded_params[i])) << what << ", after loading, parameter " << i;
+    expect_matches_libtorch<torch::optim::SGD>(s, options,
+                                               "momentum " + std::to_string(c.momentum) + " weight_decay " +
+                                                   std::to_string(c.weight_decay) + (c.nesterov ? " nesterov" : ""));
+  }
+}
+
+TEST(Optimizer, AdamAndAdamwMatchLibTorchsBitForBit) {
+  for (const double weight_decay : {0.0, 1e-2}) {
+    auto s = sgd(weight_decay, {});
+    s.lr = 0.01;
+    s.beta1 = 0.7;
+    s.beta2 = 0.9;
+    const std::string what = " weight_decay " + std::to_string(weight_decay);
+    s.name = config::OptimizerName::kAdam;
+    expect_matches_libtorch<torch::optim::Adam>(
+        s, torch::optim::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(weight_decay),
+        "adam" + what);
+    s.name = config::OptimizerName::kAdamw;
+    expect_matches_libtorch<torch::optim::AdamW>(
+        s, torch::optim::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(weight_decay),
+        "adamw" + what);
   }
 }
 
