@@ -31,8 +31,8 @@ inline constexpr int64_t kAutoPlacementBytes = int64_t{2} << 30;
 // One split on the device.
 class DeviceDataset {
  public:
-  DeviceDataset() = default;  // an empty split
-  // `transform` must be pointwise() (the spec allows augment none and standard only).
+  // `transform` must be pointwise() (the spec allows augment none and standard only). An empty
+  // `split` (no validation split) holds nothing.
   DeviceDataset(const Dataset& split, std::shared_ptr<const Transform> transform, c10::Device device);
 
   int64_t size() const { return labels_.defined() ? labels_.size(0) : 0; }
