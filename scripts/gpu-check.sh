@@ -52,7 +52,7 @@ if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
   plan_target=1.0 test_jobs=$(($(nproc) + 1)) tests_limit=600  # 12 at once oversubscribe a small machine past 300 s
 fi
 runs=$(mktemp -d)
-export DDPLAB_REQUIRE_BROWSER=  # no browser there
+unset DDPLAB_REQUIRE_BROWSER  # no browser there: the browser tests skip
 
 step "machine" sh -c "nvidia-smi; nproc; $python -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"gpus\", torch.cuda.device_count())'"
 [ -d .offline/root/usr ] || { echo "no .offline/root: run scripts/stage-offline-deps.sh where apt works, and carry .offline" | tee -a "$log"; exit 2; }

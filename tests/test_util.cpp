@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -115,6 +116,11 @@ void write_tiny_cifar(const std::filesystem::path& dir, int train, int test, boo
   }
   for (int f = 0; f < 5; ++f) write(train / 5 + (f < train % 5 ? 1 : 0), fmt::format("data_batch_{}.bin", f + 1));
   write(test, "test_batch.bin");
+}
+
+bool required_by_environment(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::string(value) == "1";
 }
 
 }  // namespace ddplab::testing

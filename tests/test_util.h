@@ -55,6 +55,10 @@ struct CommandResult {
   double seconds = 0;
 };
 
+// Whether `variable` is "1": scripts/test.sh sets DDPLAB_REQUIRE_BROWSER and DDPLAB_REQUIRE_SLURM so,
+// making a test that would skip for want of chromium or a SLURM fail instead.
+bool required_by_environment(const char* variable);
+
 // Runs `command` through /bin/sh, capturing stdout and stderr.
 CommandResult run_command(const std::string& command);
 

@@ -88,9 +88,7 @@ class Slurm : public ::testing::Test {
 
   void SetUp() override {
     if (unavailable_.empty()) return;
-    const char* require = std::getenv("DDPLAB_REQUIRE_SLURM");
-    if (require != nullptr && std::string(require) == "1")
-      GTEST_FAIL() << "DDPLAB_REQUIRE_SLURM=1, but " << unavailable_;
+    if (required_by_environment("DDPLAB_REQUIRE_SLURM")) GTEST_FAIL() << "DDPLAB_REQUIRE_SLURM=1, but " << unavailable_;
     GTEST_SKIP() << unavailable_ << "\n(set DDPLAB_REQUIRE_SLURM=1 to make this a failure)";
   }
 

@@ -340,7 +340,7 @@ TEST(Plan, UsesTheProbesBandwidthAndLatency) {
 // per replica count and the recommended cell labelled.
 TEST(PlanBrowser, PlanHtmlHoldsEveryCellAndTheChart) {
   if (testing::run_command("command -v chromium").exit_code != 0) {
-    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr)
+    if (testing::required_by_environment("DDPLAB_REQUIRE_BROWSER"))
       FAIL() << "chromium not installed (scripts/test.sh installs it)";
     GTEST_SKIP() << "chromium not installed";
   }

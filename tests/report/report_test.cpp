@@ -1352,7 +1352,7 @@ TEST(Report, TestAccuracyAgainstCumulativeCommunicatedBytes) {
 
 TEST(ReportBrowser, ChromiumDrawsChartsWithoutConsoleErrors) {
   if (run_command("command -v chromium").exit_code != 0) {
-    if (std::getenv("DDPLAB_REQUIRE_BROWSER") != nullptr)
+    if (ddplab::testing::required_by_environment("DDPLAB_REQUIRE_BROWSER"))
       FAIL() << "chromium not installed (scripts/test.sh installs it)";
     GTEST_SKIP() << "chromium not installed";
   }
