@@ -8,7 +8,8 @@
 # It builds ddplab against that torch with the staged dependencies, as the front door does (warnings
 # recorded and reported by scripts/check-warnings.sh, not -Werror, so one warning costs no test
 # step), then, GPU steps first: how the programs bound the C++ standard library, the GPU-only unit
-# tests (NCCL included; none may skip), the quickstart on cuda (1 replica, and 2 replicas over gloo
+# tests (NCCL included; none may skip), the quickstart on cuda (1 replica, again with its batches
+# made on the host instead of the GPU, and 2 replicas over gloo
 # sharing the one GPU; one epoch each of bf16 autocast and of bf16 gradient all-reduce), a stop and
 # resume on cuda, the time from the start of training to a target test accuracy (99% on MNIST when
 # .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds (its
@@ -99,7 +100,17 @@ again=($build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" o
 quickstart=("${again[@]}" --force)
 # One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
 # NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
-step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl name=gpu_nccl1
+# Batches made on the device (auto's choice on a GPU; named, so that the dry run takes that path too).
+step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl dataset.placement=device \
+  name=gpu_nccl1
+# The same run with its batches made on the host (loader thread, pinned copies on a side stream):
+# what making them on the GPU buys, in images/s. The batches are the same bit for bit (the
+# *OnCuda* unit tests), so the records should be too, unless cuDNN's algorithms (not made
+# deterministic) round differently from run to run: the step reports that and does not fail on it.
+step "quickstart cuda, 1 replica, batches made on the host" bash -c '"${@:3}" && { bench/same_records.py "$1" "$2" ||
+  echo "(records differ: run-to-run rounding of cuDNN is the first suspect; the batches are equal bit for bit)"; }' _ \
+  "$runs/gpu_nccl1/seed=1" "$runs/gpu_host1/seed=1" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl \
+  dataset.placement=host name=gpu_host1
 step "quickstart cuda, 2 replicas sharing the GPU, gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
   replicas.backend=gloo name=gpu_gloo2
 step "quickstart cuda, bf16 autocast, 1 replica" "${quickstart[@]}" replicas.device=$dev precision=bf16 epochs=1 \
