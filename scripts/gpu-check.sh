@@ -135,18 +135,7 @@ if [ -f .offline/data/mnist/train-images-idx3-ubyte.gz ] || [ -f .offline/data/m
   step "quickstart cuda on MNIST, 1 replica" "${quickstart[@]}" dataset.name=mnist dataset.root="$PWD/.offline/data/mnist" \
     replicas.device=$dev name=gpu_mnist
 fi
-step "time to $target test accuracy" python3 - "$target_run/seed=1/epochs.jsonl" "$target" <<'PY'
-import json, sys
-target = float(sys.argv[2])
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["test_acc"] >= target:
-        print(f"time to {target:.0%}: {r['wall_s']:.1f} s (epoch {r['epoch']}, test accuracy {r['test_acc']:.4f}, "
-              f"{r['images_per_s']:.0f} images/s) in {sys.argv[1]}")
-        break
-else:
-    sys.exit(f"{sys.argv[1]}: test accuracy never reached {target:.0%}")
-PY
+step "time to $target test accuracy" bench/time_to_accuracy.py "$target_run" "$target"
 # The speed recipe (experiments/mnist_speed.json; docs/performance.md "The speed recipe"), 5 seeds:
 # issue 29's target is 99% MNIST test accuracy in under 1.0 s from the start of training, mean of
 # the seeds, every seed's last epoch above 98.9%. Without MNIST, its Fashion-MNIST twin to 90%.

@@ -17,6 +17,12 @@ DeviceDataset::DeviceDataset(const Dataset& split, std::shared_ptr<const Transfo
   const at::Tensor table = transform_->byte_table();
   table_ = table.flatten().to(device);
   channel_offset_ = (torch::arange(table.size(0), torch::kLong) * 256).view({1, -1, 1, 1}).to(device);
+  const ImageSize out = transform_->output_size();
+  const auto longs = torch::dtype(torch::kLong).device(device);
+  channels_ = torch::arange(images_.size(1), longs).view({1, -1, 1, 1});
+  rows_ = torch::arange(out.height, longs);
+  columns_ = torch::arange(out.width, longs);
+  flipped_columns_ = columns_.flip(0);
 }
 
 Batch DeviceDataset::batch(const at::Tensor& indices, const SampleDraws* draws) const {
@@ -36,14 +42,13 @@ at::Tensor DeviceDataset::crop(const at::Tensor& indices, const SampleDraws* dra
     const SampleAugmentation a = transform_->eval_augmentation();
     return images_.index_select(0, indices).narrow(2, a.top, out.height).narrow(3, a.left, out.width);
   }
-  const auto longs = torch::dtype(torch::kLong).device(device_);
-  const int64_t b = indices.size(0), channels = images_.size(1);
-  const at::Tensor ys = torch::arange(out.height, longs), xs = torch::arange(out.width, longs);
-  const at::Tensor rows = draws->top.index_select(0, indices).unsqueeze(1) + ys;
+  const int64_t b = indices.size(0);
+  const at::Tensor rows = draws->top.index_select(0, indices).unsqueeze(1) + rows_;
   const at::Tensor flip = draws->flip.index_select(0, indices).unsqueeze(1);
-  const at::Tensor cols = draws->left.index_select(0, indices).unsqueeze(1) + torch::where(flip, xs.flip(0), xs);
-  return images_.index({indices.view({b, 1, 1, 1}), torch::arange(channels, longs).view({1, channels, 1, 1}),
-                        rows.view({b, 1, out.height, 1}), cols.view({b, 1, 1, out.width})});
+  const at::Tensor cols =
+      draws->left.index_select(0, indices).unsqueeze(1) + torch::where(flip, flipped_columns_, columns_);
+  return images_.index(
+      {indices.view({b, 1, 1, 1}), channels_, rows.view({b, 1, out.height, 1}), cols.view({b, 1, 1, out.width})});
 }
 
 DeviceData::DeviceData(const DatasetPair& data, const std::shared_ptr<const Transform>& transform, c10::Device device)
