@@ -83,9 +83,15 @@ void GradReducer::build_buckets(const std::vector<size_t>& order) {
     b.grad_numel = numel;
     const bool last = gi + 1 == groups.size();
     b.flat = torch::zeros({numel + (last ? extra_slots() : 0)}, params_[g.front()].options().requires_grad(false));
+    b.grads = b.flat.narrow(0, 0, numel);
+    if (last) {
+      b.control = b.flat.narrow(0, numel, extra_slots());
+      b.used_flags = b.flat.narrow(0, numel + slots_.size(), static_cast<int64_t>(params_.size()));
+    }
     for (size_t k = 0; k < g.size(); ++k) {
       bucket_of_[g[k]] = static_cast<int>(buckets_.size());
       index_in_[g[k]] = static_cast<int64_t>(k);
+      b.grad_views.push_back(b.flat.narrow(0, b.offsets[k], params_[g[k]].numel()).view(params_[g[k]].sizes()));
     }
     buckets_.push_back(std::move(b));
   }
@@ -99,9 +105,7 @@ void GradReducer::register_comm_hook(std::unique_ptr<CommHook> hook) {
 
 BucketView GradReducer::bucket_view(size_t b) const {
   const Bucket& bucket = buckets_[b];
-  BucketView v{static_cast<int>(b), bucket.flat, bucket.flat.narrow(0, 0, bucket.grad_numel), at::Tensor()};
-  if (b + 1 == buckets_.size()) v.control = bucket.flat.narrow(0, bucket.grad_numel, extra_slots());
-  return v;
+  return BucketView{static_cast<int>(b), bucket.flat, bucket.grads, bucket.control};
 }
 
 void GradReducer::prepare_for_backward(bool accumulate) {
@@ -109,14 +113,11 @@ void GradReducer::prepare_for_backward(bool accumulate) {
   for (auto& b : buckets_) {
     if (!accumulate)
       b.flat.zero_();
-    else if (&b == &buckets_.back())
-      b.flat.narrow(0, b.grad_numel, extra_slots()).zero_();
+    else if (b.control.defined())
+      b.control.zero_();
     b.pending = b.params.size();
     b.works.clear();
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      auto& p = params_[b.params[k]];
-      p.mutable_grad() = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
-    }
+    for (size_t k = 0; k < b.params.size(); ++k) params_[b.params[k]].mutable_grad() = b.grad_views[k];
   }
   if (!accumulate) used_.assign(params_.size(), false);
   if (!buckets_.empty()) slots_.write(bucket_view(buckets_.size() - 1).control, {stop_requested_, false});
@@ -135,9 +136,9 @@ void GradReducer::mark_ready(size_t param) {
   TORCH_INTERNAL_ASSERT(bucket.pending > 0, "bucket ", b,
                         " got more gradients than it has parameters (a second backward without "
                         "prepare_for_backward()?)");
-  auto& p = params_[param];
-  auto view = bucket.flat.narrow(0, bucket.offsets[index_in_[param]], p.numel());
-  if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad().reshape({-1}));
+  const auto& p = params_[param];
+  const auto& view = bucket.grad_views[static_cast<size_t>(index_in_[param])];
+  if (!p.grad().is_same(view) && p.grad().data_ptr() != view.data_ptr()) view.copy_(p.grad());
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
@@ -151,10 +152,9 @@ void GradReducer::launch(Bucket& bucket) {
   local_sq_ += v.grads.dot(v.grads);
   if (v.control.defined()) {
     slots_.write_local_norm(v.control, local_sq_);
-    auto used = bucket.flat.narrow(0, bucket.grad_numel + slots_.size(), static_cast<int64_t>(params_.size()));
-    used.fill_(1.0);
+    bucket.used_flags.fill_(1.0);
     for (size_t i = 0; i < params_.size(); ++i)
-      if (!used_[i]) used[static_cast<int64_t>(i)].fill_(0.0);
+      if (!used_[i]) bucket.used_flags[static_cast<int64_t>(i)].fill_(0.0);
   }
   if (options_.mean) bucket.flat.div_(comm_->size);
   bucket.works = hook_->launch(*comm_, v);
@@ -181,8 +181,7 @@ void GradReducer::finalize() {
   for (auto& b : buckets_)
     for (size_t k = 0; k < b.params.size(); ++k) {
       auto& p = params_[b.params[k]];
-      auto view = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
-      if (p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
+      if (!p.grad().is_same(b.grad_views[k])) p.mutable_grad() = b.grad_views[k];
     }
   reduced_ = reducing() && !buckets_.empty();
   if (reduced_) {
@@ -210,9 +209,7 @@ std::vector<size_t> GradReducer::unused_by_all() const {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!used_[i] && params_[i].requires_grad()) unused.push_back(i);
   if (unused.empty() || !reduced_) return unused;
-  const Bucket& last = buckets_.back();
-  const auto used = last.flat.narrow(0, last.grad_numel + slots_.size(), static_cast<int64_t>(params_.size()))
-                        .to(torch::kCPU, torch::kFloat32);
+  const auto used = buckets_.back().used_flags.to(torch::kCPU, torch::kFloat32);
   const auto flags = used.accessor<float, 1>();
   std::vector<size_t> by_all;
   for (size_t i : unused)
@@ -279,21 +276,16 @@ void GradReducer::restore_layout(const std::vector<int64_t>& order) {
 }
 
 at::Tensor GradReducer::grad_view(size_t param) const {
-  for (const auto& b : buckets_)
-    for (size_t k = 0; k < b.params.size(); ++k)
-      if (b.params[k] == param)
-        return b.flat.narrow(0, b.offsets[k], params_[param].numel()).view(params_[param].sizes());
-  TORCH_INTERNAL_ASSERT(false, "parameter ", param, " is in no gradient bucket");
+  TORCH_INTERNAL_ASSERT(param < params_.size() && bucket_of_[param] >= 0, "parameter ", param,
+                        " is in no gradient bucket");
+  return buckets_[static_cast<size_t>(bucket_of_[param])].grad_views[static_cast<size_t>(index_in_[param])];
 }
 
 at::Tensor GradReducer::grad_norm_squared() const {
   if (buckets_.empty()) return torch::zeros({});
   // dot() reduces in place (BLAS on CPU); pow(2).sum() would allocate a bucket-sized temporary.
   at::Tensor total;
-  for (const auto& b : buckets_) {
-    auto g = b.flat.narrow(0, 0, b.grad_numel);
-    total = total.defined() ? total + g.dot(g) : g.dot(g);
-  }
+  for (const auto& b : buckets_) total = total.defined() ? total + b.grads.dot(b.grads) : b.grads.dot(b.grads);
   return total;
 }
 

@@ -156,6 +156,11 @@ class GradReducer {
     std::vector<int64_t> offsets;
     int64_t grad_numel = 0;  // flat holds grad_numel gradients (+ extra_slots() in the last bucket)
     at::Tensor flat;
+    // Views of flat made once per layout, so that no step dispatches an operator per parameter:
+    // each parameter's gradient (shaped as it), all gradients, and in the last bucket the control
+    // slots and the used flags (undefined in the others).
+    std::vector<at::Tensor> grad_views;
+    at::Tensor grads, control, used_flags;
     size_t pending = 0;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;  // the hook's, since its launch
   };
