@@ -2,11 +2,12 @@
 // on batches already in memory as normalized float tensors; no data loading, no communication,
 // no metrics. Same model code and thread count as ddplab.
 //
-//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda] [warmup=20]
+//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda] [warmup=20] [trace]
 // Runs `warmup` steps, then times `steps` more (bench/compare.sh gives both one epoch's steps, as
 // it times ddplab's and the peer's second epoch). Prints one line: "bare_loop model=... batch=...
 // threads=... device=... train_s=... images_per_s=...": train_s from the first warm-up step to the
-// last step, images_per_s over the timed steps.
+// last step, images_per_s over the timed steps. With a `trace` file, 20 more steps are then
+// recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares them).
 #include <chrono>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/models/models.h"
+#include "ddplab/runtime/step_profiler.h"
 
 int main(int argc, char** argv) {
   std::string model_name = argc > 1 ? argv[1] : "mnist_cnn";
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   int threads = argc > 4 ? std::stoi(argv[4]) : static_cast<int>(std::thread::hardware_concurrency());
   const std::string device_name = argc > 5 ? argv[5] : "cpu";
   const int warmup = argc > 6 ? std::stoi(argv[6]) : 20;
+  const std::string trace = argc > 7 ? argv[7] : "";
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
@@ -57,5 +60,13 @@ int main(int argc, char** argv) {
   const double s = std::chrono::duration<double>(end - start).count();
   fmt::print("bare_loop model={} batch={} threads={} device={} train_s={:.3f} images_per_s={:.1f}\n", model_name, batch,
              threads, device_name, std::chrono::duration<double>(end - first).count(), steps * batch / s);
+  if (trace.empty()) return 0;
+  const int traced = 20;
+  ddplab::runtime::StepProfiler profiler(0, traced, device, trace);
+  for (int i = 0; i < traced; ++i) {
+    profiler.begin_step(i);
+    step(i);
+    profiler.end_step(i);
+  }
   return 0;
 }

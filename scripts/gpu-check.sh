@@ -46,11 +46,11 @@ step() {
 }
 python=${PYTHON:-python3}
 build=${GPU_CHECK_BUILD:-build-gpu}
-dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90 plan_target=0.55
+dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90 plan_target=0.55 profile_from=100
 test_jobs=12 tests_limit=300  # the unit tests on 16 cores
 if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
   dev=cpu nccl=gloo extra=(dataset.train_limit=3200 dataset.test_limit=500) rounds=1 limit64=3200 limit512=3200 fashion_target=0.50
-  plan_target=1.0 test_jobs=$(($(nproc) + 1)) tests_limit=600  # 12 at once oversubscribe a small machine past 300 s
+  plan_target=1.0 profile_from=10 test_jobs=$(($(nproc) + 1)) tests_limit=600  # 12 at once oversubscribe a small machine past 300 s
 fi
 runs=$(mktemp -d)
 unset DDPLAB_REQUIRE_BROWSER  # no browser there: the browser tests skip
@@ -155,6 +155,20 @@ step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEN
   bench/compare.sh $rounds $limit64
 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
   bench/compare.sh $rounds $limit512
+# Where a step's time goes (log.profile_steps; docs/performance.md "Where the time goes"): 20
+# steady steps of the quickstart at batch 64 and of the speed recipe, and 20 of the bare loop,
+# traced; per step the host's time, operators and kernels and how busy the GPU was. A GPU well
+# under 100% busy waits for the host: that is what a CUDA graph of the step would remove.
+step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
+  shift 7; profiled=(replicas.device=$dev epochs=1 dataset.train_limit=12800 log.profile_steps=20 log.profile_from_step=$from
+    output="$runs" --force)
+  "$build/bin/ddplab" run experiments/quickstart.json "$@" dataset.placement=device "${profiled[@]}" name=profile_quickstart &&
+  "$build/bin/ddplab" run "$speed" "$@" "$speed_data" "${profiled[@]}" name=profile_speed &&
+  "$build/bin/bare_loop" mnist_cnn 64 200 "$(nproc)" $dev 100 "$out/bare_loop.pt.trace.json" &&
+  cp "$runs/profile_quickstart/seed=1/profile-rank-0.pt.trace.json" "$out/quickstart.pt.trace.json" &&
+  cp "$runs/profile_speed/seed=1/profile-rank-0.pt.trace.json" "$out/speed.pt.trace.json" &&
+  bench/step_profile.py "$out/quickstart.pt.trace.json" "$out/speed.pt.trace.json" "$out/bare_loop.pt.trace.json" \
+    --ops 40' _ "$out" $build $dev "$runs" $profile_from "${speed[@]}" "$data" "${extra[@]}"
 step "compiler warnings" scripts/check-warnings.sh $build
 STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 --output-on-failure \
   -E "ReportBrowser|Torchrun"

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "ddplab/data/cifar.h"
 #include "ddplab/data/idx.h"
@@ -54,6 +56,29 @@ std::string read_file(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::map<int64_t, std::vector<std::string>> traced_steps(const std::filesystem::path& trace) {
+  const auto events = nlohmann::json::parse(read_file(trace)).at("traceEvents");
+  std::map<int64_t, std::pair<double, double>> ranges;  // step -> [begin, end) in µs
+  const std::string prefix = "ProfilerStep#";
+  for (const auto& e : events) {
+    const std::string name = e.value("name", "");
+    if (e.value("ph", "") == "X" && name.rfind(prefix, 0) == 0)
+      ranges[std::stoll(name.substr(prefix.size()))] = {e.at("ts").get<double>(),
+                                                        e.at("ts").get<double>() + e.at("dur").get<double>()};
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& e : events)
+    if (e.value("cat", "") == "cpu_op") ops.emplace_back(e.at("ts").get<double>(), e.value("name", ""));
+  std::sort(ops.begin(), ops.end());
+  std::map<int64_t, std::vector<std::string>> steps;
+  for (const auto& [step, range] : ranges) {
+    auto& names = steps[step];
+    for (const auto& [ts, name] : ops)
+      if (ts >= range.first && ts < range.second) names.push_back(name);
+  }
+  return steps;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ std::string error_of(Fn fn) {
 
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
+
+// A Chrome trace of runtime::StepProfiler: for each "ProfilerStep#<n>" range, n and the names of
+// the operators (cpu_op events) that began inside it, in the order they began.
+std::map<int64_t, std::vector<std::string>> traced_steps(const std::filesystem::path& trace);
 
 // Writes a small MNIST-format dataset (4 IDX files, gzip or raw) of `train` and `test`
 // images of 28x28 whose labels are learnable: class c has a bright c-th horizontal band.

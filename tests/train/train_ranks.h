@@ -30,8 +30,10 @@ class Recorder : public TrainObserver {
  public:
   void on_step(const StepProgress& p) override { steps.push_back({p.epoch, p.step}); }
   void on_epoch(const rundir::EpochRecord& record) override { epochs.push_back(record); }
+  void on_note(const std::string& note) override { notes.push_back(note); }
   std::vector<std::pair<int, int64_t>> steps;
   std::vector<rundir::EpochRecord> epochs;
+  std::vector<std::string> notes;
 };
 
 // What one in-process rank saw: its observer's reports and what it threw (null: it finished).

@@ -1,5 +1,6 @@
 #include "ddplab/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "ddplab/config/spec.h"
 #include "ddplab/rundir/run_log.h"
 #include "integration/integration_util.h"
+#include "test_util.h"
 #include "train/train_ranks.h"
 
 namespace ddplab::train {
@@ -106,6 +108,30 @@ TEST(Trainer, BatchesMadeOnTheDeviceGiveTheRecordsOfBatchesMadeOnTheHost) {
   EXPECT_EQ(numeric_records(device), numeric_records(host));
   EXPECT_EQ(numeric_records(again), numeric_records(device));
   EXPECT_EQ(step_lines(device).size(), step_lines(host).size());
+}
+
+// log.profile_steps: a trace of the window's global steps, across an epoch's end, with each step's
+// forward and optimizer operators in it; the records are those of the run without it.
+TEST(Trainer, AProfiledWindowOfStepsIsTracedAndChangesNoRecord) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);  // 4 steps an epoch
+  auto doc = ws.base_spec("plain");
+  const config::ExperimentSpec plain = config::resolve(doc);
+  train_observed(plain, 1);
+  doc["name"] = "profiled";
+  doc["log"] = {{"profile_steps", 3}, {"profile_from_step", 3}};
+  const config::ExperimentSpec profiled = config::resolve(doc);
+  const auto recorders = train_observed(profiled, 1);
+
+  EXPECT_EQ(numeric_records(profiled), numeric_records(plain));
+  const auto steps = testing::traced_steps(rundir::profile_trace_file(rundir::run_dir(profiled), 0));
+  ASSERT_EQ(steps.size(), 3U);
+  for (const int64_t step : {3, 4, 5}) {
+    ASSERT_EQ(steps.count(step), 1U) << "global step " << step;
+    const auto& ops = steps.at(step);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::addmm"), 2) << "the mlp's two layers, step " << step;
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "aten::_foreach_add_"), 2) << "SGD's momentum update, step " << step;
+  }
+  EXPECT_TRUE(recorders[0]->notes.empty()) << "the window ended inside the run: nothing to say";
 }
 
 TEST(Trainer, DivergenceIsAgreedByEveryRankAtTheSameStepAndWritesNoRecord) {

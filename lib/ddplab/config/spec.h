@@ -146,6 +146,10 @@ struct LogSpec {
   double progress_s = 10;
   // Rank 0 writes a TensorBoard event file into the run directory as it trains (tensorboard/live.h).
   bool tensorboard = false;
+  // Every process traces profile_steps training steps from global step profile_from_step on with
+  // LibTorch's profiler (runtime/step_profiler.h); 0: none.
+  int64_t profile_steps = 0;
+  int64_t profile_from_step = 10;
 };
 
 struct ExperimentSpec {
@@ -248,6 +252,8 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/log/eval_samples", spec.log.eval_samples);
   visit("/log/progress_s", spec.log.progress_s);
   visit("/log/tensorboard", spec.log.tensorboard);
+  visit("/log/profile_steps", spec.log.profile_steps);
+  visit("/log/profile_from_step", spec.log.profile_from_step);
   visit("/debug/audits", spec.debug.audits);
   visit("/debug/rank", spec.debug.rank);
   visit("/debug/step", spec.debug.step);

@@ -12,6 +12,7 @@
 //     best.pt          the best epoch's model on validation          best_model_file
 //     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
 //     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
+//     profile-rank-<r>.pt.trace.json  rank r's trace of log.profile_steps steps  profile_trace_file
 //     slurm-job.json   the run's SLURM job: id, sbatch command, when   slurm_job_file
 //     slurm-job.sh     its batch script (srun ddplab worker ...)      slurm_script_file
 //     slurm-spec.json  the spec file that script gives the workers    slurm_spec_file
@@ -47,6 +48,10 @@ inline std::filesystem::path rank_log_file(const std::filesystem::path& dir, int
 }
 inline std::filesystem::path rank_error_file(const std::filesystem::path& dir, int rank) {
   return dir / fmt::format("rank-{}.error", rank);
+}
+// The ".pt.trace.json" ending is what TensorBoard's PyTorch profiler plugin looks for.
+inline std::filesystem::path profile_trace_file(const std::filesystem::path& dir, int rank) {
+  return dir / fmt::format("profile-rank-{}.pt.trace.json", rank);
 }
 inline std::filesystem::path sweep_dir(const std::filesystem::path& experiment_dir) { return experiment_dir / "sweep"; }
 inline std::filesystem::path sweep_runs_file(const std::filesystem::path& experiment_dir) {

@@ -67,6 +67,8 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
   build_loader();
   if (options_.resume) resume();
   global_step_ = resumed_.global_step;
+  profiler_.emplace(spec_.log.profile_from_step, spec_.log.profile_steps, net_.device,
+                    rundir::profile_trace_file(options_.run_dir, world_.rank));
   train_start_ = Clock::now() - as_duration(resumed_.wall_s);
 }
 
@@ -150,6 +152,7 @@ ReplicaResult Trainer::run() {
     if (lead()) run_->append_steps(step_recorder_->take());  // the steps read before a divergence or failure
     throw;
   }
+  if (const auto note = profiler_->finish(); note && lead()) observer_->on_note(*note);
   epoch_model_->restore_evaluated();
   save_model();
   if (comm_) distributed::barrier(*comm_);
@@ -210,12 +213,14 @@ EpochTotals Trainer::start_epoch(int epoch) {
 
 void Trainer::train_steps(int epoch, EpochTotals& totals) {
   for (int64_t step = this_epoch_->first_step; step < steps(); ++step, ++global_step_) {
+    profiler_->begin_step(global_step_);
     if (!mover_->staged()) stage_next(step);
     auto [batch_x, batch_y] = mover_->take();
     if (step + 1 < steps()) stage_next(step + 1);
     faults_.before_step(global_step_);
     if (train_step(epoch, step, batch_x, batch_y, totals)) stop_cleanly(epoch, step, totals);
     report_step(epoch, step, totals);
+    profiler_->end_step(global_step_);
   }
 }
 
@@ -271,7 +276,8 @@ void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, boo
   for (int64_t m = 0; m < spec_.accumulate_steps; ++m) {
     reducer_->set_require_sync(reduce && m + 1 == spec_.accumulate_steps);
     reducer_->prepare_for_backward(/*accumulate=*/m > 0);
-    const auto xm = x.narrow(0, m * micro, micro), ym = y.narrow(0, m * micro, micro);
+    const bool whole = spec_.accumulate_steps == 1;
+    const auto xm = whole ? x : x.narrow(0, m * micro, micro), ym = whole ? y : y.narrow(0, m * micro, micro);
     const auto [logits, loss] = forward_backward(xm, ym);
     torch::NoGradGuard no_grad;
     totals.loss_sum += loss.detach().to(torch::kFloat64) * ym.size(0);

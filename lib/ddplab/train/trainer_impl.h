@@ -3,8 +3,8 @@
 // LocalReplicas this process computes (local_replicas.h: its own, or all of them simulated),
 // GradReducer (distributed/grad_reducer.h), ReplicaSync (local SGD / EASGD), the EpochModel (the weights
 // an epoch evaluates and saves), the Evaluator (epoch ends, log.eval_every_steps' points),
-// StepReadback, StepRecorder (log.every_steps), DebugFaults, and the TrainObserver it reports to
-// (it prints nothing itself). start_epoch() makes an EpochState.
+// StepReadback, StepRecorder (log.every_steps), the StepProfiler (log.profile_steps), DebugFaults, and the
+// TrainObserver it reports to (it prints nothing itself). start_epoch() makes an EpochState.
 //
 // The constructor sets up, in this order (RNG draws and collectives depend on it): the data; the
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
@@ -33,6 +33,7 @@
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runtime/device.h"
 #include "ddplab/runtime/host_load.h"
+#include "ddplab/runtime/step_profiler.h"
 #include "ddplab/train/audits.h"
 #include "ddplab/train/checkpoint.h"
 #include "ddplab/train/early_stop.h"
@@ -122,7 +123,8 @@ class Trainer {
   std::optional<rundir::RunLog> run_;        // only rank 0 writes the run directory
   std::shared_ptr<TrainObserver> observer_;  // options_.observer, else the console (console.h)
   std::optional<StepRecorder> step_recorder_;
-  CheckpointState resumed_;  // what the run resumed from (zeros for a fresh run)
+  std::optional<runtime::StepProfiler> profiler_;  // log.profile_steps
+  CheckpointState resumed_;                        // what the run resumed from (zeros for a fresh run)
   DebugFaults faults_;
   AuditTrail audits_;     // debug.audits: a failure stops the run, or is kept for the epoch's record
   EarlyStop early_stop_;  // the best epoch on validation (best.pt) and early_stop.patience
