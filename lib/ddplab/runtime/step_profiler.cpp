@@ -51,8 +51,8 @@ void StepProfiler::end_step(int64_t step) {
 
 std::optional<std::string> StepProfiler::finish() {
   if (written_ || end_step_ == first_step_) return std::nullopt;
-  if (!recording_) return fmt::format("log.profile_steps: no trace; the run took no step in [{}, {})", first_step_,
-                                      end_step_);
+  if (!recording_)
+    return fmt::format("log.profile_steps: no trace; the run took no step in [{}, {})", first_step_, end_step_);
   write();
   return fmt::format("log.profile_steps: the run ended inside the window; {} steps traced in {}", recorded_,
                      file_.string());
