@@ -16,8 +16,9 @@
 # Fashion-MNIST twin without MNIST), the planner's check of the steps at
 # the global batches of 4 and 8 replicas (scripts/gpu-plan-check.sh), the GPU variant of bench/compare.sh
 # (ddplab vs PyTorch's Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and
-# the seconds outside training) at batch 64 and 512, and last the compiler warnings and all unit
-# tests. Everything goes to <out_dir>/gpu-check.txt, each step timed. About 7 minutes on one H200
+# the seconds outside training) at batch 64 and 512, a profile of 20 steady steps each of the
+# quickstart, the speed recipe and the bare loop (bench/step_profile.py; the traces are kept in
+# <out_dir>), and last the compiler warnings and all unit tests. Everything goes to <out_dir>/gpu-check.txt, each step timed. About 7 minutes on one H200
 # with the build (3 of them). The data travels in .offline/data (that machine has no
 # /usr/share/datasets). Each step runs even if an earlier one failed; the exit code says whether all
 # passed.
