@@ -6,9 +6,16 @@
 #include <limits>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#ifdef DDPLAB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
+#endif
+
 #include "ddplab/config/spec.h"
+#include "ddplab/distributed/world.h"
 #include "ddplab/rundir/run_log.h"
 #include "integration/integration_util.h"
 #include "test_util.h"
@@ -133,6 +140,55 @@ TEST(Trainer, AProfiledWindowOfStepsIsTracedAndChangesNoRecord) {
   }
   EXPECT_TRUE(recorders[0]->notes.empty()) << "the window ended inside the run: nothing to say";
 }
+
+#ifdef DDPLAB_WITH_CUDA
+// The synchronizing CUDA calls made on this thread while it lives (c10's sync debug mode warns on
+// each: a read of a device value, a copy from pageable memory, a device or stream sync; a wait on
+// an event, as HostReadback's, is not one).
+class SyncCounter : public c10::WarningHandler {
+ public:
+  SyncCounter() : guard_(this) { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN); }
+  ~SyncCounter() override { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED); }
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchronizing") != std::string::npos) ++count;
+  }
+  int count = 0;
+
+ private:
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
+
+// The synchronizing calls of a one-epoch, one-replica run on the GPU of `train` images, on this thread.
+int syncs_of_a_run(const testing::Workspace& ws, int train, const std::string& optimizer,
+                   const std::string& placement) {
+  auto doc = ws.base_spec(fmt::format("syncs_{}_{}_{}", train, optimizer, placement));
+  doc["dataset"]["train_limit"] = train;
+  doc["dataset"]["placement"] = placement;
+  doc["optimizer"]["name"] = optimizer;
+  doc["replicas"]["device"] = "cuda";
+  doc["epochs"] = 1;
+  const config::ExperimentSpec spec = config::resolve(doc);
+  rundir::RunLog::create(spec, /*overwrite=*/true);
+  ReplicaOptions options;
+  options.run_dir = rundir::run_dir(spec);
+  options.observer = std::make_shared<Recorder>();
+  SyncCounter syncs;
+  train_replica(spec, distributed::World{}, options);
+  return syncs.count;
+}
+
+// Issue 29: nothing in a step waits for the GPU. A run of twice the steps makes no more
+// synchronizing calls than one of half: those there are belong to the epoch's start and end.
+TEST(Trainer, OnCudaAStepNeverWaitsForTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  testing::Workspace ws(/*train=*/512, /*test=*/64);
+  for (const auto& [optimizer, placement] : {std::pair<std::string, std::string>{"sgd", "host"}, {"adam", "device"}}) {
+    const int short_run = syncs_of_a_run(ws, 256, optimizer, placement);
+    EXPECT_EQ(syncs_of_a_run(ws, 512, optimizer, placement), short_run)
+        << optimizer << ", batches made on the " << placement << ": 4 steps made " << short_run;
+  }
+}
+#endif
 
 TEST(Trainer, DivergenceIsAgreedByEveryRankAtTheSameStepAndWritesNoRecord) {
   testing::Workspace ws(/*train=*/256, /*test=*/64);
