@@ -6,7 +6,8 @@ or bench/bare_loop's trace argument: Chrome traces of LibTorch's profiler whose 
     bench/step_profile.py TRACE [TRACE ...] [--ops N]
 
 For each trace, medians over its steps (min-max):
-  host ms      the step's range on the host: from the step's first operator to its last launch
+  host ms      the step's ProfilerStep range: the host's time for the step, from fetching its
+               batch to queuing its last kernel (on a GPU the kernels may run later)
   ops          operators the host dispatched in the step, top-level only (an operator called by
                another is part of it), on every thread (a GPU's backward runs on its own thread)
   kernels      GPU kernels, copies and memsets launched in the step (none on a CPU)
