@@ -67,8 +67,8 @@ def summarise(path):
         i = step_of(ts, steps)
         if i is not None:
             ops_per_step[i][name] += 1
-    launches = {e["args"]["correlation"]: e["ts"] for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launches = {e["args"]["correlation"]: e["ts"] for e in events  # runtime or driver API calls
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     kernels = [0] * len(steps)
     intervals = []
     for e in events:
