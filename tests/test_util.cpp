@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,19 @@ std::string read_file(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+int64_t operators_dispatched(const std::function<void()>& fn) {
+  static thread_local int64_t count = 0;
+  count = 0;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        ++count;
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  fn();
+  at::removeCallback(handle);
+  return count;
 }
 
 std::map<int64_t, std::vector<std::string>> traced_steps(const std::filesystem::path& trace) {

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -80,6 +81,10 @@ std::string error_of(Fn fn) {
 
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& text);
+
+// The operators dispatched on this thread while `fn` runs (ATen's RecordFunction, every call,
+// nested ones too).
+int64_t operators_dispatched(const std::function<void()>& fn);
 
 // A Chrome trace of runtime::StepProfiler: for each "ProfilerStep#<n>" range, n and the names of
 // the operators (cpu_op events) that began inside it, in the order they began.

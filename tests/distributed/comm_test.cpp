@@ -10,6 +10,7 @@
 #include "ddplab/distributed/world.h"
 #include "ddplab/runtime/device.h"
 #include "distributed/ranks.h"
+#include "test_util.h"
 
 namespace ddplab::distributed {
 namespace {
@@ -22,6 +23,33 @@ TEST(Comm, HostTensorsMoveNowhereUnderGloo) {
     auto gathered = allgather(*comm, torch::full({2}, comm->rank, torch::kInt64));
     ASSERT_EQ(gathered.size(), 2u);
     EXPECT_EQ(gathered[1][0].item<int64_t>(), 1);
+  });
+}
+
+// The BatchNorm buffers' broadcast before every forward: the root's values on every rank, each
+// call, in the tensors themselves (float and int64 alike), with at most one operator more per
+// tensor more (the CPU's multi-tensor copy copies them one by one; broadcast_coalesced took seven).
+TEST(Comm, ARepeatedBroadcastGivesTheRootsValuesWithAtMostOneOperatorPerTensor) {
+  testing::run_ranks(2, [](const std::shared_ptr<Comm>& comm) {
+    auto tensors_of = [&](int n) {
+      std::vector<at::Tensor> ts;
+      for (int i = 0; i < n; ++i) ts.push_back(torch::full({2, i + 1}, 10.0 * comm->rank + i));
+      ts.push_back(torch::full({}, comm->rank + 5, torch::kInt64));  // num_batches_tracked
+      return ts;
+    };
+    auto few = tensors_of(2), many = tensors_of(29);
+    RepeatedBroadcast broadcast_few(few), broadcast_many(many);
+    for (int call = 0; call < 2; ++call) {
+      if (comm->rank == 0) few[0].fill_(100.0 + call);  // the root's values as they are at each call
+      broadcast_few(*comm, 0);
+      EXPECT_TRUE(torch::equal(few[0], torch::full({2, 1}, 100.0 + call))) << "call " << call;
+      EXPECT_TRUE(torch::equal(few[1], torch::full({2, 2}, 1.0)));
+      EXPECT_EQ(few[2].item<int64_t>(), 5) << "int64 travels exactly";
+    }
+    const int64_t extra = testing::operators_dispatched([&] { broadcast_many(*comm, 0); }) -
+                          testing::operators_dispatched([&] { broadcast_few(*comm, 0); });
+    EXPECT_LE(extra, static_cast<int64_t>(many.size() - few.size())) << "rank " << comm->rank;
+    EXPECT_TRUE(torch::equal(many[28], torch::full({2, 29}, 28.0)));
   });
 }
 

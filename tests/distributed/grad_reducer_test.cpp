@@ -1,9 +1,7 @@
 #include "ddplab/distributed/grad_reducer.h"
 
 #include <cmath>
-#include <functional>
 
-#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -525,20 +523,6 @@ TEST(GradReducer, ABucketRebuildAfterANoSyncBackwardKeepsWhatItUsed) {
   }
 }
 
-// Operators dispatched on this thread while `fn` runs (ATen's RecordFunction).
-int64_t operators_dispatched(const std::function<void()>& fn) {
-  static thread_local int64_t count = 0;
-  count = 0;
-  const auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-        ++count;
-        return nullptr;
-      }).scopes({at::RecordScope::FUNCTION}));
-  fn();
-  at::removeCallback(handle);
-  return count;
-}
-
 // The operators GradReducer adds to a step of `n` parameters of 4 floats, each used once: the
 // step with it minus plain autograd's backward into gradients that exist (which accumulates in
 // place, as into the buckets' views).
@@ -562,7 +546,7 @@ int64_t operators_added(int n, const std::shared_ptr<Comm>& comm) {
   };
   step();  // the first step rebuilds the buckets in arrival order (with a process group)
   step();
-  return operators_dispatched(step) - operators_dispatched([&] { loss_of(plain).backward(); });
+  return testing::operators_dispatched(step) - testing::operators_dispatched([&] { loss_of(plain).backward(); });
 }
 
 // On a GPU every operator the host dispatches costs microseconds: a reducer that made a view per

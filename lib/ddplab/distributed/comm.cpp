@@ -1,5 +1,7 @@
 #include "ddplab/distributed/comm.h"
 
+#include <map>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -85,6 +87,15 @@ void on_comm_device(Comm& comm, at::Tensor& t, F collective) {
   t.copy_(moved);
 }
 
+void broadcast(Comm& comm, at::Tensor& t, int root) {
+  on_comm_device(comm, t, [&](at::Tensor& x) {
+    std::vector<at::Tensor> v{x};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    comm.backend->broadcast(v, opts)->wait();
+  });
+}
+
 }  // namespace
 
 int64_t ring_allreduce_bytes(int64_t payload_bytes, int world) {
@@ -113,18 +124,41 @@ void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(torch::kFloat64));
-  std::vector<at::Tensor> flat{torch::cat(flat_parts)};
-  on_comm_device(comm, flat[0], [&](at::Tensor& x) {
-    std::vector<at::Tensor> v{x};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    comm.backend->broadcast(v, opts)->wait();
-  });
+  at::Tensor flat = torch::cat(flat_parts);
+  broadcast(comm, flat, root);
   int64_t offset = 0;
   for (const auto& t : tensors) {
-    auto part = flat[0].narrow(0, offset, t.numel()).view(t.sizes());
+    auto part = flat.narrow(0, offset, t.numel()).view(t.sizes());
     t.detach().copy_(part);
     offset += t.numel();
+  }
+}
+
+RepeatedBroadcast::RepeatedBroadcast(const std::vector<at::Tensor>& tensors) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group] : by_dtype) {
+    int64_t numel = 0;
+    for (const auto& t : group) numel += t.numel();
+    Message m{torch::empty({numel}, group.front().options()), std::move(group), {}};
+    int64_t offset = 0;
+    for (const auto& t : m.tensors) {
+      TORCH_INTERNAL_ASSERT(t.device() == m.flat.device(), "RepeatedBroadcast: tensors on ", t.device(), " and ",
+                            m.flat.device());
+      m.views.push_back(m.flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+    messages_.push_back(std::move(m));
+  }
+}
+
+// Only the root's message needs packing and only the others' unpacking.
+void RepeatedBroadcast::operator()(Comm& comm, int root) {
+  torch::NoGradGuard no_grad;
+  for (auto& m : messages_) {
+    if (comm.rank == root) at::_foreach_copy_(m.views, m.tensors);
+    broadcast(comm, m.flat, root);
+    if (comm.rank != root) at::_foreach_copy_(m.tensors, m.views);
   }
 }
 

@@ -43,6 +43,26 @@ void allreduce_sum(Comm& comm, at::Tensor& t);
 void allreduce_max(Comm& comm, at::Tensor& t);
 // Broadcasts every tensor from `root` in place (flattened into one message).
 void broadcast_coalesced(Comm& comm, const std::vector<at::Tensor>& tensors, int root);
+
+// broadcast_coalesced of the same tensors again and again (the BatchNorm buffers DDP broadcasts
+// before every forward). The messages (one per dtype) and each tensor's view of its message are
+// made once, so a broadcast dispatches a multi-tensor copy and a collective per dtype: one kernel
+// per dtype on a GPU, however many tensors there are (on a CPU the copy still copies them one by
+// one), where broadcast_coalesced dispatches about seven operators per tensor. The
+// tensors are held, not copied, and updated in place (one that gets new storage still is); all on
+// one device.
+class RepeatedBroadcast {
+ public:
+  explicit RepeatedBroadcast(const std::vector<at::Tensor>& tensors);
+  void operator()(Comm& comm, int root);
+
+ private:
+  struct Message {
+    at::Tensor flat;
+    std::vector<at::Tensor> tensors, views;
+  };
+  std::vector<Message> messages_;
+};
 void barrier(Comm& comm);
 // Ends the process group after its last collective, as torch.distributed.destroy_process_group()
 // does: NCCL flushes and frees its communicators (a ProcessGroupNCCL destroyed without it warns

@@ -83,6 +83,7 @@ void Trainer::connect() {
   std::vector<at::Tensor> state = net_.params;
   state.insert(state.end(), net_.buffers.begin(), net_.buffers.end());
   if (!faults_.skip_broadcast()) distributed::broadcast_coalesced(*comm_, state, 0);
+  if (!net_.buffers.empty()) buffer_broadcast_.emplace(net_.buffers);
   if (spec_.model.sync_bn) {
     auto comm = comm_;
     net_.model->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
@@ -341,7 +342,7 @@ void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
 }
 
 void Trainer::broadcast_buffers() {
-  if (comm_ && !net_.buffers.empty()) distributed::broadcast_coalesced(*comm_, net_.buffers, 0);
+  if (buffer_broadcast_) (*buffer_broadcast_)(*comm_, 0);
 }
 
 // ---- The end of an epoch ------------------------------------------------------------------------

@@ -109,7 +109,8 @@ class Trainer {
 
   std::shared_ptr<const data::DatasetPair> data_;  // options_.data (not owned), else loaded here
   Network net_;
-  std::shared_ptr<distributed::Comm> comm_;  // null with one process
+  std::shared_ptr<distributed::Comm> comm_;                         // null with one process
+  std::optional<distributed::RepeatedBroadcast> buffer_broadcast_;  // rank 0's buffers, before every forward
   std::unique_ptr<distributed::GradReducer> reducer_;
   std::unique_ptr<LocalReplicas> replicas_;
   GradNoiseScale noise_scale_;
