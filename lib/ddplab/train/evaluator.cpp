@@ -46,7 +46,7 @@ nlohmann::json Evaluator::manifest_entry() const {
 }
 
 void Evaluator::put_rank0_buffers() {
-  if (p_.comm && !p_.net.buffers.empty()) distributed::broadcast_coalesced(*p_.comm, p_.net.buffers, 0);
+  if (p_.buffer_broadcast) (*p_.buffer_broadcast)(*p_.comm, 0);
 }
 
 EvalSplit Evaluator::point_set() const {

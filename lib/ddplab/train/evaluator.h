@@ -49,6 +49,9 @@ class Evaluator {
     ReplicaSync& sync;
     const LocalReplicas& replicas;
     std::shared_ptr<distributed::Comm> comm;  // null for one process
+    // The broadcast of rank 0's BatchNorm buffers the Trainer runs before every forward; null
+    // with one process or no buffers.
+    distributed::RepeatedBroadcast* buffer_broadcast;
     const DebugFaults& faults;
     bool bf16 = false;  // precision bf16: under autocast
   };

@@ -107,9 +107,10 @@ void Trainer::build_loader() {
   TORCH_INTERNAL_ASSERT(steps() > 0, "no step in an epoch of ", data_->train.size(), " samples");
   replica_sync_.emplace(spec_.replicas.sync, steps(), net_.params, comm_);
   step_recorder_.emplace(spec_.log.step_record_every(), steps(), spec_.global_batch, comm_, lead(), net_.device);
-  evaluator_.emplace(spec_.log, steps(),
-                     Evaluator::Parts{net_, *data_, device_data_ ? &*device_data_ : nullptr, *epoch_model_,
-                                      *replica_sync_, *replicas_, comm_, faults_, bf16()});
+  evaluator_.emplace(
+      spec_.log, steps(),
+      Evaluator::Parts{net_, *data_, device_data_ ? &*device_data_ : nullptr, *epoch_model_, *replica_sync_, *replicas_,
+                       comm_, buffer_broadcast_ ? &*buffer_broadcast_ : nullptr, faults_, bf16()});
   if (lead()) run_ = rundir::RunLog::open(options_.run_dir);
   if (lead()) run_->update_manifest({{"data_placement", device_data_ ? "device" : "host"}});
   if (lead() && evaluator_->enabled()) run_->update_manifest({{"step_eval", evaluator_->manifest_entry()}});
