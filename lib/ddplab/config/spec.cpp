@@ -443,7 +443,8 @@ void check_layer(json& layer, const std::string& pointer) {
   std::string takes;
   for (const char* k : fields->required) takes += fmt::format("{}{}", takes.empty() ? "" : ", ", k);
   for (const auto& [k, unused] : fields->optional) takes += fmt::format("{}{}", takes.empty() ? "" : ", ", k);
-  for (const auto& [key, unused] : layer.items()) {
+  for (const auto& item : layer.items()) {
+    const std::string& key = item.key();  // a lambda may not capture a structured binding before C++20
     const bool known =
         key == "type" ||
         std::any_of(fields->required.begin(), fields->required.end(), [&](const char* k) { return key == k; }) ||
