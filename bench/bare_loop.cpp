@@ -2,21 +2,89 @@
 // on batches already in memory as normalized float tensors; no data loading, no communication,
 // no metrics. Same model code and thread count as ddplab.
 //
-//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda] [warmup=20] [trace]
+//   build/bin/bare_loop [model=mnist_cnn] [batch=64] [steps=300] [threads=cores] [device=cpu|cuda] [warmup=20]
+//                       [trace|-] [eager|graph]
 // Runs `warmup` steps, then times `steps` more (bench/compare.sh gives both one epoch's steps, as
 // it times ddplab's and the peer's second epoch). Prints one line: "bare_loop model=... batch=...
-// threads=... device=... train_s=... images_per_s=...": train_s from the first warm-up step to the
-// last step, images_per_s over the timed steps. With a `trace` file, 20 more steps are then
-// recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares them).
+// threads=... device=... mode=... train_s=... images_per_s=...": train_s from the first warm-up
+// step to the last step, images_per_s over the timed steps. With a `trace` file, 20 more steps are
+// then recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares
+// them).
+//
+// `graph` (CUDA builds, device cuda): the step (forward, loss, backward, SGD) is captured once in a
+// CUDA graph, after 3 eager steps on a side stream, as torch.cuda.graph's whole-network capture does,
+// and every step replays it after copying its batch into the graph's input tensors: the host then
+// launches one graph per step instead of each kernel. The bound on what capturing ddplab's step
+// would buy (docs/performance.md, "A CUDA graph of the step"); the warm-up counts the capture.
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#ifdef DDPLAB_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "ddplab/models/models.h"
 #include "ddplab/runtime/step_profiler.h"
+
+namespace {
+
+struct Loop {
+  std::shared_ptr<ddplab::models::Model> model;
+  std::unique_ptr<torch::optim::SGD> sgd;
+  std::vector<at::Tensor> xs, ys;  // a pool of random batches, cycled
+
+  void step(const at::Tensor& x, const at::Tensor& y) {
+    auto loss = torch::cross_entropy_loss(model->forward(x), y);
+    loss.backward();
+    sgd->step();
+  }
+};
+
+#ifdef DDPLAB_WITH_CUDA
+// Returns the graphed step: copy batch i into the captured inputs, replay.
+std::function<void(int)> capture(Loop& loop) {
+  auto x = loop.xs[0].clone(), y = loop.ys[0].clone();
+  auto side = c10::cuda::getStreamFromPool();
+  auto graph = std::make_shared<at::cuda::CUDAGraph>();
+  at::cuda::CUDAEvent ready;
+  ready.record(c10::cuda::getCurrentCUDAStream());
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    ready.block(side);
+    for (int i = 0; i < 3; ++i) {
+      loop.sgd->zero_grad();
+      loop.step(x, y);
+    }
+    // The gradients are made inside the capture, in the graph's memory, so replays write them there.
+    loop.sgd->zero_grad();
+    graph->capture_begin();
+    loop.step(x, y);
+    graph->capture_end();
+  }
+  at::cuda::CUDAEvent captured;
+  captured.record(side);
+  captured.block(c10::cuda::getCurrentCUDAStream());
+  return [&loop, graph, x, y](int i) mutable {
+    x.copy_(loop.xs[i % loop.xs.size()], /*non_blocking=*/true);
+    y.copy_(loop.ys[i % loop.ys.size()], /*non_blocking=*/true);
+    graph->replay();
+  };
+}
+#else
+std::function<void(int)> capture(Loop&) {
+  throw std::runtime_error("bare_loop: mode graph needs a CUDA build of LibTorch");
+}
+#endif
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string model_name = argc > 1 ? argv[1] : "mnist_cnn";
@@ -25,32 +93,41 @@ int main(int argc, char** argv) {
   int threads = argc > 4 ? std::stoi(argv[4]) : static_cast<int>(std::thread::hardware_concurrency());
   const std::string device_name = argc > 5 ? argv[5] : "cpu";
   const int warmup = argc > 6 ? std::stoi(argv[6]) : 20;
-  const std::string trace = argc > 7 ? argv[7] : "";
+  const std::string trace = argc > 7 && std::string(argv[7]) != "-" ? argv[7] : "";
+  const std::string mode = argc > 8 ? argv[8] : "eager";
+  if (mode != "eager" && mode != "graph") {
+    fmt::print(stderr, "bare_loop: mode must be eager or graph, got {}\n", mode);
+    return 2;
+  }
+  if (mode == "graph" && device_name != "cuda") {
+    fmt::print(stderr, "bare_loop: mode graph needs device cuda, got {}\n", device_name);
+    return 2;
+  }
   const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
   at::set_num_threads(threads);
   torch::manual_seed(1);
   ddplab::models::ModelOptions spec;
   spec.name = model_name;
-  auto model = ddplab::models::make_model(spec, {});
-  model->to(device);
-  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  Loop loop;
+  loop.model = ddplab::models::make_model(spec, {});
+  loop.model->to(device);
+  loop.sgd =
+      std::make_unique<torch::optim::SGD>(loop.model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   const int pool = 16;
-  std::vector<at::Tensor> xs, ys;
   for (int i = 0; i < pool; ++i) {
-    xs.push_back(torch::randn({batch, 1, 28, 28}, device));
-    ys.push_back(torch::randint(0, 10, {batch}, torch::TensorOptions(torch::kLong).device(device)));
+    loop.xs.push_back(torch::randn({batch, 1, 28, 28}, device));
+    loop.ys.push_back(torch::randint(0, 10, {batch}, torch::TensorOptions(torch::kLong).device(device)));
   }
-  model->train();
-  auto step = [&](int i) {
-    sgd.zero_grad();
-    auto loss = torch::cross_entropy_loss(model->forward(xs[i % pool]), ys[i % pool]);
-    loss.backward();
-    sgd.step();
+  loop.model->train();
+  const auto first = std::chrono::steady_clock::now();
+  std::function<void(int)> step = [&](int i) {
+    loop.sgd->zero_grad();
+    loop.step(loop.xs[i % pool], loop.ys[i % pool]);
   };
+  if (mode == "graph") step = capture(loop);
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
-  const auto first = std::chrono::steady_clock::now();
   for (int i = 0; i < warmup; ++i) step(i);
   sync();
   const auto start = std::chrono::steady_clock::now();
@@ -58,8 +135,9 @@ int main(int argc, char** argv) {
   sync();
   const auto end = std::chrono::steady_clock::now();
   const double s = std::chrono::duration<double>(end - start).count();
-  fmt::print("bare_loop model={} batch={} threads={} device={} train_s={:.3f} images_per_s={:.1f}\n", model_name, batch,
-             threads, device_name, std::chrono::duration<double>(end - first).count(), steps * batch / s);
+  fmt::print("bare_loop model={} batch={} threads={} device={} mode={} train_s={:.3f} images_per_s={:.1f}\n",
+             model_name, batch, threads, device_name, mode, std::chrono::duration<double>(end - first).count(),
+             steps * batch / s);
   if (trace.empty()) return 0;
   const int traced = 20;
   ddplab::runtime::StepProfiler profiler(0, traced, device, trace);

@@ -16,7 +16,7 @@
 # Fashion-MNIST twin without MNIST), the planner's check of the steps at
 # the global batches of 4 and 8 replicas (scripts/gpu-plan-check.sh), the GPU variant of bench/compare.sh
 # (ddplab vs PyTorch's Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and
-# the seconds outside training) at batch 64 and 512, a profile of 20 steady steps each of the
+# the seconds outside training) at batch 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of the
 # quickstart, the speed recipe and the bare loop (bench/step_profile.py; the traces are kept in
 # <out_dir>), and last the compiler warnings and all unit tests. Everything goes to <out_dir>/gpu-check.txt, each step timed. About 7 minutes on one H200
 # with the build (3 of them). The data travels in .offline/data (that machine has no
@@ -49,9 +49,11 @@ python=${PYTHON:-python3}
 build=${GPU_CHECK_BUILD:-build-gpu}
 dev=cuda nccl=nccl extra=() rounds=3 limit64=30000 limit512=60000 fashion_target=0.90 plan_target=0.55 profile_from=100
 test_jobs=12 tests_limit=300  # the unit tests on 16 cores
+bare_modes="eager graph" bare_steps=500 bare_warmup=100
 if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then
   dev=cpu nccl=gloo extra=(dataset.train_limit=3200 dataset.test_limit=500) rounds=1 limit64=3200 limit512=3200 fashion_target=0.50
   plan_target=1.0 profile_from=10 test_jobs=$(($(nproc) + 1)) tests_limit=600  # 12 at once oversubscribe a small machine past 300 s
+  bare_modes=eager bare_steps=20 bare_warmup=5  # a CUDA graph needs a GPU
 fi
 runs=$(mktemp -d)
 unset DDPLAB_REQUIRE_BROWSER  # no browser there: the browser tests skip
@@ -151,11 +153,17 @@ step "speed recipe $speed_name, 5 seeds" bash -c '"${@:3}" && bench/time_to_accu
 # The planner: what one GPU can check of N = 4, 8 (the steps at their global batches, 256 and 512;
 # docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
 STEP_LIMIT=300 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
-  scripts/gpu-plan-check.sh $build "$out/plan-check" $dev "$fashion" "${extra[@]}"
+  scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
   bench/compare.sh $rounds $limit64
 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
   bench/compare.sh $rounds $limit512
+# What a CUDA graph of the step would buy at most (docs/performance.md, "A CUDA graph of the step"):
+# the bare loop launching each kernel vs replaying its step captured in one graph, at the
+# quickstart's batch and the speed recipe's.
+step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$4; shift 4
+  for b in 64 256; do for m in "$@"; do "$build/bin/bare_loop" mnist_cnn $b $steps "$(nproc)" $dev $warmup - $m || exit; done
+  done' _ $build $dev $bare_steps $bare_warmup $bare_modes
 # Where a step's time goes (log.profile_steps; docs/performance.md "Where the time goes"): 20
 # steady steps of the quickstart at batch 64 and of the speed recipe, and 20 of the bare loop,
 # traced; per step the host's time, operators and kernels and how busy the GPU was. A GPU well
@@ -173,6 +181,8 @@ step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$
 step "compiler warnings" scripts/check-warnings.sh $build
 STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 --output-on-failure \
   -E "ReportBrowser|Torchrun"
-tar czf "$out/gpu-runs.tgz" -C "$runs" . 2>/dev/null
+# The runs' records, logs and the planner's check, without weights and checkpoints (13 MB each for
+# mnist_cnn), so that the archive stays a few MB: <out_dir> should hold few, small files.
+tar czf "$out/gpu-runs.tgz" --exclude='*.pt' -C "$runs" . 2>/dev/null
 echo "== failed: ${failed[*]:-none}" | tee -a "$log"
 [ ${#failed[@]} -eq 0 ]
