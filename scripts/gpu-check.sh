@@ -7,43 +7,64 @@
 #
 # It builds ddplab against that torch with the staged dependencies, as the front door does (warnings
 # recorded and reported by scripts/check-warnings.sh, not -Werror, so one warning costs no test
-# step), then, GPU steps first: how the programs bound the C++ standard library, the GPU-only unit
-# tests (NCCL included; none may skip), the quickstart on cuda (1 replica, again with its batches
-# made on the host instead of the GPU, and 2 replicas over gloo
-# sharing the one GPU; one epoch each of bf16 autocast and of bf16 gradient all-reduce), a stop and
-# resume on cuda, the time from the start of training to a target test accuracy (99% on MNIST when
-# .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds (its
-# Fashion-MNIST twin without MNIST), the planner's check of the steps at
-# the global batches of 4 and 8 replicas (scripts/gpu-plan-check.sh), the GPU variant of bench/compare.sh
-# (ddplab vs PyTorch's Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and
-# the seconds outside training) at batch 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of the
-# quickstart, the speed recipe and the bare loop (bench/step_profile.py; the traces are kept in
-# <out_dir>), and last the compiler warnings and all unit tests. Everything goes to <out_dir>/gpu-check.txt, each step timed. About 7 minutes on one H200
-# with the build (3 of them). The data travels in .offline/data (that machine has no
-# /usr/share/datasets). Each step runs even if an earlier one failed; the exit code says whether all
-# passed.
+# step): ddplab and the bare loop first; the test binary then builds in the background while the
+# GPU steps that time nothing run (2 replicas over gloo sharing the one GPU, one epoch each of bf16
+# autocast and of bf16 gradient all-reduce, a stop and resume on cuda, the planner's check of the
+# steps at the global batches of 4 and 8 replicas: scripts/gpu-plan-check.sh). Then, on a quiet
+# machine: how the programs bound the C++ standard library, the GPU-only unit tests (NCCL included;
+# none may skip), the quickstart on cuda (1 replica, again with its batches made on the host
+# instead of the GPU), the time from the start of training to a target test accuracy (99% on MNIST
+# when .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds
+# (its Fashion-MNIST twin without MNIST), the GPU variant of bench/compare.sh (ddplab vs PyTorch's
+# Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and the seconds outside
+# training) at batch 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20
+# steady steps each of the quickstart, the speed recipe and the bare loop (bench/step_profile.py;
+# the traces are kept in <out_dir>), and last the compiler warnings and all unit tests. Everything
+# goes to <out_dir>/gpu-check.txt, each step timed. The data travels in .offline/data (that machine
+# has no /usr/share/datasets). Each step runs even if an earlier one failed; the exit code says
+# whether all passed.
+#
+# The whole check must end inside one call of the device tool (600 s at most, the build included):
+# GPU_CHECK_BUDGET_S (570; 3600 in a dry run) is the time it may take. A step that would start with
+# less of it left than the step needs is skipped and named at the end; a running step is stopped
+# when the budget ends. Not timed on a GPU yet: the estimate is 9-10 minutes on 16 cores.
 #
 # GPU_CHECK_SKIP_BUILD=1 reuses the build directory as it is (a rerun on a machine that still holds
 # it): no configure, no build.
 #
 # GPU_CHECK_DRY_RUN=1 checks the script itself on a machine without a GPU (with the CUDA wheel:
 # PYTHON=.venv-cuda/bin/python GPU_CHECK_BUILD=build-cuda): every step, on device cpu over gloo,
-# with short runs and a 50% accuracy target. Its figures mean nothing.
+# with short runs and a 50% accuracy target. Its figures mean nothing. DDPLAB_WERROR=ON keeps the
+# configure of a build directory made by scripts/check-cuda-build.sh as it is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-check-out}}
 mkdir -p "$out"
 log="$out/gpu-check.txt"
 : >"$log"
-failed=()
-# step NAME COMMAND...: runs a step, logs its output and time. A step that hangs is killed after
-# STEP_LIMIT seconds (240 unless set for that call), so the steps after it still run.
+failed=() skipped=()
+budget=${GPU_CHECK_BUDGET_S:-570}
+[ -n "${GPU_CHECK_DRY_RUN:-}" ] && budget=${GPU_CHECK_BUDGET_S:-3600}
+# step NAME COMMAND...: runs a step, logs its output and time. NEED (seconds, 10 unless set for
+# that call) is what it needs of the budget to start; a step that hangs is killed after STEP_LIMIT
+# seconds (240 unless set) or at the budget's end, so the steps after it still run or are skipped.
 step() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS left=$((budget - SECONDS)) limit=${STEP_LIMIT:-240}
   shift
+  if [ "$left" -lt "${NEED:-10}" ]; then
+    echo "== $name: skipped, $left s of the budget left, it needs about ${NEED:-10} s" | tee -a "$log"
+    skipped+=("$name")
+    return
+  fi
+  local why="its limit of $limit s"
+  [ "$limit" -le "$left" ] || { limit=$left why="the end of the budget"; }
   echo "== $name" | tee -a "$log"
-  if timeout -k 10 "${STEP_LIMIT:-240}" "$@" >>"$log" 2>&1; then echo "   ok ($((SECONDS - start)) s)" | tee -a "$log"
-  else echo "   FAILED ($((SECONDS - start)) s)" | tee -a "$log"; failed+=("$name"); fi
+  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then echo "   ok ($((SECONDS - start)) s)" | tee -a "$log"; return; fi
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "   stopped at $why" | tee -a "$log"
+  echo "   FAILED ($((SECONDS - start)) s)" | tee -a "$log"
+  failed+=("$name")
 }
 python=${PYTHON:-python3}
 build=${GPU_CHECK_BUILD:-build-gpu}
@@ -77,45 +98,30 @@ if [ ! -f "$cuda_root/include/cusparse.h" ]; then
 fi
 nvrtc=$(ls "$cuda_root"/lib64/libnvrtc.so* 2>/dev/null | head -n 1)
 [ -n "$nvrtc" ] || nvrtc=$(find "$site/nvidia" -name 'libnvrtc.so*' 2>/dev/null | head -n 1)
-if [ -n "${GPU_CHECK_SKIP_BUILD:-}" ] && [ -x "$build/bin/ddplab" ]; then
+tests_build=""  # the background build of the test binary, while it runs
+if [ -n "${GPU_CHECK_SKIP_BUILD:-}" ] && [ -x "$build/bin/ddplab_tests" ]; then
   echo "== configure and build: skipped (GPU_CHECK_SKIP_BUILD; $build as it is)" | tee -a "$log"
 else
   step "configure" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
     -DZLIB_LIBRARY="$zlib" -DZLIB_INCLUDE_DIR="$PWD/.offline/root/usr/include" \
     -DCUDAToolkit_ROOT="$cuda_root" -DCUDA_TOOLKIT_ROOT_DIR="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" \
-    ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} -DDDPLAB_WERROR=OFF
-  STEP_LIMIT=480 step "build" cmake --build $build -j "$(nproc)"
+    ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} -DDDPLAB_WERROR="${DDPLAB_WERROR:-OFF}"
+  STEP_LIMIT=420 step "build: ddplab and the bare loop" cmake --build $build -j "$(nproc)" --target ddplab bare_loop
+  # Two cores stay free for the GPU steps that run meanwhile; ninja's own log says what it built.
+  timeout -k 10 $((budget - SECONDS > 0 ? budget - SECONDS : 1)) nice -n 10 \
+    cmake --build $build -j "$(($(nproc) > 3 ? $(nproc) - 2 : 1))" >"$runs/build-tests.txt" 2>&1 &
+  tests_build=$! tests_build_start=$SECONDS
 fi
 step "cuda compiled in" grep -q DDPLAB_WITH_CUDA $build/build.ninja
-# Which libstdc++ the toolchain links and where the programs' std::filesystem calls land
-# (base/stdlib_binding.h): ddplab refuses to start when they land anywhere but libstdc++.so.6.
-step "C++ standard library binding" bash -c 'b=$1; cxx=$(sed -n "s/^CMAKE_CXX_COMPILER:[A-Z]*=//p" $b/CMakeCache.txt)
-  echo "compiler $cxx: libstdc++.so -> $($cxx -print-file-name=libstdc++.so), libstdc++.so.6 -> $($cxx -print-file-name=libstdc++.so.6)"
-  for exe in $b/bin/ddplab $b/bin/ddplab_tests; do echo "$exe:"; readelf -d $exe | grep -E "NEEDED|RPATH|RUNPATH" | head -n 8
-    ldd $exe | grep -E "libstdc|libtorch.so"; done
-  $b/bin/ddplab --version && $b/bin/ddplab_tests --gtest_filter="StdlibBinding.*"' _ "$build"
-# The GPU-only unit tests (CUDA streams, events, pinned copies, NCCL) skip themselves without a
-# GPU, which ctest counts as passing: here a skip is a failure.
-step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
-  [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
 # Every run: the quickstart spec on the staged data (later overrides win), into $runs.
 again=($build/bin/ddplab run experiments/quickstart.json "$data" "${extra[@]}" output="$runs")
 quickstart=("${again[@]}" --force)
-# One replica needs no process group (NCCL itself is checked by Comm.NcclWorldOfOneOnCuda above:
-# NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo).
-# Batches made on the device (auto's choice on a GPU; named, so that the dry run takes that path too).
-step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl dataset.placement=device \
-  name=gpu_nccl1
-# The same run with its batches made on the host (loader thread, pinned copies on a side stream):
-# what making them on the GPU buys, in images/s. The batches are the same bit for bit (the
-# *OnCuda* unit tests), so the records should be too, unless cuDNN's algorithms (not made
-# deterministic) round differently from run to run: the step reports that and does not fail on it.
-step "quickstart cuda, 1 replica, batches made on the host" bash -c '"${@:3}" && { bench/same_records.py "$1" "$2" ||
-  echo "(records differ: run-to-run rounding of cuDNN is the first suspect; the batches are equal bit for bit)"; }' _ \
-  "$runs/gpu_nccl1/seed=1" "$runs/gpu_host1/seed=1" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl \
-  dataset.placement=host name=gpu_host1
+
+# ---- The GPU steps that time nothing: they may share the machine with the test binary's build.
+# NCCL refuses two ranks on one GPU, so a 2-replica run on one GPU goes over gloo (NCCL itself is
+# checked by Comm.NcclWorldOfOneOnCuda below).
 step "quickstart cuda, 2 replicas sharing the GPU, gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
-  replicas.backend=gloo name=gpu_gloo2
+  replicas.backend=gloo epochs=1 name=gpu_gloo2
 step "quickstart cuda, bf16 autocast, 1 replica" "${quickstart[@]}" replicas.device=$dev precision=bf16 epochs=1 \
   name=gpu_bf16
 step "quickstart cuda, 2 replicas, bf16 all-reduce over gloo" "${quickstart[@]}" replicas.count=2 replicas.device=$dev \
@@ -128,6 +134,43 @@ step "resume on cuda after a stop" bash -c 'dir=$1; shift
   "$@" && grep -q "\"status\": \"done\"" "$dir/manifest.json" && [ "$(wc -l <"$dir/epochs.jsonl")" -eq 2 ] &&
     grep -q "\"restarts\"" "$dir/manifest.json"' _ "$runs/gpu_resume/seed=1" "${again[@]}" replicas.device=$dev \
   replicas.backend=$nccl epochs=2 name=gpu_resume
+# The planner: what one GPU can check of N = 4, 8 (the steps at their global batches, 256 and 512;
+# docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
+# Its timing runs share the machine with the build: the check scores the steps, not the times.
+# The least needed step of all: it runs only if, after it, the budget leaves the steps below the
+# time they need (about 270 s on 16 cores, estimated).
+NEED=360 STEP_LIMIT=180 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+  scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
+if [ -n "$tests_build" ]; then
+  echo "== build: the test binary (in the background since ddplab was built)" | tee -a "$log"
+  if wait "$tests_build"; then echo "   ok ($((SECONDS - tests_build_start)) s since it began)" | tee -a "$log"
+  else echo "   FAILED ($((SECONDS - tests_build_start)) s since it began)" | tee -a "$log"; failed+=("build: the test binary"); fi
+  cat "$runs/build-tests.txt" >>"$log"
+fi
+
+# ---- On a quiet machine: the test binary's GPU steps, then everything that is timed.
+# Which libstdc++ the toolchain links and where the programs' std::filesystem calls land
+# (base/stdlib_binding.h): ddplab refuses to start when they land anywhere but libstdc++.so.6.
+step "C++ standard library binding" bash -c 'b=$1; cxx=$(sed -n "s/^CMAKE_CXX_COMPILER:[A-Z]*=//p" $b/CMakeCache.txt)
+  echo "compiler $cxx: libstdc++.so -> $($cxx -print-file-name=libstdc++.so), libstdc++.so.6 -> $($cxx -print-file-name=libstdc++.so.6)"
+  for exe in $b/bin/ddplab $b/bin/ddplab_tests; do echo "$exe:"; readelf -d $exe | grep -E "NEEDED|RPATH|RUNPATH" | head -n 8
+    ldd $exe | grep -E "libstdc|libtorch.so"; done
+  $b/bin/ddplab --version && $b/bin/ddplab_tests --gtest_filter="StdlibBinding.*"' _ "$build"
+# The GPU-only unit tests (CUDA streams, events, pinned copies, NCCL) skip themselves without a
+# GPU, which ctest counts as passing: here a skip is a failure.
+step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
+  [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
+# Batches made on the device (auto's choice on a GPU; named, so that the dry run takes that path too).
+step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl dataset.placement=device \
+  name=gpu_nccl1
+# The same run with its batches made on the host (loader thread, pinned copies on a side stream):
+# what making them on the GPU buys, in images/s. The batches are the same bit for bit (the
+# *OnCuda* unit tests), so the records should be too, unless cuDNN's algorithms (not made
+# deterministic) round differently from run to run: the step reports that and does not fail on it.
+step "quickstart cuda, 1 replica, batches made on the host" bash -c '"${@:3}" && { bench/same_records.py "$1" "$2" ||
+  echo "(records differ: run-to-run rounding of cuDNN is the first suspect; the batches are equal bit for bit)"; }' _ \
+  "$runs/gpu_nccl1/seed=1" "$runs/gpu_host1/seed=1" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl \
+  dataset.placement=host name=gpu_host1
 step "records" sh -c "tail -n 1 $runs/gpu_nccl1/seed=1/epochs.jsonl $runs/gpu_gloo2/seed=1/epochs.jsonl \
   $runs/gpu_bf16/seed=1/epochs.jsonl $runs/gpu_wire16/seed=1/epochs.jsonl $runs/gpu_resume/seed=1/epochs.jsonl"
 # Time to accuracy: the quickstart (1 replica) on MNIST to 99% if it was staged, else the
@@ -148,27 +191,25 @@ else
   speed=(experiments/fashion_speed.json "$data") speed_check=($fashion_target)
 fi
 speed_name=$(basename "${speed[0]}" .json)
-step "speed recipe $speed_name, 5 seeds" bash -c '"${@:3}" && bench/time_to_accuracy.py "$1" $2' _ "$runs/$speed_name" \
-  "${speed_check[*]}" $build/bin/ddplab run "${speed[@]}" "${extra[@]}" replicas.device=$dev repeats=5 output="$runs" --force
-# The planner: what one GPU can check of N = 4, 8 (the steps at their global batches, 256 and 512;
-# docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
-STEP_LIMIT=300 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
-  scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
-step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
-  bench/compare.sh $rounds $limit64
-step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build PYTHON=$python \
-  bench/compare.sh $rounds $limit512
+NEED=30 step "speed recipe $speed_name, 5 seeds" bash -c '"${@:3}" && bench/time_to_accuracy.py "$1" $2' _ \
+  "$runs/$speed_name" "${speed_check[*]}" $build/bin/ddplab run "${speed[@]}" "${extra[@]}" replicas.device=$dev \
+  repeats=5 output="$runs" --force
+NEED=45 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
+  PYTHON=$python bench/compare.sh $rounds $limit64
+NEED=45 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
+  PYTHON=$python bench/compare.sh $rounds $limit512
 # What a CUDA graph of the step would buy at most (docs/performance.md, "A CUDA graph of the step"):
 # the bare loop launching each kernel vs replaying its step captured in one graph, at the
 # quickstart's batch and the speed recipe's.
 step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$4; shift 4
-  for b in 64 256; do for m in "$@"; do "$build/bin/bare_loop" mnist_cnn $b $steps "$(nproc)" $dev $warmup - $m || exit; done
-  done' _ $build $dev $bare_steps $bare_warmup $bare_modes
+  rc=0; for b in 64 256; do for m in "$@"; do
+    "$build/bin/bare_loop" mnist_cnn $b $steps "$(nproc)" $dev $warmup - $m || rc=1; done; done; exit $rc' _ \
+  $build $dev $bare_steps $bare_warmup $bare_modes
 # Where a step's time goes (log.profile_steps; docs/performance.md "Where the time goes"): 20
 # steady steps of the quickstart at batch 64 and of the speed recipe, and 20 of the bare loop,
 # traced; per step the host's time, operators and kernels and how busy the GPU was. A GPU well
 # under 100% busy waits for the host: that is what a CUDA graph of the step would remove.
-step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
+NEED=25 step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
   shift 7; profiled=(replicas.device=$dev epochs=1 dataset.train_limit=12800 log.profile_steps=20 log.profile_from_step=$from
     output="$runs" --force)
   "$build/bin/ddplab" run experiments/quickstart.json "$@" dataset.placement=device "${profiled[@]}" name=profile_quickstart &&
@@ -179,10 +220,12 @@ step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$
   bench/step_profile.py "$out/quickstart.pt.trace.json" "$out/speed.pt.trace.json" "$out/bare_loop.pt.trace.json" \
     --ops 40' _ "$out" $build $dev "$runs" $profile_from "${speed[@]}" "$data" "${extra[@]}"
 step "compiler warnings" scripts/check-warnings.sh $build
-STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 --output-on-failure \
-  -E "ReportBrowser|Torchrun"
+NEED=60 STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 \
+  --output-on-failure -E "ReportBrowser|Torchrun"
 # The runs' records, logs and the planner's check, without weights and checkpoints (13 MB each for
 # mnist_cnn), so that the archive stays a few MB: <out_dir> should hold few, small files.
 tar czf "$out/gpu-runs.tgz" --exclude='*.pt' -C "$runs" . 2>/dev/null
-echo "== failed: ${failed[*]:-none}" | tee -a "$log"
-[ ${#failed[@]} -eq 0 ]
+list() { local IFS=';'; echo "${*:-none}" | sed 's/;/; /g'; }
+echo "== failed: $(list "${failed[@]}")" | tee -a "$log"
+echo "== skipped for the budget of $budget s: $(list "${skipped[@]}") ($SECONDS s in all)" | tee -a "$log"
+[ ${#failed[@]} -eq 0 ] && [ ${#skipped[@]} -eq 0 ]
