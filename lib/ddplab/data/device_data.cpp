@@ -16,7 +16,8 @@ DeviceDataset::DeviceDataset(const Dataset& split, std::shared_ptr<const Transfo
   labels_ = split.labels.to(device);
   const at::Tensor table = transform_->byte_table();
   table_ = table.flatten().to(device);
-  channel_offset_ = (torch::arange(table.size(0), torch::kLong) * 256).view({1, -1, 1, 1}).to(device);
+  if (table.size(0) > 1)
+    channel_offset_ = (torch::arange(table.size(0), torch::kLong) * 256).view({1, -1, 1, 1}).to(device);
   const ImageSize out = transform_->output_size();
   const auto longs = torch::dtype(torch::kLong).device(device);
   channels_ = torch::arange(images_.size(1), longs).view({1, -1, 1, 1});
@@ -29,7 +30,9 @@ Batch DeviceDataset::batch(const at::Tensor& indices, const SampleDraws* draws) 
   torch::NoGradGuard no_grad;
   const at::Tensor bytes = crop(indices, draws);
   Batch b;
-  b.x = table_.index_select(0, (bytes.to(torch::kLong) + channel_offset_).flatten()).view(bytes.sizes());
+  const at::Tensor entries =
+      channel_offset_.defined() ? bytes.to(torch::kLong) + channel_offset_ : bytes.to(torch::kLong);
+  b.x = table_.take(entries);
   b.y = labels_.index_select(0, indices);
   return b;
 }
@@ -40,7 +43,9 @@ at::Tensor DeviceDataset::crop(const at::Tensor& indices, const SampleDraws* dra
   const ImageSize out = transform_->output_size();
   if (draws == nullptr) {
     const SampleAugmentation a = transform_->eval_augmentation();
-    return images_.index_select(0, indices).narrow(2, a.top, out.height).narrow(3, a.left, out.width);
+    const at::Tensor whole = images_.index_select(0, indices);
+    if (a.top == 0 && a.left == 0 && out.height == images_.size(2) && out.width == images_.size(3)) return whole;
+    return whole.narrow(2, a.top, out.height).narrow(3, a.left, out.width);
   }
   const int64_t b = indices.size(0);
   const at::Tensor rows = draws->top.index_select(0, indices).unsqueeze(1) + rows_;

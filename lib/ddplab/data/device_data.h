@@ -51,7 +51,7 @@ class DeviceDataset {
   at::Tensor images_;          // uint8 [N, C, H + 2 pad, W + 2 pad]: zero-padded once, as the crop pads
   at::Tensor labels_;          // int64 [N]
   at::Tensor table_;           // float [C * 256]: Transform::byte_table, flattened
-  at::Tensor channel_offset_;  // int64 [1, C, 1, 1]: channel c's start in table_ (c * 256)
+  at::Tensor channel_offset_;  // int64 [1, C, 1, 1]: channel c's start in table_ (c * 256); undefined when C is 1
   // The crop's constant indices, made once: channels int64 [1, C, 1, 1]; 0..H'-1; 0..W'-1 and reversed.
   at::Tensor channels_, rows_, columns_, flipped_columns_;
 };

@@ -47,7 +47,7 @@ StepShards::StepShards(int64_t samples, int64_t global_batch, int rank, int worl
 at::Tensor StepShards::indices(const at::Tensor& perm, int64_t step) const {
   at::Tensor global = perm.slice(0, step * global_batch, (step + 1) * global_batch);
   if (strided_replicas > 1) global = global.view({-1, strided_replicas}).t().reshape({-1});
-  return global.slice(0, rank * local_batch, (rank + 1) * local_batch);
+  return local_batch == global_batch ? global : global.slice(0, rank * local_batch, (rank + 1) * local_batch);
 }
 
 TrainLoader::TrainLoader(const DatasetPair& data, std::shared_ptr<const Transform> transform, int64_t global_batch,

@@ -282,7 +282,9 @@ void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, boo
     const auto xm = whole ? x : x.narrow(0, m * micro, micro), ym = whole ? y : y.narrow(0, m * micro, micro);
     const auto [logits, loss] = forward_backward(xm, ym);
     torch::NoGradGuard no_grad;
-    totals.loss_sum += loss.detach().to(torch::kFloat64) * ym.size(0);
+    // One operator: the float loss times an integer is exact in float64, so this rounds as
+    // loss.to(kFloat64) * n added would.
+    totals.loss_sum.add_(loss, ym.size(0));
     totals.correct += (logits.argmax(1) == ym).sum();
   }
 }
