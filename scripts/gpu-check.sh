@@ -208,12 +208,15 @@ step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$
 # Where a step's time goes (log.profile_steps; docs/performance.md "Where the time goes"): 20
 # steady steps of the quickstart at batch 64 and of the speed recipe, and 20 of the bare loop,
 # traced; per step the host's time, operators and kernels and how busy the GPU was. A GPU well
-# under 100% busy waits for the host: that is what a CUDA graph of the step would remove.
+# under 100% busy waits for the host: that is what a CUDA graph of the step would remove. The
+# window starts at step $profile_from of an epoch: the speed recipe (batch 256) gets the images for
+# 40 steps more, the quickstart's 12,800 are 200 steps at batch 64.
 NEED=25 step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
   shift 7; profiled=(replicas.device=$dev epochs=1 dataset.train_limit=12800 log.profile_steps=20 log.profile_from_step=$from
     output="$runs" --force)
   "$build/bin/ddplab" run experiments/quickstart.json "$@" dataset.placement=device "${profiled[@]}" name=profile_quickstart &&
-  "$build/bin/ddplab" run "$speed" "$@" "$speed_data" "${profiled[@]}" name=profile_speed &&
+  "$build/bin/ddplab" run "$speed" "$@" "$speed_data" "${profiled[@]}" dataset.train_limit=$(((from + 40) * 256)) \
+    name=profile_speed &&
   "$build/bin/bare_loop" mnist_cnn 64 200 "$(nproc)" $dev 100 "$out/bare_loop.pt.trace.json" &&
   cp "$runs/profile_quickstart/seed=1/profile-rank-0.pt.trace.json" "$out/quickstart.pt.trace.json" &&
   cp "$runs/profile_speed/seed=1/profile-rank-0.pt.trace.json" "$out/speed.pt.trace.json" &&
