@@ -18,6 +18,7 @@
 // would buy (docs/performance.md, "A CUDA graph of the step"); the warm-up counts the capture.
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -72,7 +73,7 @@ std::function<void(int)> capture(Loop& loop) {
   at::cuda::CUDAEvent captured;
   captured.record(side);
   captured.block(c10::cuda::getCurrentCUDAStream());
-  return [&loop, graph, x, y](int i) mutable {
+  return [&loop, graph, x, y](int i) {
     x.copy_(loop.xs[i % loop.xs.size()], /*non_blocking=*/true);
     y.copy_(loop.ys[i % loop.ys.size()], /*non_blocking=*/true);
     graph->replay();
@@ -84,9 +85,7 @@ std::function<void(int)> capture(Loop&) {
 }
 #endif
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::string model_name = argc > 1 ? argv[1] : "mnist_cnn";
   int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
   int steps = argc > 3 ? std::stoi(argv[3]) : 300;
@@ -147,4 +146,26 @@ int main(int argc, char** argv) {
     profiler.end_step(i);
   }
   return 0;
+}
+
+}  // namespace
+
+// A failure (a capture CUDA refuses, a device that is not there) is one line on stderr and exit 1;
+// an argument that is not a number, exit 2.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const c10::Error& e) {
+    fmt::print(stderr, "bare_loop: {}\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::logic_error& e) {  // std::stoi's invalid_argument, out_of_range
+    fmt::print(stderr,
+               "bare_loop: a number argument is not a number ({}); usage: bare_loop [model] [batch] [steps] [threads] "
+               "[cpu|cuda] [warmup] [trace|-] [eager|graph]\n",
+               e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bare_loop: {}\n", e.what());
+    return 1;
+  }
 }
