@@ -20,7 +20,8 @@
 # training) at batch 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20
 # steady steps each of the quickstart, the speed recipe and the bare loop (bench/step_profile.py;
 # the traces are kept in <out_dir>), and last the compiler warnings and all unit tests. Everything
-# goes to <out_dir>/gpu-check.txt, each step timed. The data travels in .offline/data (that machine
+# goes to <out_dir>/gpu-check.txt, each step timed; its figures, as the tables of
+# docs/performance.md take them, end the output and <out_dir>/gpu-summary.md (bench/gpu_summary.py). The data travels in .offline/data (that machine
 # has no /usr/share/datasets). Each step runs even if an earlier one failed; the exit code says
 # whether all passed.
 #
@@ -231,4 +232,6 @@ tar czf "$out/gpu-runs.tgz" --exclude='*.pt' -C "$runs" . 2>/dev/null
 list() { local IFS=';'; echo "${*:-none}" | sed 's/;/; /g'; }
 echo "== failed: $(list "${failed[@]}")" | tee -a "$log"
 echo "== skipped for the budget of $budget s: $(list "${skipped[@]}") ($SECONDS s in all)" | tee -a "$log"
+# The figures as the GPU tables of docs/performance.md take them, printed last.
+python3 bench/gpu_summary.py "$log" | tee "$out/gpu-summary.md"
 [ ${#failed[@]} -eq 0 ] && [ ${#skipped[@]} -eq 0 ]

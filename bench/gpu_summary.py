@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The figures of a scripts/gpu-check.sh log, as the rows docs/performance.md's GPU tables take.
+
+    bench/gpu_summary.py <out_dir>/gpu-check.txt
+
+Reads the log the check wrote and prints Markdown: the card and torch; the GPU table's rows
+(compare.sh at batch 64 and 512: steady images/s, ratios, seconds outside training); the bare
+loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
+the speed recipe's seeds; the profile's table; which steps failed or were skipped. A step the log
+does not hold (skipped, failed before its figures) prints as "not in the log". The check runs it
+last, so that its output ends with this.
+"""
+import re
+import sys
+
+
+def sections(text: str) -> dict:
+    """Each step's lines, by the step's name (the text after "== ")."""
+    out, name = {}, None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            name = line[3:].split(": skipped")[0]
+            out[name] = []
+        elif name is not None:
+            out[name].append(line)
+    return out
+
+
+def card(lines: list) -> str:
+    for line in lines:
+        m = re.match(r"\|\s+\d+\s+(NVIDIA [^|]*?)\s+(On|Off)\s+\|", line)
+        if m:
+            return m.group(1)
+    return "no GPU (a dry run)"
+
+
+def compare_row(lines: list, batch: int, gpu: str) -> str:
+    """The GPU table's row for one compare.sh step, or a row saying it is missing."""
+    steady = [l for l in lines if re.match(r"1\s+\S+ \(", l)]
+    if len(steady) < 2:
+        return f"| {gpu} | {batch} | not in the log | | | | | |"
+    speed, outside = steady[0].split(), steady[1].split()
+    # world, ddplab, (min-max), peer, (min-max), bare, (min-max), ddplab/peer, ddplab/bare
+    def images(i):
+        low, high = speed[i + 1].strip("()").split("-")
+        return f"{int(float(speed[i])):,} ({int(float(low)):,}-{int(float(high)):,})"
+
+    d, p, b = (images(i) for i in (1, 3, 5))
+    return (f"| {gpu} | {batch} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
+            f"{outside[1]} / {outside[3]} / {outside[5]} |")
+
+
+def bare_rows(lines: list) -> list:
+    runs = {}
+    for line in lines:
+        if line.startswith("bare_loop "):
+            f = dict(kv.split("=", 1) for kv in line.split()[1:])
+            runs[(int(f["batch"]), f["mode"])] = float(f["images_per_s"])
+    rows = []
+    for batch in sorted({b for b, _ in runs}):
+        eager, graph = runs.get((batch, "eager")), runs.get((batch, "graph"))
+        ratio = f"{graph / eager:.2f}" if eager and graph else "-"
+        rows.append(f"| {batch} | {eager:,.0f} | " if eager else f"| {batch} | - | ")
+        rows[-1] += (f"{graph:,.0f} | {ratio} |" if graph else "- | - |")
+    return rows or ["| not in the log | | | |"]
+
+
+def main() -> int:
+    text = open(sys.argv[1]).read()
+    steps = sections(text)
+    gpu = card(steps.get("machine", []))
+    torch_line = next((l for l in steps.get("machine", []) if l.startswith("torch ")), "torch: not in the log")
+    print(f"# GPU check summary\n\n{gpu}; {torch_line}\n")
+    print("| card | batch | ddplab images/s | peer images/s | bare loop images/s | ddplab/peer | ddplab/bare "
+          "| outside training, ddplab / peer / bare (s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for batch in (64, 512):
+        print(compare_row(steps.get(f"compare batch {batch}", []), batch, gpu))
+    print("\nThe bare loop, eager and replayed from a CUDA graph (images/s over the timed steps):\n")
+    print("| batch | eager | graph | graph / eager |\n| --- | --- | --- | --- |")
+    print("\n".join(bare_rows(steps.get("bare loop: eager vs CUDA graph", []))))
+    print("\nTime to target:\n")
+    for name, lines in steps.items():
+        if name.startswith("time to ") or name.startswith("speed recipe "):
+            found = [l for l in lines if l.startswith("time to ") or re.search(r"never reached|is not above|is not below", l)]
+            print(f"- {name}: {'; '.join(found) if found else 'not in the log'}")
+    profile = steps.get("profile: ddplab's steps vs the bare loop's", [])
+    head = next((i for i, l in enumerate(profile) if l.startswith("trace ") and "ops/step" in l), None)
+    table = [] if head is None else profile[head:profile.index("", head) if "" in profile[head:] else None]
+    print("\nThe profile (host ms, operators and kernels per step, GPU busy):\n")
+    print("\n".join(f"    {l}" for l in table) if table else "    not in the log")
+    ends = [l for l in text.splitlines() if l.startswith("== failed:") or l.startswith("== skipped for the budget")]
+    print("\n" + "\n".join(ends))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
