@@ -45,9 +45,12 @@ def compare_row(lines: list, batch: int, gpu: str) -> str:
         low, high = speed[i + 1].strip("()").split("-")
         return f"{int(float(speed[i])):,} ({int(float(low)):,}-{int(float(high)):,})"
 
-    d, p, b = (images(i) for i in (1, 3, 5))
-    return (f"| {gpu} | {batch} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
-            f"{outside[1]} / {outside[3]} / {outside[5]} |")
+    try:
+        d, p, b = (images(i) for i in (1, 3, 5))
+        return (f"| {gpu} | {batch} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
+                f"{outside[1]} / {outside[3]} / {outside[5]} |")
+    except (ValueError, IndexError):  # a contender without figures prints "-"
+        return f"| {gpu} | {batch} | see the log: {' '.join(speed[1:])} | | | | | |"
 
 
 def bare_rows(lines: list) -> list:
