@@ -30,8 +30,8 @@ Batch DeviceDataset::batch(const at::Tensor& indices, const SampleDraws* draws) 
   torch::NoGradGuard no_grad;
   const at::Tensor bytes = crop(indices, draws);
   Batch b;
-  const at::Tensor entries =
-      channel_offset_.defined() ? bytes.to(torch::kLong) + channel_offset_ : bytes.to(torch::kLong);
+  at::Tensor entries = bytes.to(torch::kLong);
+  if (channel_offset_.defined()) entries += channel_offset_;
   b.x = table_.take(entries);
   b.y = labels_.index_select(0, indices);
   return b;
