@@ -80,9 +80,7 @@ std::function<void(int)> capture(Loop& loop) {
   };
 }
 #else
-std::function<void(int)> capture(Loop&) {
-  throw std::runtime_error("bare_loop: mode graph needs a CUDA build of LibTorch");
-}
+std::function<void(int)> capture(Loop&) { throw std::runtime_error("mode graph needs a CUDA build of LibTorch"); }
 #endif
 
 int run(int argc, char** argv) {
