@@ -8,6 +8,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/models/models.h"
+#include "test_util.h"
 
 namespace ddplab::train {
 namespace {
@@ -217,6 +218,73 @@ TEST(Optimizer, AdamAndAdamwMatchLibTorchsBitForBit) {
         s, torch::optim::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(weight_decay),
         "adamw" + what);
   }
+}
+
+// replicas.cuda_graph's form of the step (DeviceScalarStep): run() takes the lr prepare() wrote
+// into the device tensor, not the group's (a capture would have frozen that one), and the steps
+// follow the eager ones to rounding: the lr meets the update in another order.
+TEST(Optimizer, TheDeviceScalarStepTakesTheLrPrepareWroteAndFollowsTheEagerStep) {
+  struct Case {
+    config::OptimizerName name;
+    double momentum, weight_decay;
+  };
+  for (const Case c : {Case{config::OptimizerName::kSgd, 0.9, 5e-4}, Case{config::OptimizerName::kAdam, 0, 1e-2},
+                       Case{config::OptimizerName::kAdamw, 0, 1e-2}}) {
+    auto s = sgd(c.weight_decay, {});
+    s.name = c.name;
+    s.momentum = c.momentum;
+    const std::string what = config::name(c.name);
+    torch::manual_seed(3);
+    std::vector<at::Tensor> eager_params, device_params;
+    NamedParameters eager_named, device_named;
+    for (int i = 0; i < 3; ++i) {
+      auto p = torch::randn({5, 4 + i});
+      eager_params.push_back(p.clone().requires_grad_(true));
+      device_params.push_back(p.clone().requires_grad_(true));
+      eager_named.emplace_back("p" + std::to_string(i), eager_params.back());
+      device_named.emplace_back("p" + std::to_string(i), device_params.back());
+    }
+    auto eager = make_optimizer(s, eager_named);
+    auto device = make_optimizer(s, device_named);
+    DeviceScalarStep& device_step = device_scalar_step(*device);
+    for (int step = 0; step < 5; ++step) {
+      const double lr = 0.01 * (step + 1);
+      for (size_t i = 0; i < eager_params.size(); ++i) {
+        const auto g = torch::randn(eager_params[i].sizes());
+        eager_params[i].mutable_grad() = g.clone();
+        device_params[i].mutable_grad() = g.clone();
+      }
+      set_lr(*eager, lr);
+      eager->step();
+      set_lr(*device, 100.0);  // what run() must not read
+      device_step.prepare(lr);
+      device_step.run();
+      for (size_t i = 0; i < eager_params.size(); ++i)
+        EXPECT_TRUE(torch::allclose(device_params[i], eager_params[i], 1e-5, 1e-6))
+            << what << ", step " << step << ", parameter " << i << ": "
+            << (device_params[i] - eager_params[i]).abs().max().item<double>();
+    }
+    if (c.name == config::OptimizerName::kSgd) continue;
+    // prepare() counts the steps, run() does not: Adam's bias corrections and a checkpoint see 5.
+    const auto& state = device->state().at(device_params[0].unsafeGetTensorImpl());
+    EXPECT_EQ(static_cast<const torch::optim::AdamParamState&>(*state).step(), 5) << what;
+  }
+}
+
+// Adam's numbers are one per group: a parameter that missed a step would need its own.
+TEST(Optimizer, TheDeviceScalarStepRefusesAGroupWhoseParametersTookDifferentSteps) {
+  auto s = sgd(0, {});
+  s.name = config::OptimizerName::kAdam;
+  std::vector<at::Tensor> params{torch::randn({3}).requires_grad_(true), torch::randn({2}).requires_grad_(true)};
+  auto optimizer = make_optimizer(s, {{"a", params[0]}, {"b", params[1]}});
+  DeviceScalarStep& step = device_scalar_step(*optimizer);
+  params[0].mutable_grad() = torch::ones({3});
+  step.prepare(0.1);
+  step.run();
+  params[1].mutable_grad() = torch::ones({2});
+  const std::string error = testing::error_of([&] { step.prepare(0.1); });
+  EXPECT_NE(error.find("replicas.cuda_graph"), std::string::npos) << error;
+  EXPECT_NE(error.find("took 2 and 1 steps"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace optim = torch::optim;
 // for bit on CPU), but a handful of kernel launches per step instead of three per parameter,
 // which is most of an optimizer step's cost for a small model on a GPU. The state (momentum
 // buffers as SGDParamState) and its serialization are SGD's, so checkpoints are interchangeable.
-class ForeachSGD : public optim::SGD {
+class ForeachSGD : public optim::SGD, public DeviceScalarStep {
  public:
   using optim::SGD::SGD;
 
@@ -29,41 +29,60 @@ class ForeachSGD : public optim::SGD {
       at::AutoGradMode enable_grad(true);
       loss = closure();
     }
-    for (auto& group : param_groups_) {
-      const auto& o = static_cast<const optim::SGDOptions&>(group.options());
-      std::vector<at::Tensor> params, steps;  // steps: the d_p of SGD::step
-      for (auto& p : group.params())
-        if (p.grad().defined()) {
-          params.push_back(p);
-          steps.push_back(p.grad());
-        }
-      if (params.empty()) continue;
-      if (o.weight_decay() != 0) steps = at::_foreach_add(steps, params, o.weight_decay());
-      if (o.momentum() != 0) {
-        std::vector<at::Tensor> buffers, old_buffers, old_steps;
-        for (size_t i = 0; i < params.size(); ++i) {
-          auto found = state_.find(params[i].unsafeGetTensorImpl());
-          if (found == state_.end()) {
-            auto state = std::make_unique<optim::SGDParamState>();
-            state->momentum_buffer(steps[i].detach().clone());
-            buffers.push_back(state->momentum_buffer());
-            state_[params[i].unsafeGetTensorImpl()] = std::move(state);
-          } else {
-            buffers.push_back(static_cast<optim::SGDParamState&>(*found->second).momentum_buffer());
-            old_buffers.push_back(buffers.back());
-            old_steps.push_back(steps[i]);
-          }
-        }
-        if (!old_buffers.empty()) {
-          at::_foreach_mul_(old_buffers, o.momentum());
-          at::_foreach_add_(old_buffers, old_steps, 1 - o.dampening());
-        }
-        steps = o.nesterov() ? at::_foreach_add(steps, buffers, o.momentum()) : buffers;
-      }
-      at::_foreach_add_(params, steps, -o.lr());
-    }
+    for (auto& group : param_groups_) step_group(group, nullptr);
     return loss;
   }
+
+  void prepare(double lr) override {
+    if (!lr_.defined()) lr_ = at::empty({}, param_groups_.front().params().front().options());
+    lr_.fill_(lr);
+  }
+
+  void run() override {
+    torch::NoGradGuard no_grad;
+    for (auto& group : param_groups_) step_group(group, &lr_);
+  }
+
+ private:
+  // `lr`: the device tensor prepare() wrote, or null for the group's own lr.
+  void step_group(optim::OptimizerParamGroup& group, const at::Tensor* lr) {
+    const auto& o = static_cast<const optim::SGDOptions&>(group.options());
+    std::vector<at::Tensor> params, steps;  // steps: the d_p of SGD::step
+    for (auto& p : group.params())
+      if (p.grad().defined()) {
+        params.push_back(p);
+        steps.push_back(p.grad());
+      }
+    if (params.empty()) return;
+    if (o.weight_decay() != 0) steps = at::_foreach_add(steps, params, o.weight_decay());
+    if (o.momentum() != 0) {
+      std::vector<at::Tensor> buffers, old_buffers, old_steps;
+      for (size_t i = 0; i < params.size(); ++i) {
+        auto found = state_.find(params[i].unsafeGetTensorImpl());
+        if (found == state_.end()) {
+          auto state = std::make_unique<optim::SGDParamState>();
+          state->momentum_buffer(steps[i].detach().clone());
+          buffers.push_back(state->momentum_buffer());
+          state_[params[i].unsafeGetTensorImpl()] = std::move(state);
+        } else {
+          buffers.push_back(static_cast<optim::SGDParamState&>(*found->second).momentum_buffer());
+          old_buffers.push_back(buffers.back());
+          old_steps.push_back(steps[i]);
+        }
+      }
+      if (!old_buffers.empty()) {
+        at::_foreach_mul_(old_buffers, o.momentum());
+        at::_foreach_add_(old_buffers, old_steps, 1 - o.dampening());
+      }
+      steps = o.nesterov() ? at::_foreach_add(steps, buffers, o.momentum()) : buffers;
+    }
+    if (lr == nullptr)
+      at::_foreach_add_(params, steps, -o.lr());
+    else
+      at::_foreach_sub_(params, at::_foreach_mul(steps, *lr));
+  }
+
+  at::Tensor lr_;  // DeviceScalarStep's
 };
 
 // torch::optim::Adam and AdamW (`decoupled`) with their loops over parameters replaced by
@@ -73,7 +92,7 @@ class ForeachSGD : public optim::SGD {
 // ten launches per step instead of ten per parameter, and Adam's (AdamW's) parameter state, so
 // checkpoints are theirs. Each parameter keeps its own step count (one that got no gradient skipped a step).
 template <class Base, class Options, class State, bool decoupled>
-class ForeachAdam : public Base {
+class ForeachAdam : public Base, public DeviceScalarStep {
  public:
   using Base::Base;
 
@@ -84,43 +103,105 @@ class ForeachAdam : public Base {
       at::AutoGradMode enable_grad(true);
       loss = closure();
     }
-    for (auto& group : this->param_groups_) step_group(group);
+    for (auto& group : this->param_groups_) step_group(group, nullptr);
     return loss;
   }
 
+  void prepare(double lr) override {
+    device_numbers_.resize(this->param_groups_.size());
+    for (size_t g = 0; g < this->param_groups_.size(); ++g)
+      prepare_group(this->param_groups_[g], lr, device_numbers_[g]);
+  }
+
+  void run() override {
+    torch::NoGradGuard no_grad;
+    for (size_t g = 0; g < this->param_groups_.size(); ++g) step_group(this->param_groups_[g], &device_numbers_[g]);
+  }
+
  private:
-  void step_group(optim::OptimizerParamGroup& group) {
-    const auto& o = static_cast<const Options&>(group.options());
-    TORCH_INTERNAL_ASSERT(!o.amsgrad(), "amsgrad is not a ddplab setting");
-    const auto [beta1, beta2] = o.betas();
+  // A group's step numbers on the device (DeviceScalarStep).
+  struct DeviceNumbers {
+    at::Tensor root_correction;  // sqrt(1 - beta2^t)
+    at::Tensor step_size;        // -lr / (1 - beta1^t)
+    at::Tensor decay;            // AdamW: 1 - lr * weight_decay
+  };
+
+  // What the eager step's kernels take: the group's parameters with a gradient and their state.
+  struct Members {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
-    std::vector<at::Scalar> root_corrections, step_sizes;
+  };
+
+  // `counting`: advance each member's step count (the eager step does; run() does not).
+  Members members(optim::OptimizerParamGroup& group, bool counting) {
+    Members m;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       auto& state = state_of(p);
-      state.step(state.step() + 1);
-      params.push_back(p);
-      grads.push_back(p.grad());
-      exp_avgs.push_back(state.exp_avg());
-      exp_avg_sqs.push_back(state.exp_avg_sq());
-      root_corrections.emplace_back(std::sqrt(1 - std::pow(beta2, state.step())));
-      step_sizes.emplace_back(-o.lr() / (1 - std::pow(beta1, state.step())));
+      if (counting) state.step(state.step() + 1);
+      m.params.push_back(p);
+      m.grads.push_back(p.grad());
+      m.exp_avgs.push_back(state.exp_avg());
+      m.exp_avg_sqs.push_back(state.exp_avg_sq());
     }
-    if (params.empty()) return;
+    return m;
+  }
+
+  void prepare_group(optim::OptimizerParamGroup& group, double lr, DeviceNumbers& numbers) {
+    const Members m = members(group, /*counting=*/true);
+    if (m.params.empty()) return;
+    const int64_t t = state_of(m.params.front()).step();
+    for (const auto& p : m.params)
+      if (state_of(p).step() != t)
+        throw Error(
+            fmt::format("replicas.cuda_graph: the parameters of one optimizer group took {} and {} steps (one had no "
+                        "gradient in some step); a captured step keeps one step count per group",
+                        t, state_of(p).step()));
+    const auto& o = static_cast<const Options&>(group.options());
+    const auto [beta1, beta2] = o.betas();
+    if (!numbers.step_size.defined())
+      for (auto* n : {&numbers.root_correction, &numbers.step_size, &numbers.decay})
+        *n = at::empty({}, m.params.front().options());
+    numbers.root_correction.fill_(std::sqrt(1 - std::pow(beta2, t)));
+    numbers.step_size.fill_(-lr / (1 - std::pow(beta1, t)));
+    if (decoupled && o.weight_decay() != 0) numbers.decay.fill_(1 - lr * o.weight_decay());
+  }
+
+  // `numbers`: the device numbers prepare() wrote, or null for the eager step (which counts).
+  void step_group(optim::OptimizerParamGroup& group, const DeviceNumbers* numbers) {
+    const auto& o = static_cast<const Options&>(group.options());
+    TORCH_INTERNAL_ASSERT(!o.amsgrad(), "amsgrad is not a ddplab setting");
+    const auto [beta1, beta2] = o.betas();
+    Members m = members(group, /*counting=*/numbers == nullptr);
+    if (m.params.empty()) return;
     if (o.weight_decay() != 0) {
-      if (decoupled)
-        at::_foreach_mul_(params, 1 - o.lr() * o.weight_decay());
+      if (!decoupled)
+        m.grads = at::_foreach_add(m.grads, m.params, o.weight_decay());
+      else if (numbers != nullptr)
+        at::_foreach_mul_(m.params, numbers->decay);
       else
-        grads = at::_foreach_add(grads, params, o.weight_decay());
+        at::_foreach_mul_(m.params, 1 - o.lr() * o.weight_decay());
     }
-    at::_foreach_mul_(exp_avgs, beta1);
-    at::_foreach_add_(exp_avgs, grads, 1 - beta1);
-    at::_foreach_mul_(exp_avg_sqs, beta2);
-    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
-    auto denoms = at::_foreach_sqrt(exp_avg_sqs);
+    at::_foreach_mul_(m.exp_avgs, beta1);
+    at::_foreach_add_(m.exp_avgs, m.grads, 1 - beta1);
+    at::_foreach_mul_(m.exp_avg_sqs, beta2);
+    at::_foreach_addcmul_(m.exp_avg_sqs, m.grads, m.grads, 1 - beta2);
+    auto denoms = at::_foreach_sqrt(m.exp_avg_sqs);
+    if (numbers != nullptr) {
+      at::_foreach_div_(denoms, numbers->root_correction);
+      at::_foreach_add_(denoms, o.eps());
+      at::_foreach_div_(denoms, numbers->step_size);
+      at::_foreach_addcdiv_(m.params, m.exp_avgs, denoms);
+      return;
+    }
+    std::vector<at::Scalar> root_corrections, step_sizes;
+    for (const auto& p : m.params) {
+      const auto t = static_cast<double>(state_of(p).step());
+      root_corrections.emplace_back(std::sqrt(1 - std::pow(beta2, t)));
+      step_sizes.emplace_back(-o.lr() / (1 - std::pow(beta1, t)));
+    }
     at::_foreach_div_(denoms, root_corrections);
     at::_foreach_add_(denoms, o.eps());
-    at::_foreach_addcdiv_(params, exp_avgs, denoms, step_sizes);
+    at::_foreach_addcdiv_(m.params, m.exp_avgs, denoms, step_sizes);
   }
 
   State& state_of(const at::Tensor& p) {
@@ -134,6 +215,8 @@ class ForeachAdam : public Base {
     }
     return static_cast<State&>(*slot);
   }
+
+  std::vector<DeviceNumbers> device_numbers_;  // per group
 };
 
 // Parameter groups by weight decay: one per weight_decay_groups entry, then the rest.
@@ -203,6 +286,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const config::OptimizerSpec& s,
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+DeviceScalarStep& device_scalar_step(torch::optim::Optimizer& optimizer) {
+  auto* step = dynamic_cast<DeviceScalarStep*>(&optimizer);
+  TORCH_INTERNAL_ASSERT(step != nullptr, "device_scalar_step: not an optimizer of make_optimizer");
+  return *step;
 }
 
 }  // namespace ddplab::train
