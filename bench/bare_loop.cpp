@@ -12,12 +12,14 @@
 // them).
 //
 // `graph` (CUDA builds, device cuda): the step (forward, loss, backward, SGD) is captured once in a
-// CUDA graph, after 3 eager steps on a side stream, as torch.cuda.graph's whole-network capture does,
-// and every step replays it after copying its batch into the graph's input tensors: the host then
-// launches one graph per step instead of each kernel. The bound on what capturing ddplab's step
-// would buy (docs/performance.md, "A CUDA graph of the step"); the warm-up counts the capture.
+// CUDA graph (runtime::StepGraph, as ddplab's replicas.cuda_graph captures its own) after 3 eager
+// steps on the graph's stream, as torch.cuda.graph's whole-network capture does, and every step
+// replays it after copying its batch into the graph's input tensors: the host then launches one
+// graph per step instead of each kernel. What a graph buys the bare loop, to set beside what it
+// buys ddplab (docs/performance.md, "A CUDA graph of the step"); the warm-up counts the capture.
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -25,14 +27,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#ifdef DDPLAB_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include "ddplab/models/models.h"
+#include "ddplab/runtime/device.h"
 #include "ddplab/runtime/step_profiler.h"
 
 namespace {
@@ -49,39 +45,27 @@ struct Loop {
   }
 };
 
-#ifdef DDPLAB_WITH_CUDA
-// Returns the graphed step: copy batch i into the captured inputs, replay.
-std::function<void(int)> capture(Loop& loop) {
+// Returns the graphed step: 3 eager steps on the graph's stream, then the step captured; each
+// call copies batch i into the graph's inputs and replays it.
+std::function<void(int)> capture(Loop& loop, ddplab::runtime::StepGraph& graph) {
+  if (!graph.captures()) throw std::runtime_error("mode graph needs a CUDA build of LibTorch and device cuda");
   auto x = loop.xs[0].clone(), y = loop.ys[0].clone();
-  auto side = c10::cuda::getStreamFromPool();
-  auto graph = std::make_shared<at::cuda::CUDAGraph>();
-  at::cuda::CUDAEvent ready;
-  ready.record(c10::cuda::getCurrentCUDAStream());
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    ready.block(side);
-    for (int i = 0; i < 3; ++i) {
-      loop.sgd->zero_grad();
-      loop.step(x, y);
-    }
-    // The gradients are made inside the capture, in the graph's memory, so replays write them there.
+  for (int i = 0; i < 3; ++i) {
     loop.sgd->zero_grad();
-    graph->capture_begin();
     loop.step(x, y);
-    graph->capture_end();
   }
-  at::cuda::CUDAEvent captured;
-  captured.record(side);
-  captured.block(c10::cuda::getCurrentCUDAStream());
-  return [&loop, graph, x, y](int i) {
+  // The gradients are made inside the capture, in the graph's memory, so replays write them there.
+  loop.sgd->zero_grad();
+  graph.capture([&] {
+    loop.step(x, y);
+    return std::vector<at::Tensor>{};
+  });
+  return [&loop, &graph, x, y](int i) mutable {
     x.copy_(loop.xs[i % loop.xs.size()], /*non_blocking=*/true);
     y.copy_(loop.ys[i % loop.ys.size()], /*non_blocking=*/true);
-    graph->replay();
+    graph.replay();
   };
 }
-#else
-std::function<void(int)> capture(Loop&) { throw std::runtime_error("mode graph needs a CUDA build of LibTorch"); }
-#endif
 
 int run(int argc, char** argv) {
   std::string model_name = argc > 1 ? argv[1] : "mnist_cnn";
@@ -121,7 +105,8 @@ int run(int argc, char** argv) {
     loop.sgd->zero_grad();
     loop.step(loop.xs[i % pool], loop.ys[i % pool]);
   };
-  if (mode == "graph") step = capture(loop);
+  std::optional<ddplab::runtime::StepGraph> graph;  // its stream is current while it lives
+  if (mode == "graph") step = capture(loop, graph.emplace(device));
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };

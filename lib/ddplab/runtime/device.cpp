@@ -1,11 +1,17 @@
 #include "ddplab/runtime/device.h"
 
+#include <string>
+
+#include <fmt/format.h>
 #include <torch/torch.h>
+
+#include "ddplab/base/error.h"
 
 #ifdef DDPLAB_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -87,6 +93,44 @@ struct HostReadback::Cuda {
   void wait(int slot) { copied[slot].synchronize(); }
 };
 
+struct StepGraph::Cuda {
+  c10::cuda::CUDAStream previous;
+  c10::cuda::CUDAStream stream;
+  at::cuda::CUDAGraph graph;
+
+  explicit Cuda(c10::Device device)
+      : previous(c10::cuda::getCurrentCUDAStream(device.index())),
+        stream(c10::cuda::getStreamFromPool(false, device.index())) {
+    at::cuda::CUDAEvent queued;
+    queued.record(previous);
+    queued.block(stream);
+    c10::cuda::setCurrentCUDAStream(stream);
+  }
+  ~Cuda() {
+    // The memory of the graph's outputs goes back to the allocator after this: nothing may still
+    // run on it. A CUDA error here was reported where it happened.
+    (void)cudaStreamSynchronize(stream.stream());
+    c10::cuda::setCurrentCUDAStream(previous);
+  }
+
+  void capture(const std::function<std::vector<at::Tensor>()>& body, std::vector<at::Tensor>& outputs) {
+    try {
+      // Thread-local: the loader thread may pin host memory meanwhile, which a global capture forbids.
+      graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      outputs = body();
+      graph.capture_end();
+    } catch (const c10::Error& e) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(stream.stream(), &partial) == cudaSuccess && partial != nullptr)
+        (void)cudaGraphDestroy(partial);
+      const std::string what = e.what_without_backtrace();
+      throw Error(fmt::format("replicas.cuda_graph: CUDA could not capture the training step ({}); run without it",
+                              what.substr(0, what.find('\n'))));
+    }
+  }
+  void replay() { graph.replay(); }
+};
+
 #else  // A CPU-only LibTorch: the spec rejects device "cuda", so no CUDA device gets here.
 
 void select_device(const c10::Device&) {}
@@ -109,6 +153,12 @@ struct HostReadback::Cuda {
   explicit Cuda(int) { TORCH_INTERNAL_ASSERT(false, "HostReadback: this ddplab is built without CUDA"); }
   void copy(const c10::Device&, const at::Tensor&, at::Tensor&, int) {}
   void wait(int) {}
+};
+
+struct StepGraph::Cuda {
+  explicit Cuda(c10::Device) { TORCH_INTERNAL_ASSERT(false, "StepGraph: this ddplab is built without CUDA"); }
+  void capture(const std::function<std::vector<at::Tensor>()>&, std::vector<at::Tensor>&) {}
+  void replay() {}
 };
 
 #endif
@@ -192,6 +242,25 @@ std::vector<double> HostReadback::pop() {
   --count_;
   const double* v = host_[slot].const_data_ptr<double>();
   return {v, v + host_[slot].numel()};
+}
+
+StepGraph::StepGraph(c10::Device device) {
+  if (device.is_cuda()) cuda_ = std::make_unique<Cuda>(device);
+}
+
+StepGraph::~StepGraph() = default;
+
+std::vector<at::Tensor> StepGraph::capture(const std::function<std::vector<at::Tensor>()>& body) {
+  TORCH_INTERNAL_ASSERT(cuda_ != nullptr && !captured_, "StepGraph::capture: no CUDA device, or captured already");
+  std::vector<at::Tensor> outputs;
+  cuda_->capture(body, outputs);
+  captured_ = true;
+  return outputs;
+}
+
+void StepGraph::replay() {
+  TORCH_INTERNAL_ASSERT(captured_, "StepGraph::replay: nothing captured");
+  cuda_->replay();
 }
 
 }  // namespace ddplab::runtime

@@ -1,9 +1,10 @@
-// The device side of a rank: which GPU it owns, how host batches reach it, and how time spent
-// on it is measured. Everything CUDA-specific in ddplab lives in device.cpp, compiled with CUDA
-// code only when LibTorch has CUDA (DDPLAB_WITH_CUDA); on CPU devices every piece here is a
-// plain pass-through, so the trainer has one code path.
+// The device side of a rank: which GPU it owns, how host batches reach it, how time spent on it
+// is measured, and how a step is captured in a CUDA graph. Everything CUDA-specific in ddplab
+// lives in device.cpp, compiled with CUDA code only when LibTorch has CUDA (DDPLAB_WITH_CUDA); on
+// CPU devices every piece here is a plain pass-through, so the trainer has one code path.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -93,6 +94,38 @@ class HostReadback {
   std::unique_ptr<Cuda> cuda_;
   std::vector<at::Tensor> host_;  // ring of `capacity` slots
   int head_ = 0, count_ = 0;
+};
+
+// A step captured once in a CUDA graph (at::cuda::CUDAGraph) and replayed, as torch.cuda.graph
+// captures a network's whole step: the host then launches one graph per step instead of each of
+// its kernels. A CUDA stream cannot be captured while it is the device's default stream, so from
+// construction to destruction the calling thread's current stream on `device` is a stream of the
+// graph's own: the eager steps before the capture, the capture, the replays and whatever is queued
+// between them run there, in one order. It starts after the work queued on the previous stream,
+// and the destructor waits for it and makes the previous stream current again.
+// On a CPU (or a CPU build) nothing is captured: captures() is false and the caller runs its
+// step eagerly.
+class StepGraph {
+ public:
+  explicit StepGraph(c10::Device device);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  bool captures() const { return cuda_ != nullptr; }
+  bool captured() const { return captured_; }
+  // Records the kernels `body` queues into the graph without running them (its host code runs
+  // once) and returns what it returns: tensors in the graph's own memory, which every replay()
+  // writes again. Once. Throws ddplab::Error with CUDA's message when a kernel of `body` cannot
+  // be captured (a host sync inside it, a host-to-device copy from pageable memory, ...).
+  std::vector<at::Tensor> capture(const std::function<std::vector<at::Tensor>()>& body);
+  // Runs the captured kernels on the graph's stream.
+  void replay();
+
+ private:
+  struct Cuda;
+  std::unique_ptr<Cuda> cuda_;
+  bool captured_ = false;
 };
 
 }  // namespace ddplab::runtime
