@@ -577,6 +577,26 @@ TEST(Spec, SimulatedReplicasSyncByAllReduceAndUseAllCores) {
   EXPECT_EQ(msg.rfind("/replicas/sync: simulated replicas", 0), 0u) << msg;
 }
 
+// replicas.cuda_graph captures one replica's step: what it cannot hold is named, all of it at once.
+TEST(Spec, ACudaGraphTakesOneReplicaInFp32WithoutMicroBatchesOrEma) {
+  EXPECT_FALSE(resolve(minimal()).replicas.cuda_graph);
+  EXPECT_TRUE(resolve(with("replicas.cuda_graph=true")).replicas.cuda_graph);
+  json doc = with("replicas.cuda_graph=true");
+  apply_override(doc, "replicas.count=2");
+  apply_override(doc, "precision=bf16");
+  apply_override(doc, "model.ema_decay=0.99");
+  EXPECT_EQ(resolve_error(doc),
+            "/replicas/cuda_graph: a captured step takes one replica in one process, precision \"fp32\", "
+            "batch.accumulate_steps 1, model.ema_decay 0 and replicas.sync \"allreduce\"; got true with "
+            "replicas.count 2, precision \"bf16\", model.ema_decay 0.99");
+  doc = with("replicas.cuda_graph=true");
+  apply_override(doc, R"(batch={"per_replica":64,"accumulate_steps":2})");
+  EXPECT_NE(resolve_error(doc).find("got true with batch.accumulate_steps 2"), std::string::npos) << resolve_error(doc);
+  doc = with("replicas.cuda_graph=true");
+  apply_override(doc, "replicas.mode=simulated");
+  EXPECT_NE(resolve_error(doc).find("got true with replicas.mode \"simulated\""), std::string::npos);
+}
+
 TEST(Spec, SimulatedReplicasRejectSyncBn) {
   json doc = with("replicas.mode=simulated");
   apply_override(doc, "model.sync_bn=true");

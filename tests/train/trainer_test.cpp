@@ -86,6 +86,43 @@ TEST(Trainer, ACleanStopInsideAnEpochThenResumeGivesTheRecordsOfARunNeverStopped
   EXPECT_EQ(numeric_records(stopped), numeric_records(never_stopped));
 }
 
+// replicas.cuda_graph, on a GPU when there is one (steps 4 on captured and replayed), else on the
+// CPU (every step run eagerly in the form a capture takes): a clean stop inside an epoch and the
+// resume give the records of a run never stopped (Adam's step counts, from which its bias
+// corrections are made on the host, go through the checkpoint; the stop's steps run eagerly), and
+// the run trains as one without the graph to rounding (the lr meets the update in another order).
+TEST(Trainer, ACudaGraphRunStoppedAndResumedGivesTheRecordsOfOneNeverStopped) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);  // 4 steps an epoch
+  auto doc = ws.base_spec("eager");
+  doc["epochs"] = 4;
+  doc["model"]["dropout"] = 0.3;
+  doc["optimizer"] = {{"name", "adam"}, {"lr", 0.003}};
+  if (torch::cuda::is_available()) doc["replicas"]["device"] = "cuda";
+  const config::ExperimentSpec eager = config::resolve(doc);
+  train_observed(eager, 1);
+  doc["name"] = "graphed";
+  doc["replicas"]["cuda_graph"] = true;
+  const config::ExperimentSpec graphed = config::resolve(doc);
+  const auto notes = train_observed(graphed, 1)[0]->notes;
+  const bool said = std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("replicas.cuda_graph on a CPU: nothing is captured") != std::string::npos;
+  });
+  EXPECT_EQ(said, !torch::cuda::is_available()) << "a CPU run says that nothing is captured";
+
+  doc["name"] = "stopped";
+  doc["debug"] = {{"fault", "stop"}, {"rank", 0}, {"step", 5}};  // stops after step 7
+  const config::ExperimentSpec stopped = config::resolve(doc);
+  thrown<Interrupted>(train_ranks(stopped, 1)[0]);
+  const auto second = train_ranks(stopped, 1, /*resume=*/true);
+  EXPECT_FALSE(second[0].error) << "the resumed attempt finishes";
+  ASSERT_EQ(numeric_records(graphed).size(), 4U);
+  EXPECT_EQ(numeric_records(stopped), numeric_records(graphed));
+
+  const auto a = numeric_records(eager), b = numeric_records(graphed);
+  for (size_t e = 0; e < a.size(); ++e)
+    EXPECT_LT(testing::relative_difference(a[e]["train_loss"], b[e]["train_loss"]), 1e-4) << "epoch " << e + 1;
+}
+
 // dataset.placement "device" makes the batches where the model runs (here the CPU) from the data
 // copied there once, augmentation included: the records of the host's batches, and the same
 // again for a second run of the seed. With 2 simulated replicas and evaluation points, so that

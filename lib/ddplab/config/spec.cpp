@@ -391,6 +391,27 @@ void check_sync(const json& doc, int64_t count) {
   }
 }
 
+// What a captured step cannot hold (train/graphed_step.h): collectives of 2+ replicas, autocast's
+// cast cache, micro-batches, the weight EMA's update.
+void check_cuda_graph(const json& doc, int64_t count) {
+  if (doc["replicas"]["cuda_graph"] != true) return;
+  std::vector<std::string> conflicts;
+  if (count != 1) conflicts.push_back(fmt::format("replicas.count {}", count));
+  if (doc["replicas"]["mode"] != "processes") conflicts.push_back("replicas.mode \"simulated\"");
+  if (doc["replicas"]["sync"] != "allreduce") conflicts.push_back("replicas.sync " + doc["replicas"]["sync"].dump());
+  if (doc["precision"] != "fp32") conflicts.push_back("precision " + doc["precision"].dump());
+  if (doc["batch"]["accumulate_steps"] != 1)
+    conflicts.push_back("batch.accumulate_steps " + doc["batch"]["accumulate_steps"].dump());
+  if (doc["model"]["ema_decay"] != 0) conflicts.push_back("model.ema_decay " + doc["model"]["ema_decay"].dump());
+  if (conflicts.empty()) return;
+  std::string list;
+  for (const auto& c : conflicts) list += (list.empty() ? "" : ", ") + c;
+  throw Error(
+      "/replicas/cuda_graph: a captured step takes one replica in one process, precision \"fp32\", "
+      "batch.accumulate_steps 1, model.ema_decay 0 and replicas.sync \"allreduce\"; got true with " +
+      list);
+}
+
 // Stopping early chooses on the validation split; without one there is nothing to choose on.
 void check_early_stop(const json& doc) {
   if (doc["early_stop"]["patience"] != 0 && doc["dataset"]["validation"] == 0)
@@ -528,6 +549,7 @@ void check_cross_fields(json& doc) {
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
   check_model(doc["model"]);
   check_sync(doc, count);
+  check_cuda_graph(doc, count);
   check_early_stop(doc);
   check_placement(doc["dataset"]);
   check_eval_cadence(doc["log"]);

@@ -111,6 +111,8 @@ struct ReplicasSpec {
   int max_restarts = 0;
   ReplicaMode mode = ReplicaMode::kProcesses;  // simulated: count replicas in one process
   SyncSpec sync;
+  // The step captured in a CUDA graph and replayed (train/graphed_step.h); one replica only.
+  bool cuda_graph = false;
 };
 
 // debug: fault injection (docs/spec.md#debug). `faults` holds debug.fault's names, "none" left
@@ -238,6 +240,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/replicas/timeout_s", spec.replicas.timeout_s);
   visit("/replicas/max_restarts", spec.replicas.max_restarts);
   visit("/replicas/mode", spec.replicas.mode);
+  visit("/replicas/cuda_graph", spec.replicas.cuda_graph);
   visit("/epochs", spec.epochs);
   visit("/precision", spec.precision);
   visit("/seed", spec.seed);

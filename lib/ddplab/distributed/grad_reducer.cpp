@@ -304,4 +304,10 @@ int64_t GradReducer::payload_bytes() const {
 
 void GradReducer::reset_received() { received_.assign(params_.size(), false); }
 
+void GradReducer::note_replayed_step() {
+  TORCH_INTERNAL_ASSERT(!reducing(), "a replayed step cannot hold the all-reduces of a process group");
+  for (size_t i = 0; i < params_.size(); ++i) received_[i] = received_[i] || used_[i];
+  ++steps_;
+}
+
 }  // namespace ddplab::distributed

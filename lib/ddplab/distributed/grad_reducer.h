@@ -142,6 +142,9 @@ class GradReducer {
   // Per parameter: whether its hook fired since the last reset_received().
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();
+  // After a replay of a captured step (runtime::StepGraph; one replica, no process group): a
+  // replay runs no hook, so this marks as received what the last backward run on the host used.
+  void note_replayed_step();
 
   // Set before prepare_for_backward() of a step.
   void request_stop(bool stop) { stop_requested_ = stop; }

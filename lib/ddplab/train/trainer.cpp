@@ -69,6 +69,15 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
   global_step_ = resumed_.global_step;
   profiler_.emplace(spec_.log.profile_from_step, spec_.log.profile_steps, net_.device,
                     rundir::profile_trace_file(options_.run_dir, world_.rank));
+  if (spec_.replicas.cuda_graph && !net_.device.is_cuda() && lead())
+    observer_->on_note(
+        "replicas.cuda_graph on a CPU: nothing is captured; every step runs eagerly in the form a capture takes");
+  if (spec_.replicas.cuda_graph)
+    graphed_.emplace(net_, *reducer_, [this](const at::Tensor& x, const at::Tensor& y) {
+      auto result = forward_backward(x, y);
+      faults_.on_gradients(net_.params);
+      return result;
+    });
   train_start_ = Clock::now() - as_duration(resumed_.wall_s);
 }
 
@@ -243,13 +252,10 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   const bool stop_wanted = StopSignals::last() != 0 || fault_stop;
   reducer_->request_stop(stop_wanted);
   broadcast_buffers();
-  replicas_->compute(batch_x, batch_y,
-                     [&](const at::Tensor& x, const at::Tensor& y) { accumulate_gradients(x, y, reduce, totals); });
-  const at::Tensor grad_sq = reducer_->grad_norm_squared();  // of the reduced gradient
+  const at::Tensor grad_sq =
+      graphed_ ? step_graphed(batch_x, batch_y, stop_wanted, totals) : step_eagerly(batch_x, batch_y, reduce, totals);
   if (reduce && replicas_->count() > 1) account_reduction(grad_sq, totals);
   this_epoch_->readback.push(grad_sq, reducer_->stop_flag(), global_step_, totals.lr, !reduce && world_.size > 1);
-  faults_.on_gradients(net_.params);
-  net_.optimizer->step();
   epoch_model_->after_step(global_step_);
   bool stop = false;
   auto& readback = this_epoch_->readback;
@@ -268,6 +274,24 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
     audits_.defer_replica_check(false);
   }
   return stop;
+}
+
+// The step's gradient (reduced), then the update; returns |reduced gradient|^2.
+at::Tensor Trainer::step_eagerly(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals) {
+  replicas_->compute(x, y,
+                     [&](const at::Tensor& xs, const at::Tensor& ys) { accumulate_gradients(xs, ys, reduce, totals); });
+  at::Tensor grad_sq = reducer_->grad_norm_squared();
+  faults_.on_gradients(net_.params);
+  net_.optimizer->step();
+  return grad_sq;
+}
+
+// replicas.cuda_graph (one replica): the step as GraphedStep runs it; `eager` when a stop was asked.
+at::Tensor Trainer::step_graphed(const at::Tensor& x, const at::Tensor& y, bool eager, EpochTotals& totals) {
+  const GraphedStep::Outputs out = graphed_->step(x, y, totals.lr, eager);
+  totals.loss_sum.add_(out.loss, y.size(0));
+  totals.correct += out.correct;
+  return out.grad_sq;
 }
 
 // batch.accumulate_steps micro-batches of one replica's shard, as a DDP no_sync() loop: every

@@ -3,8 +3,9 @@
 // LocalReplicas this process computes (local_replicas.h: its own, or all of them simulated),
 // GradReducer (distributed/grad_reducer.h), ReplicaSync (local SGD / EASGD), the EpochModel (the weights
 // an epoch evaluates and saves), the Evaluator (epoch ends, log.eval_every_steps' points),
-// StepReadback, StepRecorder (log.every_steps), the StepProfiler (log.profile_steps), DebugFaults, and the
-// TrainObserver it reports to (it prints nothing itself). start_epoch() makes an EpochState.
+// StepReadback, StepRecorder (log.every_steps), the StepProfiler (log.profile_steps), DebugFaults, the
+// GraphedStep (replicas.cuda_graph: the step captured in a CUDA graph), and the TrainObserver it reports to
+// (it prints nothing itself). start_epoch() makes an EpochState.
 //
 // The constructor sets up, in this order (RNG draws and collectives depend on it): the data; the
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
@@ -41,6 +42,7 @@
 #include "ddplab/train/epoch_totals.h"
 #include "ddplab/train/evaluator.h"
 #include "ddplab/train/faults.h"
+#include "ddplab/train/graphed_step.h"
 #include "ddplab/train/local_replicas.h"
 #include "ddplab/train/lr_schedule.h"
 #include "ddplab/train/network.h"
@@ -74,6 +76,8 @@ class Trainer {
   void train_steps(int epoch, EpochTotals& totals);
   void stage_next(int64_t step);
   bool train_step(int epoch, int64_t step, const at::Tensor& batch_x, const at::Tensor& batch_y, EpochTotals& totals);
+  at::Tensor step_eagerly(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals);
+  at::Tensor step_graphed(const at::Tensor& x, const at::Tensor& y, bool eager, EpochTotals& totals);
   void accumulate_gradients(const at::Tensor& x, const at::Tensor& y, bool reduce, EpochTotals& totals);
   std::pair<at::Tensor, at::Tensor> forward_backward(const at::Tensor& x, const at::Tensor& y);
   void account_reduction(const at::Tensor& grad_sq, EpochTotals& totals);
@@ -144,6 +148,10 @@ class Trainer {
     StepReadback readback;             // each step's gradient norm and stop flag
   };
   std::optional<EpochState> this_epoch_;
+
+  // replicas.cuda_graph. Last: it makes its stream current from its construction, at the end of the
+  // constructor, and waits for that stream before the members above go.
+  std::optional<GraphedStep> graphed_;
 };
 
 }  // namespace ddplab::train
