@@ -15,10 +15,11 @@
 # none may skip), the quickstart on cuda (1 replica, again with its batches made on the host
 # instead of the GPU), the time from the start of training to a target test accuracy (99% on MNIST
 # when .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds
-# (its Fashion-MNIST twin without MNIST), the GPU variant of bench/compare.sh (ddplab vs PyTorch's
-# Python DDP vs the bare loop: steady images/s after one epoch of warm-up, and the seconds outside
-# training) at batch 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20
-# steady steps each of the quickstart, the speed recipe and the bare loop (bench/step_profile.py;
+# (its Fashion-MNIST twin without MNIST), eager and with its step captured in a CUDA graph
+# (replicas.cuda_graph), the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the
+# bare loop: steady images/s after one epoch of warm-up, and the seconds outside training) at batch
+# 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of
+# the quickstart, the speed recipe (eager and captured) and the bare loop (bench/step_profile.py;
 # the traces are kept in <out_dir>), and last the compiler warnings and all unit tests. Everything
 # goes to <out_dir>/gpu-check.txt, each step timed; its figures, as the tables of
 # docs/performance.md take them, end the output and <out_dir>/gpu-summary.md (bench/gpu_summary.py). The data travels in .offline/data (that machine
@@ -139,8 +140,8 @@ step "resume on cuda after a stop" bash -c 'dir=$1; shift
 # docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
 # Its timing runs share the machine with the build: the check scores the steps, not the times.
 # The least needed step of all: it starts only if, after its limit of 120 s, the budget still
-# holds the 260 s or so that the steps below need on 16 cores (estimated).
-NEED=380 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+# holds the 290 s or so that the steps below need on 16 cores (estimated).
+NEED=410 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
   scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
 if [ -n "$tests_build" ]; then
   echo "== build: the test binary (in the background since ddplab was built)" | tee -a "$log"
@@ -158,8 +159,9 @@ step "C++ standard library binding" bash -c 'b=$1; cxx=$(sed -n "s/^CMAKE_CXX_CO
     ldd $exe | grep -E "libstdc|libtorch.so"; done
   $b/bin/ddplab --version && $b/bin/ddplab_tests --gtest_filter="StdlibBinding.*"' _ "$build"
 # The GPU-only unit tests (CUDA streams, events, pinned copies, NCCL) skip themselves without a
-# GPU, which ctest counts as passing: here a skip is a failure.
-step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*" 2>&1); rc=$?; echo "$out"
+# GPU, which ctest counts as passing: here a skip is a failure. With them the tests of
+# replicas.cuda_graph, which capture and replay on a GPU (and run every step eagerly on a CPU).
+step "GPU unit tests, none skipped" bash -c 'out=$("$1" --gtest_filter="*OnCuda*:GraphedStep.*:*CudaGraph*" 2>&1); rc=$?; echo "$out"
   [ $rc -eq 0 ] && { [ -n "$2" ] || ! grep -q "SKIPPED \]" <<<"$out"; }' _ "$build/bin/ddplab_tests" "${GPU_CHECK_DRY_RUN:-}"
 # Batches made on the device (auto's choice on a GPU; named, so that the dry run takes that path too).
 step "quickstart cuda, 1 replica" "${quickstart[@]}" replicas.device=$dev replicas.backend=$nccl dataset.placement=device \
@@ -195,19 +197,26 @@ speed_name=$(basename "${speed[0]}" .json)
 NEED=30 step "speed recipe $speed_name, 5 seeds" bash -c '"${@:3}" && bench/time_to_accuracy.py "$1" $2' _ \
   "$runs/$speed_name" "${speed_check[*]}" $build/bin/ddplab run "${speed[@]}" "${extra[@]}" replicas.device=$dev \
   repeats=5 output="$runs" --force
+# The same with the step captured in a CUDA graph (replicas.cuda_graph; docs/performance.md "A CUDA
+# graph of the step"): its time to target beside the eager recipe's, same seeds.
+NEED=30 step "speed recipe $speed_name with replicas.cuda_graph, 5 seeds" bash -c '"${@:3}" &&
+  bench/time_to_accuracy.py "$1" $2' _ "$runs/${speed_name}_graph" "${speed_check[*]}" $build/bin/ddplab run \
+  "${speed[@]}" "${extra[@]}" replicas.device=$dev replicas.cuda_graph=true name=${speed_name}_graph repeats=5 \
+  output="$runs" --force
 NEED=45 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
   PYTHON=$python bench/compare.sh $rounds $limit64
 NEED=45 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
   PYTHON=$python bench/compare.sh $rounds $limit512
-# What a CUDA graph of the step would buy at most (docs/performance.md, "A CUDA graph of the step"):
-# the bare loop launching each kernel vs replaying its step captured in one graph, at the
-# quickstart's batch and the speed recipe's.
+# What a CUDA graph buys the bare loop, to set beside what replicas.cuda_graph buys ddplab
+# (docs/performance.md, "A CUDA graph of the step"): launching each kernel vs replaying the step
+# captured in one graph, at the quickstart's batch and the speed recipe's.
 step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$4; shift 4
   rc=0; for b in 64 256; do for m in "$@"; do
     "$build/bin/bare_loop" mnist_cnn $b $steps "$(nproc)" $dev $warmup - $m || rc=1; done; done; exit $rc' _ \
   $build $dev $bare_steps $bare_warmup $bare_modes
 # Where a step's time goes (log.profile_steps; docs/performance.md "Where the time goes"): 20
-# steady steps of the quickstart at batch 64 and of the speed recipe, and 20 of the bare loop,
+# steady steps of the quickstart at batch 64 and of the speed recipe (eager, and replayed from
+# its CUDA graph), and 20 of the bare loop,
 # traced; per step the host's time, operators and kernels and how busy the GPU was. A GPU well
 # under 100% busy waits for the host: that is what a CUDA graph of the step would remove. The
 # window starts at step $profile_from of an epoch: the speed recipe (batch 256) gets the images for
@@ -218,11 +227,14 @@ NEED=25 step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=
   "$build/bin/ddplab" run experiments/quickstart.json "$@" dataset.placement=device "${profiled[@]}" name=profile_quickstart &&
   "$build/bin/ddplab" run "$speed" "$@" "$speed_data" "${profiled[@]}" dataset.train_limit=$(((from + 40) * 256)) \
     name=profile_speed &&
+  "$build/bin/ddplab" run "$speed" "$@" "$speed_data" "${profiled[@]}" dataset.train_limit=$(((from + 40) * 256)) \
+    replicas.cuda_graph=true name=profile_speed_graph &&
   "$build/bin/bare_loop" mnist_cnn 64 200 "$(nproc)" $dev 100 "$out/bare_loop.pt.trace.json" &&
   cp "$runs/profile_quickstart/seed=1/profile-rank-0.pt.trace.json" "$out/quickstart.pt.trace.json" &&
   cp "$runs/profile_speed/seed=1/profile-rank-0.pt.trace.json" "$out/speed.pt.trace.json" &&
-  bench/step_profile.py "$out/quickstart.pt.trace.json" "$out/speed.pt.trace.json" "$out/bare_loop.pt.trace.json" \
-    --ops 40' _ "$out" $build $dev "$runs" $profile_from "${speed[@]}" "$data" "${extra[@]}"
+  cp "$runs/profile_speed_graph/seed=1/profile-rank-0.pt.trace.json" "$out/speed_graph.pt.trace.json" &&
+  bench/step_profile.py "$out/quickstart.pt.trace.json" "$out/speed.pt.trace.json" "$out/speed_graph.pt.trace.json" \
+    "$out/bare_loop.pt.trace.json" --ops 40' _ "$out" $build $dev "$runs" $profile_from "${speed[@]}" "$data" "${extra[@]}"
 step "compiler warnings" scripts/check-warnings.sh $build
 NEED=60 STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build -j $test_jobs --timeout 200 \
   --output-on-failure -E "ReportBrowser|Torchrun"
