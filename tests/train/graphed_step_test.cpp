@@ -13,6 +13,7 @@
 #include "ddplab/train/network.h"
 #include "ddplab/train/options.h"
 #include "integration/integration_util.h"
+#include "test_util.h"
 
 namespace ddplab::train {
 namespace {
@@ -25,40 +26,63 @@ struct StepsTaken {
   std::vector<bool> received;  // GradReducer's marks of the last step, after reset_received()
 };
 
-// `steps` steps of mnist_cnn (dropout 0.5) on fixed random batches, the lr changing every step,
-// from the spec's seed and default generators seeded alike; `eager`: every step run eagerly.
-StepsTaken take_steps(const config::ExperimentSpec& spec, const data::DatasetPair& data, bool eager, int steps) {
-  Network net = make_network(spec, data, /*rank=*/0);
-  place_on_device(net, spec, distributed::World{});
-  distributed::GradReducer reducer(net.params, nullptr);
-  torch::manual_seed(5);
-  auto options = torch::TensorOptions().device(net.device);
-  std::vector<at::Tensor> xs, ys;
-  for (int k = 0; k < 4; ++k) {
-    xs.push_back(torch::randn({16, 1, 28, 28}, options));
-    ys.push_back(torch::randint(0, 10, {16}, options.dtype(torch::kLong)));
+// mnist_cnn of `spec` (dropout 0.5) on its device, its reducer, and fixed random batches (the
+// default generators seeded alike, so that the dropout masks follow alike too).
+struct Rig {
+  Rig(const config::ExperimentSpec& spec, const data::DatasetPair& data) : net(make_network(spec, data, /*rank=*/0)) {
+    place_on_device(net, spec, distributed::World{});
+    reducer = std::make_unique<distributed::GradReducer>(net.params, nullptr);
+    torch::manual_seed(5);
+    auto options = torch::TensorOptions().device(net.device);
+    for (int k = 0; k < 4; ++k) {
+      xs.push_back(torch::randn({16, 1, 28, 28}, options));
+      ys.push_back(torch::randint(0, 10, {16}, options.dtype(torch::kLong)));
+    }
   }
-  StepsTaken taken;
-  {
-    GraphedStep step(net, reducer, [&](const at::Tensor& x, const at::Tensor& y) {
+  // The Trainer's forward and backward, in short.
+  GraphedStep::ForwardBackward forward_backward() {
+    return [this](const at::Tensor& x, const at::Tensor& y) {
       auto logits = net.model->forward(x);
       auto loss = torch::cross_entropy_loss(logits, y);
       loss.backward();
-      reducer.finalize();
+      reducer->finalize();
       return std::make_pair(logits, loss);
-    });
+    };
+  }
+  static double lr(int step) { return 0.01 * (1 + step % 3); }
+
+  Network net;
+  std::unique_ptr<distributed::GradReducer> reducer;
+  std::vector<at::Tensor> xs, ys;
+};
+
+// `steps` steps, the lr changing every step; `eager`: every step run eagerly.
+StepsTaken take_steps(const config::ExperimentSpec& spec, const data::DatasetPair& data, bool eager, int steps) {
+  Rig rig(spec, data);
+  StepsTaken taken;
+  {
+    GraphedStep step(rig.net, *rig.reducer, rig.forward_backward());
     for (int k = 0; k < steps; ++k) {
-      if (k + 1 == steps) reducer.reset_received();
-      const auto out = step.step(xs[k % 4], ys[k % 4], 0.01 * (1 + k % 3), eager);
+      if (k + 1 == steps) rig.reducer->reset_received();
+      const auto out = step.step(rig.xs[k % 4], rig.ys[k % 4], Rig::lr(k), eager);
       taken.losses.push_back(out.loss.cpu());
       taken.corrects.push_back(out.correct.cpu());
       taken.grad_sqs.push_back(out.grad_sq.cpu());
     }
     taken.captured = step.captured();
-    taken.received = reducer.received_grad();
+    taken.received = rig.reducer->received_grad();
   }
-  for (const auto& p : net.params) taken.params.push_back(p.detach().cpu());
+  for (const auto& p : rig.net.params) taken.params.push_back(p.detach().cpu());
   return taken;
+}
+
+config::ExperimentSpec graphed_spec(const testing::Workspace& ws, const std::string& optimizer, bool cuda) {
+  auto doc = ws.base_spec("graphed");
+  doc["model"] = {{"name", "mnist_cnn"}, {"dropout", 0.5}};
+  doc["optimizer"] = {{"name", optimizer}};
+  doc["replicas"]["cuda_graph"] = true;
+  if (cuda) doc["replicas"]["device"] = "cuda";
+  return config::resolve(doc);
 }
 
 // The replays (on a GPU; on a CPU every step runs eagerly) give, bit for bit, the outputs and
@@ -67,12 +91,7 @@ StepsTaken take_steps(const config::ExperimentSpec& spec, const data::DatasetPai
 TEST(GraphedStep, ReplayedStepsGiveTheBitsOfTheSameStepsRunEagerly) {
   testing::Workspace ws(/*train=*/64, /*test=*/16);
   for (const std::string optimizer : {"sgd", "adam"}) {
-    auto doc = ws.base_spec("graphed");
-    doc["model"] = {{"name", "mnist_cnn"}, {"dropout", 0.5}};
-    doc["optimizer"] = {{"name", optimizer}};
-    doc["replicas"]["cuda_graph"] = true;
-    if (torch::cuda::is_available()) doc["replicas"]["device"] = "cuda";
-    const config::ExperimentSpec spec = config::resolve(doc);
+    const config::ExperimentSpec spec = graphed_spec(ws, optimizer, torch::cuda::is_available());
     const data::DatasetPair data = data::load_dataset(dataset_options(spec.dataset));
     const int steps = GraphedStep::kEagerSteps + 5;
     const StepsTaken eager = take_steps(spec, data, /*eager=*/true, steps);
@@ -89,6 +108,24 @@ TEST(GraphedStep, ReplayedStepsGiveTheBitsOfTheSameStepsRunEagerly) {
     EXPECT_FALSE(torch::equal(eager.losses.front(), eager.losses.back())) << "the steps trained";
     EXPECT_EQ(graphed.received, std::vector<bool>(eager.params.size(), true)) << optimizer;
   }
+}
+
+// What the graph is for: a replayed step dispatches the copies of its batch and the fills of the
+// optimizer's numbers, not the forward's, backward's and update's operators one by one.
+TEST(GraphedStep, OnCudaAReplayedStepDispatchesOnlyItsCopiesAndFills) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  testing::Workspace ws(/*train=*/64, /*test=*/16);
+  const config::ExperimentSpec spec = graphed_spec(ws, "adam", /*cuda=*/true);
+  const data::DatasetPair data = data::load_dataset(dataset_options(spec.dataset));
+  Rig rig(spec, data);
+  GraphedStep step(rig.net, *rig.reducer, rig.forward_backward());
+  auto take = [&](int k) { step.step(rig.xs[k % 4], rig.ys[k % 4], Rig::lr(k), /*eager=*/false); };
+  const int64_t eager = testing::operators_dispatched([&] { take(0); });
+  for (int k = 1; k <= GraphedStep::kEagerSteps; ++k) take(k);  // the last one captured
+  ASSERT_TRUE(step.captured());
+  const int64_t replayed = testing::operators_dispatched([&] { take(GraphedStep::kEagerSteps + 1); });
+  EXPECT_LE(replayed, 12) << "an eager step dispatched " << eager;
+  EXPECT_GT(eager, 5 * replayed);
 }
 
 }  // namespace
