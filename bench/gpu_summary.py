@@ -6,7 +6,8 @@
 Reads the log the check wrote and prints Markdown: the card and torch; the GPU table's rows
 (compare.sh at batch 64 and 512: steady images/s, ratios, seconds outside training); the bare
 loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
-the speed recipe's seeds; the profile's table; which steps failed or were skipped. A step the log
+the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's images/s per epoch, eager
+against graphed); the profile's table; which steps failed or were skipped. A step the log
 does not hold (skipped, failed before its figures) prints as "not in the log". The check runs it
 last, so that its output ends with this.
 """
@@ -85,7 +86,8 @@ def main() -> int:
     print("\nTime to target:\n")
     for name, lines in steps.items():
         if name.startswith("time to ") or name.startswith("speed recipe "):
-            found = [l for l in lines if l.startswith("time to ") or re.search(r"never reached|is not above|is not below", l)]
+            found = [l for l in lines if l.startswith("time to ") or re.search(r"never reached|is not above|is not below", l)
+                     or re.match(r"epoch \d+: [\d.]+ images/s", l)]
             print(f"- {name}: {'; '.join(found) if found else 'not in the log'}")
     profile = steps.get("profile: ddplab's steps vs the bare loop's", [])
     head = next((i for i, l in enumerate(profile) if l.startswith("trace ") and "ops/step" in l), None)
