@@ -39,6 +39,7 @@ class ForeachSGD : public optim::SGD, public DeviceScalarStep {
   }
 
   void run() override {
+    TORCH_INTERNAL_ASSERT(lr_.defined(), "DeviceScalarStep::run() before prepare()");
     torch::NoGradGuard no_grad;
     for (auto& group : param_groups_) step_group(group, &lr_);
   }
@@ -114,6 +115,8 @@ class ForeachAdam : public Base, public DeviceScalarStep {
   }
 
   void run() override {
+    TORCH_INTERNAL_ASSERT(device_numbers_.size() == this->param_groups_.size(),
+                          "DeviceScalarStep::run() before prepare()");
     torch::NoGradGuard no_grad;
     for (size_t g = 0; g < this->param_groups_.size(); ++g) step_group(this->param_groups_[g], &device_numbers_[g]);
   }
