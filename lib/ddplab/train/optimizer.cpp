@@ -150,20 +150,26 @@ class ForeachAdam : public Base, public DeviceScalarStep {
   }
 
   void prepare_group(optim::OptimizerParamGroup& group, double lr, DeviceNumbers& numbers) {
-    const Members m = members(group, /*counting=*/true);
-    if (m.params.empty()) return;
-    const int64_t t = state_of(m.params.front()).step();
-    for (const auto& p : m.params)
-      if (state_of(p).step() != t)
+    const at::Tensor* first = nullptr;  // the group's first parameter with a gradient
+    int64_t t = 0;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& state = state_of(p);
+      state.step(state.step() + 1);
+      if (first != nullptr && state.step() != t)
         throw Error(
             fmt::format("replicas.cuda_graph: the parameters of one optimizer group took {} and {} steps (one had no "
                         "gradient in some step); a captured step keeps one step count per group",
-                        t, state_of(p).step()));
+                        t, state.step()));
+      if (first == nullptr) first = &p;
+      t = state.step();
+    }
+    if (first == nullptr) return;
     const auto& o = static_cast<const Options&>(group.options());
     const auto [beta1, beta2] = o.betas();
     if (!numbers.step_size.defined())
       for (auto* n : {&numbers.root_correction, &numbers.step_size, &numbers.decay})
-        *n = at::empty({}, m.params.front().options());
+        *n = at::empty({}, first->options());
     numbers.root_correction.fill_(std::sqrt(1 - std::pow(beta2, t)));
     numbers.step_size.fill_(-lr / (1 - std::pow(beta1, t)));
     if (decoupled && o.weight_decay() != 0) numbers.decay.fill_(1 - lr * o.weight_decay());
