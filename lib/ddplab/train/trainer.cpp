@@ -23,6 +23,14 @@ std::chrono::steady_clock::duration as_duration(double seconds) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// A batch of `n` samples into the epoch's sums: its mean loss (0-dim float) and correct count. The
+// loss in one operator: a float times an integer is exact in float64, so this rounds as
+// loss.to(kFloat64) * n added would.
+void add_batch(EpochTotals& totals, const at::Tensor& loss, const at::Tensor& correct, int64_t n) {
+  totals.loss_sum.add_(loss, n);
+  totals.correct += correct;
+}
+
 // options.data when given (not owned), else the spec's dataset, loaded.
 std::shared_ptr<const data::DatasetPair> dataset_of(const config::ExperimentSpec& spec, const ReplicaOptions& options) {
   if (options.data != nullptr) return {std::shared_ptr<const data::DatasetPair>(), options.data};
@@ -289,8 +297,7 @@ at::Tensor Trainer::step_eagerly(const at::Tensor& x, const at::Tensor& y, bool 
 // replicas.cuda_graph (one replica): the step as GraphedStep runs it; `eager` when a stop was asked.
 at::Tensor Trainer::step_graphed(const at::Tensor& x, const at::Tensor& y, bool eager, EpochTotals& totals) {
   const GraphedStep::Outputs out = graphed_->step(x, y, totals.lr, eager);
-  totals.loss_sum.add_(out.loss, y.size(0));
-  totals.correct += out.correct;
+  add_batch(totals, out.loss, out.correct, y.size(0));
   return out.grad_sq;
 }
 
@@ -306,10 +313,7 @@ void Trainer::accumulate_gradients(const at::Tensor& x, const at::Tensor& y, boo
     const auto xm = whole ? x : x.narrow(0, m * micro, micro), ym = whole ? y : y.narrow(0, m * micro, micro);
     const auto [logits, loss] = forward_backward(xm, ym);
     torch::NoGradGuard no_grad;
-    // One operator: the float loss times an integer is exact in float64, so this rounds as
-    // loss.to(kFloat64) * n added would.
-    totals.loss_sum.add_(loss, ym.size(0));
-    totals.correct += (logits.argmax(1) == ym).sum();
+    add_batch(totals, loss, (logits.argmax(1) == ym).sum(), ym.size(0));
   }
 }
 
