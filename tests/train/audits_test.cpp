@@ -74,6 +74,24 @@ TEST(Audit, UnchangedParameterWithGradientsBlamesTheOptimizer) {
             "the optimizer did not update it (a gradient-averaging loop that returns after the first variable?)");
 }
 
+// A bias before BatchNorm: its gradient is zero but for rounding (1e-9 against the others'
+// 1e-1 in a small CNN), and SGD's update of it is lost in the float's rounding. Not the optimizer's
+// fault; the same parameter unchanged with a gradient of 1e-3 of the largest still is.
+TEST(Audit, AnUnchangedParameterWhoseGradientIsRoundingNoisePasses) {
+  auto weight = torch::ones({2}, torch::requires_grad()), bias = torch::ones({2}, torch::requires_grad());
+  NamedTensors named{{"conv.weight", weight}, {"conv.bias", bias}};
+  const auto snapshot = snapshot_of(named);
+  weight.mutable_grad() = torch::full({2}, 0.1);
+  weight.detach().sub_(weight.grad());
+  bias.mutable_grad() = torch::full({2}, 1e-9);
+  EXPECT_EQ(audit_message(named, snapshot, {true, true}), "");
+  bias.mutable_grad() = torch::full({2}, 1e-4);
+  EXPECT_NE(audit_message(named, snapshot, {true, true})
+                .find("parameter 'conv.bias' did not change although it "
+                      "received gradients"),
+            std::string::npos);
+}
+
 // debug.audits: "abort" lets the AuditFailure through; "warn" keeps its message and goes on.
 TEST(Audit, ALossBelowHalfLn2WithAccuracyBelowHalfIsNoCrossEntropy) {
   const double floor = 0.5 * std::log(2.0);

@@ -8,7 +8,9 @@
 //       received_grad()), else it is not used in forward or the loss is not connected to it.
 //   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
 //       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an
-//       averaging loop that updated only the first variable).
+//       averaging loop that updated only the first variable). A parameter whose last gradient is
+//       below 1e-4 of the model's largest gradient entry passes unchanged: rounding noise of a
+//       gradient that is zero in exact arithmetic (a bias before BatchNorm) moves no float.
 //   (d) loss: the epoch's mean training loss and accuracy are possible for softmax cross-entropy.
 //       A misclassified sample's true class has probability at most 1/2, so it costs at least
 //       ln 2; with accuracy below 50% over half the samples do, and the mean is at least
