@@ -38,6 +38,17 @@ std::string Workspace::write_spec(const nlohmann::json& spec, const std::string&
   return path.string();
 }
 
+nlohmann::json batch_norm_dropout_model(double dropout) {
+  return {{"layers",
+           {{{"type", "conv"}, {"channels", 4}, {"kernel", 3}},
+            {{"type", "batch_norm"}},
+            {{"type", "relu"}},
+            {{"type", "max_pool"}, {"kernel", 2}},
+            {{"type", "flatten"}},
+            {{"type", "dropout"}, {"p", dropout}},
+            {{"type", "linear"}, {"features", 10}}}}};
+}
+
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir) {
   std::vector<nlohmann::json> records;
   std::ifstream in(run_dir / "epochs.jsonl");

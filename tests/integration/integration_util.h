@@ -28,6 +28,10 @@ class Workspace {
   TempDir dir_;
 };
 
+// A `model` of layers for the tiny data with each thing a training forward changes or draws: a
+// convolution, BatchNorm (running statistics, a batch count), dropout of rate `dropout`.
+nlohmann::json batch_norm_dropout_model(double dropout);
+
 std::vector<nlohmann::json> read_records(const std::filesystem::path& run_dir);
 
 // The run ids of the sweep `spec` in the order a sweep runs them (runner::run_order).

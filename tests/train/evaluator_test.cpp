@@ -72,14 +72,7 @@ TEST(Evaluator, PointsFallAfterEveryKthStepOfAnEpochAndItsLastAndNowhereWithoutT
 // those of the run without points, bit for bit.
 TEST(Evaluator, TrainingRecordsAreTheSameWithPointsAndWithout) {
   ddplab::testing::Workspace ws(/*train=*/256, /*test=*/64);
-  const json batch_norm_model = {{"layers",
-                                  {{{"type", "conv"}, {"channels", 4}, {"kernel", 3}},
-                                   {{"type", "batch_norm"}},
-                                   {{"type", "relu"}},
-                                   {{"type", "max_pool"}, {"kernel", 2}},
-                                   {{"type", "flatten"}},
-                                   {{"type", "dropout"}, {"p", 0.3}},
-                                   {{"type", "linear"}, {"features", 10}}}}};
+  const json batch_norm_model = ddplab::testing::batch_norm_dropout_model(0.3);
   const json mlp_with_ema = {{"name", "mlp"}, {"hidden", 32}, {"dropout", 0.3}, {"ema_decay", 0.9}};
   for (const json& model : {batch_norm_model, mlp_with_ema}) {
     SCOPED_TRACE(model.dump());

@@ -113,6 +113,9 @@ struct ReplicasSpec {
   SyncSpec sync;
   // The step captured in a CUDA graph and replayed (train/graphed_step.h); one replica only.
   bool cuda_graph = false;
+  // Forward and backward passes before the training clock starts, their results thrown away
+  // (train/prewarm.h); 0: none.
+  int prewarm_steps = 0;
 };
 
 // debug: fault injection (docs/spec.md#debug). `faults` holds debug.fault's names, "none" left
@@ -241,6 +244,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/replicas/max_restarts", spec.replicas.max_restarts);
   visit("/replicas/mode", spec.replicas.mode);
   visit("/replicas/cuda_graph", spec.replicas.cuda_graph);
+  visit("/replicas/prewarm_steps", spec.replicas.prewarm_steps);
   visit("/epochs", spec.epochs);
   visit("/precision", spec.precision);
   visit("/seed", spec.seed);

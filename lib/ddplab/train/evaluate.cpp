@@ -6,15 +6,14 @@
 #include "ddplab/train/autocast.h"
 
 namespace ddplab::train {
-namespace {
-
-// Samples [begin, end) of `split`, on the model's device.
 data::Batch eval_batch(const Network& net, const EvalSplit& split, int64_t begin, int64_t end) {
   if (split.on_device)
     return split.on_device->batch(torch::arange(begin, end, torch::dtype(torch::kLong).device(net.device)));
   auto batch = data::make_batch(split.host, torch::arange(begin, end, torch::kInt64), *net.transform, /*train=*/false);
   return {batch.x.to(net.device), batch.y.to(net.device)};
 }
+
+namespace {
 
 SetSums evaluate_set(Network& net, const EvalSplit& split, int64_t samples, const std::vector<int>& ids, int count,
                      const DebugFaults& faults) {

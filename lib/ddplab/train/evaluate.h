@@ -31,6 +31,10 @@ struct EvalSplit {
   const data::DeviceDataset* on_device = nullptr;
 };
 
+// Samples [begin, end) of `split` as the model takes them (the evaluation's transform: no
+// augmentation), on the model's device.
+data::Batch eval_batch(const Network& net, const EvalSplit& split, int64_t begin, int64_t end);
+
 // In eval mode and without autograd (under bf16 autocast when `bf16`): the first `test_samples` of
 // data.test and all of data.validation (if any), the slices of replicas `ids` of `count`, in
 // batches of 1000 (made from `on_device`'s copies when not null), loss as `faults` says. The caller

@@ -2,7 +2,6 @@
 
 #include <mutex>
 
-#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
@@ -10,11 +9,6 @@
 
 namespace ddplab::train {
 namespace {
-
-// Dropout draws from the default generator of the device it runs on (Philox on CUDA).
-at::Generator dropout_generator(c10::Device device) {
-  return at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
-}
 
 class ProcessReplica final : public LocalReplicas {
  public:

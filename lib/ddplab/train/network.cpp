@@ -1,5 +1,6 @@
 #include "ddplab/train/network.h"
 
+#include <ATen/Context.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
@@ -81,6 +82,10 @@ void place_on_device(Network& network, const config::ExperimentSpec& spec, const
   network.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
   runtime::select_device(network.device);
   network.model->to(network.device);
+}
+
+at::Generator dropout_generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
 }
 
 }  // namespace ddplab::train

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <torch/optim/optimizer.h>
@@ -39,6 +40,10 @@ struct Network {
 // augment crop larger than the images, a model that cannot take the images, local SGD/EASGD with
 // a BatchNorm model, a weight_decay_groups entry that matches no parameter.
 Network make_network(const config::ExperimentSpec& spec, const data::DatasetPair& data, int rank);
+
+// The generator dropout draws from on `device`: the device's default one (Philox on CUDA), the
+// CPU's on a CPU.
+at::Generator dropout_generator(c10::Device device);
 
 // replicas.device "cuda": moves the model to GPU world.local_rank (modulo the visible GPUs under
 // gloo, which may share one; NCCL needs one GPU per rank) and makes it the current device.

@@ -2,9 +2,9 @@
 
 #include <mutex>
 
-#include <ATen/Context.h>
 #include <torch/torch.h>
 
+#include "ddplab/train/network.h"
 #include "ddplab/train/tensor_lists.h"
 
 namespace ddplab::train {
@@ -15,7 +15,7 @@ SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::T
       params_(std::move(params)),
       mean_(mean),
       bf16_wire_(bf16_wire),
-      generator_(at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU))) {
+      generator_(dropout_generator(device)) {
   TORCH_INTERNAL_ASSERT(!seeds.empty(), "SimulatedReplicas needs at least one replica");
   std::lock_guard<std::mutex> lock(generator_.mutex());
   const at::Tensor saved = generator_.get_state();

@@ -13,6 +13,7 @@
 #include "ddplab/train/console.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
+#include "ddplab/train/prewarm.h"
 #include "ddplab/train/tensor_lists.h"
 #include "ddplab/train/trainer_impl.h"
 
@@ -86,6 +87,7 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       faults_.on_gradients(net_.params);
       return result;
     });
+  prewarm_device();
   train_start_ = Clock::now() - as_duration(resumed_.wall_s);
 }
 
@@ -105,6 +107,19 @@ void Trainer::connect() {
     auto comm = comm_;
     net_.model->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
   }
+}
+
+// replicas.prewarm_steps: last before the clock starts, on the stream the steps will run on.
+void Trainer::prewarm_device() {
+  if (spec_.replicas.prewarm_steps == 0) return;
+  const EvalSplit test{data_->test, device_data_ ? &device_data_->test : nullptr};
+  const double s = prewarm(net_, test, spec_.per_replica_batch / spec_.accumulate_steps, spec_.replicas.prewarm_steps,
+                           faults_, bf16());
+  if (lead())
+    observer_->on_note(
+        fmt::format("replicas.prewarm_steps: {} forward and backward passes and an evaluation before "
+                    "the training clock, {:.2f} s",
+                    spec_.replicas.prewarm_steps, s));
 }
 
 void Trainer::build_loader() {

@@ -11,13 +11,13 @@
 // network from the spec's seed, on its device; the process group and the broadcast of rank 0's
 // parameters and buffers; GradReducer, the epoch model and the local replicas (which seed the
 // dropout streams); the loader (on the host, or the splits copied to the device), ReplicaSync and run log; then, when
-// resuming, the checkpoint; last, under replicas.cuda_graph, the GraphedStep (its stream current from then on). Every
-// rank calls the same collectives in the same order (c10d needs it): per step GradReducer's all-reduces and
-// ReplicaSync's averaging, a buffer broadcast before every forward and before evaluation; at an evaluation point the
-// Evaluator's (evaluator.h), then with step records per interval the all-reduce of the epoch's training sums (after the
-// step's gradient reduction, before ReplicaSync's); per epoch the Evaluator's, the metric all-reduce, then the
-// consistency audit; per checkpoint the gather of the dropout RNG states (after the partial metrics' all-reduce of a
-// clean stop).
+// resuming, the checkpoint; under replicas.cuda_graph, the GraphedStep (its stream current from then on); last,
+// replicas.prewarm_steps' passes (their SyncBatchNorm all-reduces before any other). Every rank calls the same
+// collectives in the same order (c10d needs it): per step GradReducer's all-reduces and ReplicaSync's averaging, a
+// buffer broadcast before every forward and before evaluation; at an evaluation point the Evaluator's (evaluator.h),
+// then with step records per interval the all-reduce of the epoch's training sums (after the step's gradient reduction,
+// before ReplicaSync's); per epoch the Evaluator's, the metric all-reduce, then the consistency audit; per checkpoint
+// the gather of the dropout RNG states (after the partial metrics' all-reduce of a clean stop).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -70,6 +70,7 @@ class Trainer {
   void connect();
   void build_loader();
   void resume();
+  void prewarm_device();
 
   // The epoch loop.
   void run_epoch(int epoch);
