@@ -7,7 +7,8 @@ Reads the log the check wrote and prints Markdown: the card and torch; the GPU t
 (compare.sh at batch 64 and 512: steady images/s, ratios, seconds outside training); the bare
 loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
 the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's images/s per epoch, eager
-against graphed); the profile's table; which steps failed or were skipped. A step the log
+against graphed), and its seed 1 without the prewarm (its epochs' images/s and seconds from the start
+of training beside the prewarmed seed 1's); the profile's table; which steps failed or were skipped. A step the log
 does not hold (skipped, failed before its figures) prints as "not in the log". The check runs it
 last, so that its output ends with this.
 """

@@ -5,8 +5,9 @@
 
 Compares RUN_A/epochs.jsonl with RUN_B/epochs.jsonl field by field, leaving out the timing and
 host-load fields (names ending in _s, or starting with host_: rundir::EpochRecord::machine_fields).
-Prints "same records" or every field that differs with both values, and the images/s of each run's
-epochs side by side (what the one change between them bought). Exits 1 when they differ.
+Prints "same records" or every field that differs with both values, and each run's images/s and
+wall_s (seconds from the start of training to the epoch's end) side by side, epoch by epoch: what
+the one change between them bought. Exits 1 when they differ.
 """
 import json
 import pathlib
@@ -30,8 +31,8 @@ def main() -> int:
             if not machine(k) and ra.get(k) != rb.get(k):
                 differ.append(f"epoch {ra.get('epoch')}: {k} {ra.get(k)} against {rb.get(k)}")
     for ra, rb in zip(a, b):
-        print(f"epoch {ra['epoch']}: {ra['images_per_s']:.0f} images/s ({a_dir}) against "
-              f"{rb['images_per_s']:.0f} ({b_dir})")
+        print(f"epoch {ra['epoch']}: {ra['images_per_s']:.0f} images/s, {ra['wall_s']:.2f} s of training ({a_dir}) "
+              f"against {rb['images_per_s']:.0f} images/s, {rb['wall_s']:.2f} s ({b_dir})")
     print("same records, timing fields aside" if not differ else "\n".join(["records differ:"] + differ))
     return 0 if not differ else 1
 

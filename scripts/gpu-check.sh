@@ -16,7 +16,7 @@
 # instead of the GPU), the time from the start of training to a target test accuracy (99% on MNIST
 # when .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds
 # (its Fashion-MNIST twin without MNIST), eager and with its step captured in a CUDA graph
-# (replicas.cuda_graph), the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the
+# (replicas.cuda_graph), seed 1 again without its prewarm (replicas.prewarm_steps), the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the
 # bare loop: steady images/s after one epoch of warm-up, and the seconds outside training) at batch
 # 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of
 # the quickstart, the speed recipe (eager and captured) and the bare loop (bench/step_profile.py;
@@ -140,8 +140,8 @@ step "resume on cuda after a stop" bash -c 'dir=$1; shift
 # docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
 # Its timing runs share the machine with the build: the check scores the steps, not the times.
 # The least needed step of all: it starts only if, after its limit of 120 s, the budget still
-# holds the 290 s or so that the steps below need on 16 cores (estimated).
-NEED=410 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+# holds the 305 s or so that the steps below need on 16 cores (estimated).
+NEED=425 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
   scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
 if [ -n "$tests_build" ]; then
   echo "== build: the test binary (in the background since ddplab was built)" | tee -a "$log"
@@ -205,6 +205,14 @@ NEED=30 step "speed recipe $speed_name with replicas.cuda_graph, 5 seeds" bash -
   bench/time_to_accuracy.py "$1" $2 && { bench/same_records.py "$3/seed=1" "$1/seed=1" || true; }' _ \
   "$runs/${speed_name}_graph" "${speed_check[*]}" "$runs/$speed_name" $build/bin/ddplab run "${speed[@]}" \
   "${extra[@]}" replicas.device=$dev replicas.cuda_graph=true name=${speed_name}_graph repeats=5 output="$runs" --force
+# What the recipe's prewarm (replicas.prewarm_steps; docs/performance.md "Warm before the clock")
+# moves out of the training clock: seed 1 again without it, its time to target and its epochs'
+# seconds from the start of training beside the prewarmed seed 1's (the records should not differ
+# but for cuDNN's run-to-run rounding).
+NEED=15 step "speed recipe $speed_name, seed 1 without prewarm" bash -c '"${@:4}" &&
+  bench/time_to_accuracy.py "$1" $2; bench/same_records.py "$3/seed=1" "$1/seed=1" || true' _ \
+  "$runs/${speed_name}_cold" "${speed_check[0]}" "$runs/$speed_name" $build/bin/ddplab run "${speed[@]}" \
+  "${extra[@]}" replicas.device=$dev replicas.prewarm_steps=0 name=${speed_name}_cold output="$runs" --force
 NEED=45 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
   PYTHON=$python bench/compare.sh $rounds $limit64
 NEED=45 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
