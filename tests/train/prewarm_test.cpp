@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/train/network.h"
 #include "ddplab/train/options.h"
 #include "integration/integration_util.h"
@@ -97,6 +99,33 @@ TEST(Prewarm, ARunPrewarmedGivesTheRecordsOfTheRunWithout) {
     ASSERT_EQ(numeric_records(with).size(), static_cast<size_t>(with.epochs));
     EXPECT_EQ(numeric_records(with), numeric_records(without));
   }
+}
+
+// Two processes over gloo under model.sync_bn: the prewarm's training forwards all-reduce
+// BatchNorm's statistics as training's do, on both ranks, before any step; the records and the
+// saved weights are those of the run without it. Rank 0's log says how long it took.
+TEST(Prewarm, TwoProcessesUnderSyncBatchNormGiveTheRecordsOfTheRunWithout) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("without");
+  doc["model"] = testing::batch_norm_dropout_model(0.0);
+  doc["model"]["sync_bn"] = true;
+  doc["replicas"]["count"] = 2;
+  const auto without = testing::run_spec(ws, doc, "without");
+  doc["replicas"]["prewarm_steps"] = 1;
+  const auto with = testing::run_spec(ws, doc, "with");
+  ASSERT_EQ(with.command.exit_code, 0) << with.command.output;
+  ASSERT_EQ(without.command.exit_code, 0) << without.command.output;
+  ASSERT_EQ(with.records.size(), 2U);
+  auto numeric = [](std::vector<nlohmann::json> records) {
+    for (auto& r : records)
+      for (const auto& k : rundir::EpochRecord::machine_fields()) r.erase(k);
+    return records;
+  };
+  EXPECT_EQ(numeric(with.records), numeric(without.records));
+  EXPECT_EQ(with.params, without.params);
+  const std::string rank0_log =
+      testing::read_file(ws.out() / "with" / fmt::format("seed={}", doc["seed"].get<int>()) / "rank-0.log");
+  EXPECT_NE(rank0_log.find("replicas.prewarm_steps: 1 forward and backward passes"), std::string::npos) << rank0_log;
 }
 
 }  // namespace
