@@ -12,6 +12,7 @@
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -114,16 +115,24 @@ struct StepGraph::Cuda {
   }
 
   void capture(const std::function<std::vector<at::Tensor>()>& body, std::vector<at::Tensor>& outputs) {
+    // As torch.cuda.graph does: the eager steps' cached blocks go back to the driver, so that the
+    // graph's private pool does not find the device full (the allocator may not free during capture).
+    c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
     try {
       // Thread-local: the loader thread may pin host memory meanwhile, which a global capture forbids.
       graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       outputs = body();
       graph.capture_end();
-    } catch (const c10::Error& e) {
+    } catch (const std::exception& e) {
+      // The stream must not stay capturing. The process cannot go on to run the step eagerly
+      // either: LibTorch 2.11 leaves its generator and allocator in capture (only capture_end
+      // resets them), so the run stops with CUDA's reason.
       cudaGraph_t partial = nullptr;
       if (cudaStreamEndCapture(stream.stream(), &partial) == cudaSuccess && partial != nullptr)
         (void)cudaGraphDestroy(partial);
-      const std::string what = e.what_without_backtrace();
+      (void)cudaGetLastError();
+      const std::string what = message_of(e);
       throw Error(fmt::format("replicas.cuda_graph: CUDA could not capture the training step ({}); run without it",
                               what.substr(0, what.find('\n'))));
     }

@@ -17,7 +17,8 @@ GraphedStep::Outputs GraphedStep::step(const at::Tensor& x, const at::Tensor& y,
   }
   // Before the replay and outside it: the parameters with a gradient are those of the last step.
   optimizer_.prepare(lr);
-  if (!graph_.captured()) {
+  const bool capture = !graph_.captured();
+  if (capture) {
     x_ = x.clone();
     y_ = y.clone();
     const auto out = graph_.capture([&] {
@@ -30,7 +31,7 @@ GraphedStep::Outputs GraphedStep::step(const at::Tensor& x, const at::Tensor& y,
     y_.copy_(y);
   }
   graph_.replay();
-  reducer_.note_replayed_step();
+  if (!capture) reducer_.note_replayed_step();  // a capture ran the reducer's hooks on the host
   return outputs_;
 }
 
