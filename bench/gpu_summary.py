@@ -8,7 +8,8 @@ Reads the log the check wrote and prints Markdown: the card and torch; the GPU t
 loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
 the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's images/s per epoch, eager
 against graphed), and its seed 1 without the prewarm (its epochs' images/s and seconds from the start
-of training beside the prewarmed seed 1's); the profile's table; which steps failed or were skipped. A step the log
+of training beside the prewarmed seed 1's), with each run's prewarm seconds (outside the clock); the
+profile's table; which steps failed or were skipped. A step the log
 does not hold (skipped, failed before its figures) prints as "not in the log". The check runs it
 last, so that its output ends with this.
 """
@@ -89,6 +90,9 @@ def main() -> int:
         if name.startswith("time to ") or name.startswith("speed recipe "):
             found = [l for l in lines if l.startswith("time to ") or re.search(r"never reached|is not above|is not below", l)
                      or re.match(r"epoch \d+: [\d.]+ images/s", l)]
+            prewarm = re.findall(r"replicas\.prewarm_steps: .* ([\d.]+) s$", "\n".join(lines), re.M)
+            if prewarm:
+                found.append(f"prewarmed before the clock: {', '.join(prewarm)} s")
             print(f"- {name}: {'; '.join(found) if found else 'not in the log'}")
     profile = steps.get("profile: ddplab's steps vs the bare loop's", [])
     head = next((i for i, l in enumerate(profile) if l.startswith("trace ") and "ops/step" in l), None)
