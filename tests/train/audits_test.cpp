@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddplab/config/spec.h"
 #include "distributed/ranks.h"
+#include "integration/integration_util.h"
+#include "train/train_ranks.h"
 
 namespace ddplab::train {
 namespace {
@@ -74,22 +77,58 @@ TEST(Audit, UnchangedParameterWithGradientsBlamesTheOptimizer) {
             "the optimizer did not update it (a gradient-averaging loop that returns after the first variable?)");
 }
 
-// A bias before BatchNorm: its gradient is zero but for rounding (1e-9 against the others'
-// 1e-1 in a small CNN), and SGD's update of it is lost in the float's rounding. Not the optimizer's
-// fault; the same parameter unchanged with a gradient of 1e-3 of the largest still is.
-TEST(Audit, AnUnchangedParameterWhoseGradientIsRoundingNoisePasses) {
+// A bias before BatchNorm: its gradient is zero but for rounding (1e-9 against the others' 1e-1
+// in a small CNN), and SGD's step of it (lr 0.05, momentum 0.9: at most 0.5 per unit gradient) is
+// lost in the float's rounding. Not the optimizer's fault; a step the float would show, or any
+// step under Adam (bound 0: its steps do not shrink with the gradient), still is.
+TEST(Audit, UnderSgdAParameterWhoseStepIsLostInRoundingPassesUnchanged) {
   auto weight = torch::ones({2}, torch::requires_grad()), bias = torch::ones({2}, torch::requires_grad());
   NamedTensors named{{"conv.weight", weight}, {"conv.bias", bias}};
   const auto snapshot = snapshot_of(named);
   weight.mutable_grad() = torch::full({2}, 0.1);
   weight.detach().sub_(weight.grad());
+  const auto message = [&](double bound) {
+    try {
+      check_gradients_and_updates(named, snapshot, {true, true}, /*epoch=*/3, bound);
+    } catch (const AuditFailure& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
   bias.mutable_grad() = torch::full({2}, 1e-9);
-  EXPECT_EQ(audit_message(named, snapshot, {true, true}), "");
+  EXPECT_EQ(message(0.5), "");
+  EXPECT_NE(message(0.0).find("'conv.bias' did not change although it received gradients"), std::string::npos);
   bias.mutable_grad() = torch::full({2}, 1e-4);
-  EXPECT_NE(audit_message(named, snapshot, {true, true})
-                .find("parameter 'conv.bias' did not change although it "
-                      "received gradients"),
-            std::string::npos);
+  EXPECT_NE(message(0.5).find("'conv.bias' did not change although it received gradients"), std::string::npos);
+}
+
+TEST(Audit, OnlySgdWithoutWeightDecayBoundsItsStepByTheGradient) {
+  config::OptimizerSpec sgd;
+  sgd.momentum = 0.9;
+  EXPECT_DOUBLE_EQ(sgd_step_bound(sgd, 0.05), 0.5);
+  sgd.nesterov = true;
+  EXPECT_DOUBLE_EQ(sgd_step_bound(sgd, 0.05), 0.5);
+  config::OptimizerSpec decayed = sgd;
+  decayed.weight_decay = 1e-4;
+  EXPECT_EQ(sgd_step_bound(decayed, 0.05), 0.0);
+  config::OptimizerSpec adam;
+  adam.name = config::OptimizerName::kAdam;
+  EXPECT_EQ(sgd_step_bound(adam, 0.05), 0.0);
+}
+
+// What broke: a convolution with a bias before BatchNorm, trained with SGD and momentum, was
+// stopped by the update audit in epoch 2 ("conv0.bias did not change although it received
+// gradients"). It trains through now, audits aborting on failure as by default.
+TEST(Audit, ABiasBeforeBatchNormUnderSgdDoesNotStopTheRun) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("bias_before_bn");
+  doc["model"] = testing::batch_norm_dropout_model(0.0);
+  doc["epochs"] = 3;
+  const config::ExperimentSpec spec = config::resolve(doc);
+  ASSERT_EQ(spec.debug.audits, config::AuditMode::kAbort);
+  const auto runs = train_ranks(spec, 1);
+  EXPECT_FALSE(runs[0].error) << "the audit stopped the run";
+  EXPECT_EQ(numeric_records(spec).size(), 3U);
 }
 
 // debug.audits: "abort" lets the AuditFailure through; "warn" keeps its message and goes on.

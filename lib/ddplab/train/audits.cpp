@@ -1,6 +1,5 @@
 #include "ddplab/train/audits.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -32,22 +31,22 @@ void check_loss_is_cross_entropy(double train_loss, double train_acc, int epoch)
 
 namespace {
 
-// A gradient that is rounding noise next to the model's largest, too small for any update to move
-// a float: a bias before BatchNorm, whose gradient is zero in exact arithmetic (1e-9 to 1e-8
-// against 1e-3 to 1e-1 for the other parameters of a small CNN). An optimizer that skipped a
-// parameter leaves a gradient of the others' size.
-bool negligible(const at::Tensor& grad, const NamedTensors& named) {
-  constexpr double kRelative = 1e-4;
-  double largest = 0;
-  for (const auto& [name, p] : named)
-    if (p.grad().defined()) largest = std::max(largest, p.grad().abs().max().item<double>());
-  return grad.defined() && grad.abs().max().item<double>() < kRelative * largest;
+// Whether the largest step `grad` could take under SGD leaves `p` as it is in its float type.
+bool lost_in_rounding(const at::Tensor& p, const at::Tensor& grad, double step_bound) {
+  return step_bound > 0 && grad.defined() && torch::equal(p, p - grad * step_bound);
 }
 
 }  // namespace
 
+double sgd_step_bound(const config::OptimizerSpec& optimizer, double peak_lr) {
+  if (optimizer.name != config::OptimizerName::kSgd || optimizer.weight_decay != 0 ||
+      !optimizer.weight_decay_groups.empty())
+    return 0;
+  return peak_lr / (1 - optimizer.momentum);
+}
+
 void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
-                                 const std::vector<bool>& received, int epoch) {
+                                 const std::vector<bool>& received, int epoch, double step_bound) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < named.size(); ++i) {
     const auto& [name, p] = named[i];
@@ -63,7 +62,7 @@ void check_gradients_and_updates(const NamedTensors& named, const std::vector<at
           "update audit failed in epoch {}: parameter '{}' did not change: its gradients were exactly zero (constant "
           "inputs, such as all-zero images? a layer whose ReLUs are all dead?)",
           epoch, name));
-    if (torch::equal(p, snapshot[i]) && !negligible(grad, named))
+    if (torch::equal(p, snapshot[i]) && !lost_in_rounding(p, grad, step_bound))
       throw AuditFailure(fmt::format(
           "update audit failed in epoch {}: parameter '{}' did not change although it received gradients; the "
           "optimizer did not update it (a gradient-averaging loop that returns after the first variable?)",

@@ -8,9 +8,11 @@
 //       received_grad()), else it is not used in forward or the loss is not connected to it.
 //   (c) update: every trainable parameter changed during the epoch (compared with a snapshot
 //       taken at its start), else its gradients were exactly zero or the optimizer skipped it (an
-//       averaging loop that updated only the first variable). A parameter whose last gradient is
-//       below 1e-4 of the model's largest gradient entry passes unchanged: rounding noise of a
-//       gradient that is zero in exact arithmetic (a bias before BatchNorm) moves no float.
+//       averaging loop that updated only the first variable). Under plain SGD a parameter passes
+//       unchanged when the largest step its last gradient could take is lost in the float's
+//       rounding: a bias before BatchNorm, whose gradient is zero in exact arithmetic and rounding
+//       noise in floats. Adam's and AdamW's steps do not shrink with the gradient, and weight decay
+//       moves every parameter: no such exemption there.
 //   (d) loss: the epoch's mean training loss and accuracy are possible for softmax cross-entropy.
 //       A misclassified sample's true class has probability at most 1/2, so it costs at least
 //       ln 2; with accuracy below 50% over half the samples do, and the mean is at least
@@ -28,6 +30,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "ddplab/config/settings.h"
+#include "ddplab/config/spec.h"
 #include "ddplab/distributed/comm.h"
 
 namespace ddplab::train {
@@ -46,8 +49,14 @@ void check_replica_consistency(distributed::Comm& comm, const NamedTensors& name
 // (b) and (c) for every parameter of `named` that requires a gradient, in order (the first
 // failing parameter is named; for one parameter (b) comes before (c)). `snapshot[i]` is
 // parameter i at the epoch's start, `received[i]` whether it got a gradient since.
+// `step_bound`: sgd_step_bound() of the run's optimizer; 0: no parameter passes unchanged.
 void check_gradients_and_updates(const NamedTensors& named, const std::vector<at::Tensor>& snapshot,
-                                 const std::vector<bool>& received, int epoch);
+                                 const std::vector<bool>& received, int epoch, double step_bound = 0);
+
+// The most one step moves a parameter per unit of gradient under `optimizer` when it is SGD
+// without weight decay: `peak_lr` (the epoch's largest lr) / (1 - momentum), Nesterov's too.
+// 0 for Adam, AdamW, or any weight decay.
+double sgd_step_bound(const config::OptimizerSpec& optimizer, double peak_lr);
 
 // (d): `train_loss` the epoch's mean training loss, `train_acc` its accuracy in [0, 1].
 void check_loss_is_cross_entropy(double train_loss, double train_acc, int epoch);

@@ -1,5 +1,6 @@
 #include "ddplab/train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -204,8 +205,10 @@ void Trainer::run_epoch(int epoch) {
   const EpochSums sums = reduce_sums(epoch, totals, test);
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit.
   if (this_epoch_->first_step < steps())
-    audits_.run(
-        [&] { check_gradients_and_updates(net_.named, this_epoch_->snapshot, reducer_->received_grad(), epoch + 1); });
+    audits_.run([&] {
+      check_gradients_and_updates(net_.named, this_epoch_->snapshot, reducer_->received_grad(), epoch + 1,
+                                  sgd_step_bound(spec_.optimizer, peak_lr(epoch)));
+    });
   rundir::EpochRecord rec = epoch_record(epoch, epoch_s, totals, sums, test.drift);
   rec.host_cpu_wait_pct = host.cpu_wait_pct;
   rec.host_steal_pct = host.steal_pct;
@@ -395,6 +398,13 @@ void Trainer::broadcast_buffers() {
 
 // The epoch's train and test metrics summed over all replicas, then the replica audit (both
 // collectives, in this order on every rank).
+// The epoch's largest lr (the update audit's bound on an SGD step).
+double Trainer::peak_lr(int epoch) const {
+  double peak = 0;
+  for (int64_t s = 0; s < steps(); ++s) peak = std::max(peak, schedule_(epoch + static_cast<double>(s) / steps()));
+  return peak;
+}
+
 EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
   const bool local_divergence = this_epoch_->readback.local_divergence().has_value();
   const auto diverged = torch::full({}, local_divergence ? 1.0 : 0.0, totals.loss_sum.options());

@@ -89,6 +89,7 @@ class Trainer {
 
   // The end of an epoch.
   EpochSums reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test);
+  double peak_lr(int epoch) const;
   void audit_replicas(int epoch);
   rundir::EpochRecord epoch_record(int epoch, double epoch_s, const EpochTotals& totals, const EpochSums& sums,
                                    std::optional<double> drift) const;
