@@ -210,7 +210,7 @@ NEED=30 step "speed recipe $speed_name with replicas.cuda_graph, 5 seeds" bash -
 # seconds from the start of training beside the prewarmed seed 1's (the records should not differ
 # but for cuDNN's run-to-run rounding).
 NEED=15 step "speed recipe $speed_name, seed 1 without prewarm" bash -c '"${@:4}" &&
-  bench/time_to_accuracy.py "$1" $2; bench/same_records.py "$3/seed=1" "$1/seed=1" || true' _ \
+  { bench/time_to_accuracy.py "$1" $2; bench/same_records.py "$3/seed=1" "$1/seed=1" || true; }' _ \
   "$runs/${speed_name}_cold" "${speed_check[0]}" "$runs/$speed_name" $build/bin/ddplab run "${speed[@]}" \
   "${extra[@]}" replicas.device=$dev replicas.prewarm_steps=0 name=${speed_name}_cold output="$runs" --force
 NEED=45 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \

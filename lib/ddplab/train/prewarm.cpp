@@ -38,31 +38,50 @@ void train_passes(Network& net, const at::Tensor& x, const at::Tensor& y, int st
   }
 }
 
+// What a training forward moves, kept and put back: by restore(), or, when the passes threw, by
+// the destructor (whose own failure would hide theirs).
+class KeptState {
+ public:
+  explicit KeptState(Network& net) : net_(net), generator_(dropout_generator(net.device)) {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    rng_state_ = generator_.get_state();
+    for (const auto& b : net.buffers) buffers_.push_back(b.clone());
+  }
+  ~KeptState() {
+    if (restored_) return;
+    try {
+      restore();
+    } catch (...) {
+    }
+  }
+  KeptState(const KeptState&) = delete;
+  KeptState& operator=(const KeptState&) = delete;
+
+  void restore() {
+    restored_ = true;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i) net_.buffers[i].copy_(buffers_[i]);
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(rng_state_);
+  }
+
+ private:
+  Network& net_;
+  at::Generator generator_;
+  at::Tensor rng_state_;
+  std::vector<at::Tensor> buffers_;
+  bool restored_ = false;
+};
+
 }  // namespace
 
 double prewarm(Network& net, const EvalSplit& test, int64_t batch, int steps, const DebugFaults& faults, bool bf16) {
   const auto start = std::chrono::steady_clock::now();
-  at::Generator generator = dropout_generator(net.device);
-  at::Tensor rng_state;
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    rng_state = generator.get_state();
-  }
-  std::vector<at::Tensor> buffers;
-  for (const auto& b : net.buffers) buffers.push_back(b.clone());
-
+  KeptState kept(net);
   const auto [x, y] = zero_batch(net, test, batch);
   train_passes(net, x, y, steps, faults, bf16);
   evaluate_first(net, test, std::min<int64_t>(test.host.size(), 1000), {0}, 1, faults, bf16);
-
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers.size(); ++i) net.buffers[i].copy_(buffers[i]);
-  }
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng_state);
-  }
+  kept.restore();
   runtime::synchronize(net.device);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -2,14 +2,15 @@
 // clock starts. On a GPU the first call pays for what later calls find ready: CUDA loads a
 // kernel's module on its first launch (lazy loading), cuDNN and cuBLAS make their handles, plans
 // and workspaces, the caching allocator asks the driver for its first blocks. In the first GPU run
-// (docs/performance.md) that made epoch 1 of the quickstart 0.8 s longer than epoch 2. A
+// (docs/performance.md) that made epoch 1 0.45-0.8 s longer than epoch 2. A
 // benchmark timed in a warm process (a notebook's %timeit, a loop over seeds in one process) has
 // paid it before its clock starts; a run of ddplab is a fresh process. The time the prewarm takes
 // falls in start-up, which the console reports with the prewarm's own seconds.
 //
 // The passes change nothing a run records: their gradients are taken by autograd::grad (no .grad
 // is written, no GradReducer hook fires, no optimizer steps), and the module buffers (BatchNorm's
-// running statistics and batch counts) and the dropout generator's state are put back after them.
+// running statistics and batch counts) and the dropout generator's state are put back after them
+// (a TorchScript module's other state, such as a counter its forward keeps, is not).
 #pragma once
 #include <cstdint>
 

@@ -12,7 +12,7 @@
 // parameters and buffers; GradReducer, the epoch model and the local replicas (which seed the
 // dropout streams); the loader (on the host, or the splits copied to the device), ReplicaSync and run log; then, when
 // resuming, the checkpoint; under replicas.cuda_graph, the GraphedStep (its stream current from then on); last,
-// replicas.prewarm_steps' passes (their SyncBatchNorm all-reduces before any other). Every rank calls the same
+// replicas.prewarm_steps' passes (their SyncBatchNorm all-reduces before the first step's). Every rank calls the same
 // collectives in the same order (c10d needs it): per step GradReducer's all-reduces and ReplicaSync's averaging, a
 // buffer broadcast before every forward and before evaluation; at an evaluation point the Evaluator's (evaluator.h),
 // then with step records per interval the all-reduce of the epoch's training sums (after the step's gradient reduction,
