@@ -396,8 +396,6 @@ void Trainer::broadcast_buffers() {
 
 // ---- The end of an epoch ------------------------------------------------------------------------
 
-// The epoch's train and test metrics summed over all replicas, then the replica audit (both
-// collectives, in this order on every rank).
 // The epoch's largest lr (the update audit's bound on an SGD step).
 double Trainer::peak_lr(int epoch) const {
   double peak = 0;
@@ -405,6 +403,8 @@ double Trainer::peak_lr(int epoch) const {
   return peak;
 }
 
+// The epoch's train and test metrics summed over all replicas, then the replica audit (both
+// collectives, in this order on every rank).
 EpochSums Trainer::reduce_sums(int epoch, const EpochTotals& totals, const Evaluation& test) {
   const bool local_divergence = this_epoch_->readback.local_divergence().has_value();
   const auto diverged = torch::full({}, local_divergence ? 1.0 : 0.0, totals.loss_sum.options());
