@@ -116,13 +116,16 @@ TEST(Audit, OnlySgdWithoutWeightDecayBoundsItsStepByTheGradient) {
   EXPECT_EQ(sgd_step_bound(adam, 0.05), 0.0);
 }
 
-// What broke: a convolution with a bias before BatchNorm, trained with SGD and momentum, was
-// stopped by the update audit in epoch 2 ("conv0.bias did not change although it received
-// gradients"). It trains through now, audits aborting on failure as by default.
+// What broke: a convolution with a bias before BatchNorm (then dropout), trained with SGD and
+// momentum on 2 simulated replicas, was stopped by the update audit in epoch 2 ("conv0.bias did
+// not change although it received gradients"; with one replica and no dropout its gradient's
+// noise happened to move it). It trains through now, audits aborting on failure as by default.
 TEST(Audit, ABiasBeforeBatchNormUnderSgdDoesNotStopTheRun) {
   testing::Workspace ws(/*train=*/256, /*test=*/64);
   auto doc = ws.base_spec("bias_before_bn");
-  doc["model"] = testing::batch_norm_dropout_model(0.0);
+  doc["model"] = testing::batch_norm_dropout_model(0.5);
+  doc["replicas"]["count"] = 2;
+  doc["replicas"]["mode"] = "simulated";
   doc["epochs"] = 3;
   const config::ExperimentSpec spec = config::resolve(doc);
   ASSERT_EQ(spec.debug.audits, config::AuditMode::kAbort);
