@@ -6,7 +6,9 @@
 #   bench/compare.sh [rounds=3] [train_limit=12800]
 # Environment: BATCH (per replica, 64), WORLDS ("1 2"), DEVICE (cpu | cuda), BACKEND (gloo; nccl
 # for world 1 on cuda), BUILD (build: where bin/ddplab and bin/bare_loop are), PYTHON (.venv/bin/python),
-# DATA (the Fashion-MNIST directory; /usr/share/datasets/fashion-mnist).
+# DATA (the Fashion-MNIST directory; /usr/share/datasets/fashion-mnist), GRAPH (1: ddplab at world 1
+# runs a second time with its step captured in a CUDA graph, replicas.cuda_graph, the row "1+graph";
+# on a CPU that form runs eagerly).
 #
 # What it measures, the same way for all three:
 #   steady images/s  the second epoch's training images/s: each contender first runs one epoch's
@@ -40,30 +42,42 @@ now() { date +%s.%N; }
 # field LINE KEY: the value of KEY=value in a program's one-line result.
 field() { sed -n "s/.*[ ^]$2=\([^ ]*\).*/\1/p" <<<" $1"; }
 read -r steal0 total0 < <(steal)
+# said: the last result line, on stderr as the rounds go.
+said() { tail -n 1 "$results" | awk '{printf "round %s world %s: %s %.0f images/s %.2f s outside\n", $3, $2, $1, $4, $5}' >&2; }
+# run_ddplab CONTENDER WORLD ROUND [OVERRIDE...]: one ddplab run of the workload, its result line.
+run_ddplab() {
+  local who=$1 world=$2 round=$3 t0 t1 d d_train
+  shift 3
+  t0=$(now)
+  "$build/bin/ddplab" run experiments/quickstart.json epochs=2 replicas.count=$world batch.per_replica=$batch \
+    replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
+    dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$who$world "$@" --force >/dev/null
+  t1=$(now)
+  read -r d d_train < <(python3 -c "import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]; print(r[-1]['images_per_s'], r[-1]['wall_s'])" \
+      "$out/cmp_$who$world/seed=1/epochs.jsonl")
+  echo "$who $world $round $d $(python3 -c "print($t1 - $t0 - $d_train)")" >>"$results"
+  said
+}
 for round in $(seq "$rounds"); do
   for world in $worlds; do
-    t0=$(now)
-    "$build/bin/ddplab" run experiments/quickstart.json epochs=2 replicas.count=$world batch.per_replica=$batch \
-      replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
-      dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$world --force >/dev/null
-    t1=$(now)
-    read -r d d_train < <(python3 -c "import json,sys
-r=[json.loads(l) for l in open(sys.argv[1])]; print(r[-1]['images_per_s'], r[-1]['wall_s'])" \
-        "$out/cmp_$world/seed=1/epochs.jsonl")
-    echo "ddplab $world $round $d $(python3 -c "print($t1 - $t0 - $d_train)")" >>"$results"
+    run_ddplab ddplab $world $round
+    if [ -n "${GRAPH:-}" ] && [ "$world" = 1 ]; then
+      run_ddplab ddplab_graph 1 $round replicas.cuda_graph=true
+    fi
     t0=$(now)
     line=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
            --root "$data" --backend $backend --epochs 2 2>/dev/null)
     t1=$(now)
     echo "peer $world $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
-    echo "round $round world $world: $(tail -n 2 "$results" | awk '{printf "%s %.0f images/s %.2f s outside; ", $1, $4, $5}')" >&2
+    said
   done
   steps=$(( limit / batch ))
   t0=$(now)
   line=$("$build/bin/bare_loop" mnist_cnn $batch $steps "$cores" $device $steps)
   t1=$(now)
   echo "bare 1 $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
-  echo "round $round bare_loop: $(tail -n 1 "$results" | awk '{printf "%.0f images/s %.2f s outside", $4, $5}')" >&2
+  said
 done
 read -r steal1 total1 < <(steal)
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds;" \
@@ -78,21 +92,24 @@ for line in open(sys.argv[1]):
 def spread(who, world, i, fmt):
     v = [r[i] for r in rows[(who, world)].values()]
     return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" if v else "-"
-def ratio(world, other, other_world):
-    a, b = rows[("ddplab", world)], rows[(other, other_world)]
+def ratio(who, world, other, other_world):
+    a, b = rows[(who, world)], rows[(other, other_world)]
     r = [a[k][0] / b[k][0] for k in a if k in b]
     return f"{statistics.median(r):.2f}" if r else "-"
-head = "{:<6} {:>26} {:>26} {:>26} {:>11} {:>11}"
+# A row per ddplab run: each world, and "1+graph" (GRAPH=1) against the same peer and bare loop.
+lines = [(str(w), "ddplab", w) for w in sorted({w for who, w in rows if who == "ddplab"})]
+lines += [("1+graph", "ddplab_graph", 1)] if ("ddplab_graph", 1) in rows else []
+head = "{:<8} {:>26} {:>26} {:>26} {:>11} {:>11}"
 print("steady images/s, median (min-max) over rounds; ratios: medians of the per-round ratios")
 print(head.format("world", "ddplab", "peer", "bare_loop", "ddplab/peer", "ddplab/bare"))
-for world in sorted({w for _, w in rows}):
+for label, who, world in lines:
     bare = spread("bare", 1, 0, "{:.0f}") if world == 1 else "-"
-    print(head.format(world, spread("ddplab", world, 0, "{:.0f}"), spread("peer", world, 0, "{:.0f}"), bare,
-                      ratio(world, "peer", world), ratio(world, "bare", 1) if world == 1 else "-"))
+    print(head.format(label, spread(who, world, 0, "{:.0f}"), spread("peer", world, 0, "{:.0f}"), bare,
+                      ratio(who, world, "peer", world), ratio(who, world, "bare", 1) if world == 1 else "-"))
 print("seconds outside training (process wall time minus its own training time), median (min-max)")
-print("{:<6} {:>26} {:>26} {:>26}".format("world", "ddplab", "peer", "bare_loop"))
-for world in sorted({w for _, w in rows}):
+print("{:<8} {:>26} {:>26} {:>26}".format("world", "ddplab", "peer", "bare_loop"))
+for label, who, world in lines:
     bare = spread("bare", 1, 1, "{:.2f}") if world == 1 else "-"
-    print("{:<6} {:>26} {:>26} {:>26}".format(world, spread("ddplab", world, 1, "{:.2f}"),
+    print("{:<8} {:>26} {:>26} {:>26}".format(label, spread(who, world, 1, "{:.2f}"),
                                               spread("peer", world, 1, "{:.2f}"), bare))
 PY

@@ -4,7 +4,8 @@
     bench/gpu_summary.py <out_dir>/gpu-check.txt
 
 Reads the log the check wrote and prints Markdown: the card and torch; the GPU table's rows
-(compare.sh at batch 64 and 512: steady images/s, ratios, seconds outside training); the bare
+(compare.sh at batch 64 and 512, ddplab eager and with its step in a CUDA graph: steady images/s,
+ratios, seconds outside training); the bare
 loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
 the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's images/s per epoch, eager
 against graphed), and its seed 1 without the prewarm (its epochs' images/s and seconds from the start
@@ -37,11 +38,13 @@ def card(lines: list) -> str:
     return "no GPU (a dry run)"
 
 
-def compare_row(lines: list, batch: int, gpu: str) -> str:
-    """The GPU table's row for one compare.sh step, or a row saying it is missing."""
-    steady = [l for l in lines if re.match(r"1\s+\S+ \(", l)]
+def compare_row(lines: list, batch: int, gpu: str, world: str = "1") -> str:
+    """The GPU table's row for one compare.sh step and one of its rows ("1", or "1+graph": ddplab
+    with replicas.cuda_graph), or a row saying it is missing."""
+    label = f"{batch}" if world == "1" else f"{batch}, ddplab with replicas.cuda_graph"
+    steady = [l for l in lines if re.match(rf"{re.escape(world)}\s+\S+ \(", l)]
     if len(steady) < 2:
-        return f"| {gpu} | {batch} | not in the log | | | | | |"
+        return f"| {gpu} | {label} | not in the log | | | | | |"
     speed, outside = steady[0].split(), steady[1].split()
     # world, ddplab, (min-max), peer, (min-max), bare, (min-max), ddplab/peer, ddplab/bare
     def images(i):
@@ -50,10 +53,10 @@ def compare_row(lines: list, batch: int, gpu: str) -> str:
 
     try:
         d, p, b = (images(i) for i in (1, 3, 5))
-        return (f"| {gpu} | {batch} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
+        return (f"| {gpu} | {label} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
                 f"{outside[1]} / {outside[3]} / {outside[5]} |")
     except (ValueError, IndexError):  # a contender without figures prints "-"
-        return f"| {gpu} | {batch} | see the log: {' '.join(speed[1:])} | | | | | |"
+        return f"| {gpu} | {label} | see the log: {' '.join(speed[1:])} | | | | | |"
 
 
 def bare_rows(lines: list) -> list:
@@ -80,8 +83,9 @@ def main() -> int:
     print("| card | batch | ddplab images/s | peer images/s | bare loop images/s | ddplab/peer | ddplab/bare "
           "| outside training, ddplab / peer / bare (s) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for batch in (64, 512):
-        print(compare_row(steps.get(f"compare batch {batch}", []), batch, gpu))
+    for world in ("1", "1+graph"):
+        for batch in (64, 512):
+            print(compare_row(steps.get(f"compare batch {batch}", []), batch, gpu, world))
     print("\nThe bare loop, eager and replayed from a CUDA graph (images/s over the timed steps):\n")
     print("| batch | eager | graph | graph / eager |\n| --- | --- | --- | --- |")
     print("\n".join(bare_rows(steps.get("bare loop: eager vs CUDA graph", []))))

@@ -16,15 +16,16 @@
 # instead of the GPU), the time from the start of training to a target test accuracy (99% on MNIST
 # when .offline/data/mnist was staged, else 90% on Fashion-MNIST), the speed recipe over 5 seeds
 # (its Fashion-MNIST twin without MNIST), eager and with its step captured in a CUDA graph
-# (replicas.cuda_graph), seed 1 again without its prewarm (replicas.prewarm_steps), the GPU variant of bench/compare.sh (ddplab vs PyTorch's Python DDP vs the
-# bare loop: steady images/s after one epoch of warm-up, and the seconds outside training) at batch
-# 64 and 512, the bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of
-# the quickstart, the speed recipe (eager and captured) and the bare loop (bench/step_profile.py;
-# the traces are kept in <out_dir>), and last the compiler warnings and all unit tests. Everything
-# goes to <out_dir>/gpu-check.txt, each step timed; its figures, as the tables of
-# docs/performance.md take them, end the output and <out_dir>/gpu-summary.md (bench/gpu_summary.py). The data travels in .offline/data (that machine
-# has no /usr/share/datasets). Each step runs even if an earlier one failed; the exit code says
-# whether all passed.
+# (replicas.cuda_graph), seed 1 again without its prewarm (replicas.prewarm_steps), the GPU variant
+# of bench/compare.sh (ddplab, eager and graphed, vs PyTorch's Python DDP vs the bare loop: steady
+# images/s after one epoch of warm-up, and the seconds outside training) at batch 64 and 512, the
+# bare loop eager vs captured in a CUDA graph, a profile of 20 steady steps each of the quickstart,
+# the speed recipe (eager and captured) and the bare loop (bench/step_profile.py; the traces are
+# kept in <out_dir>), and last the compiler warnings and all unit tests. Everything goes to
+# <out_dir>/gpu-check.txt, each step timed; its figures, as the tables of docs/performance.md take
+# them, end the output and <out_dir>/gpu-summary.md (bench/gpu_summary.py). The data travels in
+# .offline/data (that machine has no /usr/share/datasets). Each step runs even if an earlier one
+# failed; the exit code says whether all passed.
 #
 # The whole check must end inside one call of the device tool (600 s at most, the build included):
 # GPU_CHECK_BUDGET_S (570; 3600 in a dry run) is the time it may take. A step that would start with
@@ -140,8 +141,8 @@ step "resume on cuda after a stop" bash -c 'dir=$1; shift
 # docs/planner.md "Checking at N = 4, 8 on GPUs"): calibrate, plan, score 1-replica runs at 256, 512.
 # Its timing runs share the machine with the build: the check scores the steps, not the times.
 # The least needed step of all: it starts only if, after its limit of 120 s, the budget still
-# holds the 305 s or so that the steps below need on 16 cores (estimated).
-NEED=425 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+# holds the 335 s or so that the steps below need on 16 cores (estimated).
+NEED=455 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
   scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
 if [ -n "$tests_build" ]; then
   echo "== build: the test binary (in the background since ddplab was built)" | tee -a "$log"
@@ -213,10 +214,12 @@ NEED=15 step "speed recipe $speed_name, seed 1 without prewarm" bash -c '"${@:4}
   { bench/time_to_accuracy.py "$1" $2; bench/same_records.py "$3/seed=1" "$1/seed=1" || true; }' _ \
   "$runs/${speed_name}_cold" "${speed_check[0]}" "$runs/$speed_name" $build/bin/ddplab run "${speed[@]}" \
   "${extra[@]}" replicas.device=$dev replicas.prewarm_steps=0 name=${speed_name}_cold output="$runs" --force
-NEED=45 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
+# ddplab runs twice a round: eager, and with its step captured in a CUDA graph (GRAPH=1, the row
+# "1+graph"), both against the same peer and bare loop (eager: what a user of either writes).
+NEED=55 step "compare batch 64" env BATCH=64 DATA="$fashion" WORLDS=1 GRAPH=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
   PYTHON=$python bench/compare.sh $rounds $limit64
-NEED=45 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 DEVICE=$dev BACKEND=$nccl BUILD=$build \
-  PYTHON=$python bench/compare.sh $rounds $limit512
+NEED=55 step "compare batch 512" env BATCH=512 DATA="$fashion" WORLDS=1 GRAPH=1 DEVICE=$dev BACKEND=$nccl \
+  BUILD=$build PYTHON=$python bench/compare.sh $rounds $limit512
 # What a CUDA graph buys the bare loop, to set beside what replicas.cuda_graph buys ddplab
 # (docs/performance.md, "A CUDA graph of the step"): launching each kernel vs replaying the step
 # captured in one graph, at the quickstart's batch and the speed recipe's.
