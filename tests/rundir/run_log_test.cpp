@@ -1,6 +1,7 @@
 #include "ddplab/rundir/run_log.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -310,13 +311,34 @@ TEST(RunLog, CsvRowFormatsNumbersWithTenSignificantDigits) {
   EXPECT_EQ(record(1).csv_row(), "1,100,0.05,0.5,0.75,0.25,0.875,0,0,0,0,0,,,,0,,2,128,,,,");
 }
 
-TEST(RunLog, UtcNowIsIso8601Utc) {
+TEST(RunLog, UtcTimesAreIso8601UtcToTheMillisecond) {
   const std::string now = utc_now();
-  ASSERT_EQ(now.size(), 20u) << now;
+  ASSERT_EQ(now.size(), 24u) << now;
   EXPECT_EQ(now[4], '-');
   EXPECT_EQ(now[10], 'T');
   EXPECT_EQ(now[13], ':');
+  EXPECT_EQ(now[19], '.');
   EXPECT_EQ(now.back(), 'Z');
+  const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1764664563125));
+  EXPECT_EQ(utc_text(t), "2025-12-02T08:36:03.125Z");
+}
+
+TEST(RunLog, ManifestTimesReadWithAndWithoutMilliseconds) {
+  const nlohmann::json manifest = {{"start", "2025-12-02T08:36:03.125Z"},
+                                   {"end", "2025-12-02T08:36:03Z"},
+                                   {"bad", "2025-12-02 08:36:03"},
+                                   {"trailing", "2025-12-02T08:36:03.5Zx"},
+                                   {"number", 3}};
+  EXPECT_DOUBLE_EQ(manifest_time(manifest, "start").value(), 1764664563.125);
+  EXPECT_DOUBLE_EQ(manifest_time(manifest, "end").value(), 1764664563.0);
+  EXPECT_FALSE(manifest_time(manifest, "bad"));
+  EXPECT_FALSE(manifest_time(manifest, "trailing"));
+  EXPECT_FALSE(manifest_time(manifest, "number"));
+  EXPECT_FALSE(manifest_time(manifest, "missing"));
+  EXPECT_FALSE(manifest_time(nlohmann::json::array(), "start"));
+  const auto now = std::chrono::system_clock::now();
+  const double seconds = std::chrono::duration<double>(now.time_since_epoch()).count();
+  EXPECT_NEAR(manifest_time({{"t", utc_text(now)}}, "t").value(), seconds, 1e-3);
 }
 
 TEST(RunLog, RankFileNamesNameTheRank) {
@@ -346,7 +368,7 @@ TEST(RunLog, CreateMakesTheRunDirectoryWithSpecManifestAndCsvHeader) {
   EXPECT_FALSE(manifest.at("libtorch").get<std::string>().empty());
   EXPECT_EQ(manifest.at("experiment"), "t");
   EXPECT_EQ(manifest.at("run_id"), "seed=7");
-  EXPECT_EQ(manifest.at("start").get<std::string>().size(), std::string("2026-12-02T08:46:03Z").size());
+  EXPECT_EQ(manifest.at("start").get<std::string>().size(), std::string("2026-12-02T08:46:03.125Z").size());
 
   auto csv = lines_of(dir / "epochs.csv");
   ASSERT_EQ(csv.size(), 1u);

@@ -1,6 +1,7 @@
 #include "ddplab/train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -84,6 +85,30 @@ TEST(Trainer, ACleanStopInsideAnEpochThenResumeGivesTheRecordsOfARunNeverStopped
   EXPECT_FALSE(second[0].error) << "the resumed attempt finishes";
   EXPECT_EQ(second[0].recorder->steps.front(), std::make_pair(1, int64_t{3})) << "it goes on after the stop's step";
   EXPECT_EQ(numeric_records(stopped), numeric_records(never_stopped));
+}
+
+// The manifest's "train_start" is when the training clock (wall_s 0) started, to the millisecond:
+// after the run's start, before the clock's end by at least the records' wall_s, and a resumed
+// process, whose clock goes on from the checkpoint's wall_s, keeps the first one's.
+TEST(Trainer, TheManifestSaysWhenTheTrainingClockStartedAndAResumeKeepsIt) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("clock");
+  doc["debug"] = {{"fault", "stop"}, {"rank", 0}, {"step", 5}};
+  const config::ExperimentSpec spec = config::resolve(doc);
+  const auto first = train_ranks(spec, 1);
+  thrown<Interrupted>(first[0]);
+  const auto after_first = std::chrono::system_clock::now();
+  const auto manifest = rundir::read_manifest(rundir::run_dir(spec));
+  const auto start = rundir::manifest_time(manifest, "start"),
+             train_start = rundir::manifest_time(manifest, "train_start");
+  ASSERT_TRUE(start && train_start) << manifest.dump();
+  EXPECT_LE(*start, *train_start);
+  const double wall_s = testing::read_records(rundir::run_dir(spec)).back().at("wall_s");
+  EXPECT_LE(*train_start + wall_s, std::chrono::duration<double>(after_first.time_since_epoch()).count() + 1e-3);
+
+  const auto second = train_ranks(spec, 1, /*resume=*/true);
+  EXPECT_FALSE(second[0].error);
+  EXPECT_EQ(rundir::read_manifest(rundir::run_dir(spec)).at("train_start"), manifest.at("train_start"));
 }
 
 // replicas.cuda_graph, on a GPU when there is one (steps 4 on captured and replayed), else on the

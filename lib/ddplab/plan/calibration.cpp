@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -14,6 +13,7 @@
 #include "ddplab/config/spec.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/layout.h"
+#include "ddplab/rundir/run_log.h"
 
 namespace ddplab::plan {
 namespace fs = std::filesystem;
@@ -40,17 +40,15 @@ std::vector<rundir::EpochRecord> epoch_records(const fs::path& dir) {
   return out;
 }
 
-// Seconds since the epoch of "2026-12-02T08:46:03Z"; NaN when it does not read.
-double utc_seconds(const json& text) {
-  if (!text.is_string()) return kNaN;
-  std::tm tm{};
-  const std::string s = text.get<std::string>();
-  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-                  &tm.tm_sec) != 6)
-    return kNaN;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm));
+// Start-up: from the manifest's start to the training clock's start ("train_start", written since
+// 2026-12-06 to the millisecond); for older runs, what the end leaves after the last record's
+// wall_s (1 s resolution, teardown included). NaN without the times.
+double startup_seconds(const json& manifest, double last_wall_s) {
+  const auto start = rundir::manifest_time(manifest, "start");
+  if (!start) return kNaN;
+  if (const auto train = rundir::manifest_time(manifest, "train_start")) return std::max(0.0, *train - *start);
+  const auto end = rundir::manifest_time(manifest, "end");
+  return end ? std::max(0.0, *end - *start - last_wall_s) : kNaN;
 }
 
 // Step time and exposed communication per step: the medians over the epochs, so that an epoch
@@ -199,10 +197,7 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
   } catch (const std::exception&) {
   }
   const bool restarted = manifest.is_object() && manifest.contains("restarts");
-  m.startup_s = restarted || !manifest.is_object()
-                    ? kNaN
-                    : std::max(0.0, utc_seconds(manifest.value("end", json())) -
-                                        utc_seconds(manifest.value("start", json())) - records.back().wall_s);
+  m.startup_s = restarted ? kNaN : startup_seconds(manifest, records.back().wall_s);
   measure_target(run, target, records, m);
   return m;
 }

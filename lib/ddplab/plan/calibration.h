@@ -47,7 +47,7 @@ struct MeasuredRun {
   double bucket_mb = 25;                   // spec replicas.bucket_mb
   double steps_per_epoch = 0;              // the last record's step / its epoch
   double eval_s = 0;                       // per epoch: the wall time between epochs not spent training
-  double startup_s = 0;                    // manifest end - start - the last record's wall_s (1 s resolution)
+  double startup_s = 0;                    // manifest train_start - start (NaN when restarted or not known)
   double images_per_s = 0;                 // mean over epochs
   int epochs = 0;                          // records
   std::optional<double> steps_to_target;   // optimizer steps

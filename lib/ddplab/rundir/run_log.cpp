@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <string_view>
 #include <thread>
 
 #include <fmt/chrono.h>
@@ -326,11 +328,31 @@ std::optional<RunStatus> read_status(const std::filesystem::path& dir) {
   return parse_status(read_manifest(dir).value("status", ""));
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
+std::string utc_now() { return utc_text(std::chrono::system_clock::now()); }
+
+std::string utc_text(std::chrono::system_clock::time_point time) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", tm, static_cast<int>(ms % 1000));
+}
+
+std::optional<double> manifest_time(const nlohmann::json& manifest, const char* key) {
+  const auto it = manifest.is_object() ? manifest.find(key) : manifest.end();
+  if (it == manifest.end() || !it->is_string()) return std::nullopt;
+  const std::string text = it->get<std::string>();
+  std::tm tm{};
+  const char* rest = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  double fraction = 0;
+  if (*rest == '.') {
+    char* end = nullptr;
+    fraction = std::strtod(rest, &end);
+    rest = end;
+  }
+  if (std::string_view(rest) != "Z") return std::nullopt;
+  return static_cast<double>(::timegm(&tm)) + fraction;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 // Every record is appended with one write(2) on an O_APPEND descriptor followed by fsync, so
 // a crash never leaves a torn line; manifest.json is replaced atomically (temp file + rename).
 #pragma once
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -206,7 +207,13 @@ bool holds_resumable_run(const std::filesystem::path& dir);
 // The last epoch record of <dir>/epochs.jsonl; nothing when there is none or it does not read.
 std::optional<EpochRecord> last_epoch_record(const std::filesystem::path& dir);
 
-// ISO 8601 UTC time, "2026-12-02T08:46:03Z".
+// ISO 8601 UTC time to the millisecond, "2026-12-02T08:46:03.125Z": every time ddplab writes
+// (the manifest's "start", "end", "train_start", restarts and checkpoint marks; plans; logs).
 std::string utc_now();
+std::string utc_text(std::chrono::system_clock::time_point time);
+// Seconds since the Unix epoch of the time at `key` of `manifest`, with or without the
+// milliseconds (manifests written before 2026-12-06 have none); nullopt when there is no such
+// key or its value is not such a time.
+std::optional<double> manifest_time(const nlohmann::json& manifest, const char* key);
 
 }  // namespace ddplab::rundir

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <regex>
 #include <set>
 
@@ -17,6 +16,7 @@
 #include "ddplab/data/dataset.h"
 #include "ddplab/launch/process.h"
 #include "ddplab/rundir/layout.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
 #include "ddplab/train/options.h"
@@ -214,15 +214,6 @@ Planned plan(const config::SweepRun& run, const SlurmRequest& request) {
   return p;
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text.data();
-}
-
 fs::path ddplab_binary() { return fs::read_symlink("/proc/self/exe"); }
 
 // Runs `argv` (an sbatch command) and returns the job id; an Error naming `what` otherwise.
@@ -243,7 +234,7 @@ std::string sbatch(const std::vector<std::string>& argv, const std::string& what
 }
 
 void record_job(const fs::path& dir, const std::string& id, const std::vector<std::string>& argv) {
-  const nlohmann::json record = {{"job_id", id}, {"submitted", utc_now()}, {"command", argv}};
+  const nlohmann::json record = {{"job_id", id}, {"submitted", rundir::utc_now()}, {"command", argv}};
   rundir::write_file_atomic(rundir::slurm_job_file(dir), fmt::format("{}\n", record.dump(2)));
 }
 

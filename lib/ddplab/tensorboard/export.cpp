@@ -6,6 +6,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/report/report.h"
+#include "ddplab/rundir/run_log.h"
 #include "ddplab/tensorboard/event_file.h"
 #include "ddplab/tensorboard/run_events.h"
 
@@ -28,9 +29,9 @@ SessionStart session_of(const report::ReportData& data, const report::RunData& r
 }
 
 EventFile event_file_of(const report::ReportData& data, const report::RunData& run, const json& manifest) {
-  const double start = manifest_time(manifest, "start").value_or(0);
+  const double start = rundir::manifest_time(manifest, "start").value_or(0);
   const double last_wall = run.epochs.empty() ? 0 : run.epochs.back().wall_s;
-  const double end = manifest_time(manifest, "end").value_or(start + last_wall);
+  const double end = rundir::manifest_time(manifest, "end").value_or(start + last_wall);
   EventFile file(start);
   file.add(session_start_event(start, session_of(data, run, start)));
   for (const Scalar& s : run_scalars(run, start)) file.add_scalar(s.wall_time, s.step, s.tag, s.value);
@@ -96,7 +97,7 @@ ExportSummary export_runs(const ExportOptions& options) {
     fs::create_directories(targets[i], ec);
     if (ec) throw Error(fmt::format("{}: cannot create ({})", targets[i].string(), ec.message()));
     const fs::path path =
-        targets[i] / event_file_name(manifest_time(manifest, "start").value_or(0), manifest_host(manifest));
+        targets[i] / event_file_name(rundir::manifest_time(manifest, "start").value_or(0), manifest_host(manifest));
     file.write(path);
     summary.files.push_back(path);
   }

@@ -79,7 +79,7 @@ LiveEventFile::LiveEventFile(const fs::path& run_dir, bool resumed) : dir_(run_d
   const report::RunData run = load(dir_);
   const json manifest = rundir::read_manifest(dir_);
   const double now = now_s();
-  start_ = manifest_time(manifest, "start").value_or(now);
+  start_ = rundir::manifest_time(manifest, "start").value_or(now);
   file_ = unused_event_file(dir_, now, manifest_host(manifest));
   EventFile file(now);
   if (resumed) file.add(session_log_start_event(now, 0));

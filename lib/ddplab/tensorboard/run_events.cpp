@@ -1,7 +1,5 @@
 #include "ddplab/tensorboard/run_events.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -37,16 +35,6 @@ std::vector<Scalar> run_scalars(const report::RunData& run, double start) {
   }
   std::stable_sort(out.begin(), out.end(), [](const Scalar& a, const Scalar& b) { return a.step < b.step; });
   return out;
-}
-
-std::optional<double> manifest_time(const json& manifest, const char* key) {
-  const auto it = manifest.find(key);
-  if (it == manifest.end() || !it->is_string()) return std::nullopt;
-  std::tm tm{};
-  const std::string text = it->get<std::string>();
-  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  return static_cast<double>(::timegm(&tm));
 }
 
 std::string manifest_host(const json& manifest) {

@@ -25,10 +25,6 @@ struct Scalar {
 // TensorBoard's data server drops a tag's points beyond a step that comes later in the file.
 std::vector<Scalar> run_scalars(const report::RunData& run, double start);
 
-// Seconds since the epoch of a manifest time ("2026-12-02T08:46:03Z", rundir::utc_now) at `key`;
-// nullopt when the manifest has none.
-std::optional<double> manifest_time(const nlohmann::json& manifest, const char* key);
-
 // The manifest's "host" for an event file's name (event_file_name), "ddplab" when it has none.
 std::string manifest_host(const nlohmann::json& manifest);
 

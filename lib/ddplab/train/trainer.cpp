@@ -89,6 +89,9 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       return result;
     });
   prewarm_device();
+  // The manifest's "train_start" (the run's first process only: a resumed clock goes on from the
+  // checkpoint's wall_s) precedes the clock's start by this write, so that it does not count.
+  if (lead() && !options_.resume) run_->update_manifest({{"train_start", rundir::utc_now()}});
   train_start_ = Clock::now() - as_duration(resumed_.wall_s);
 }
 

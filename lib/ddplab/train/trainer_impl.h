@@ -139,7 +139,7 @@ class Trainer {
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
-  Clock::time_point train_start_;
+  Clock::time_point train_start_;  // wall_s 0; the manifest's "train_start" is its UTC time
 
   // What lives for one epoch; start_epoch makes it.
   struct EpochState {
