@@ -6,9 +6,10 @@
 //                       [trace|-] [eager|graph]
 // Runs `warmup` steps, then times `steps` more (bench/compare.sh gives both one epoch's steps, as
 // it times ddplab's and the peer's second epoch). Prints one line: "bare_loop model=... batch=...
-// threads=... device=... mode=... train_s=... images_per_s=...": train_s from the first warm-up
-// step to the last step, images_per_s over the timed steps. With a `trace` file, 20 more steps are
-// then recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares
+// threads=... device=... mode=... train_s=... images_per_s=... train_start_unix=...": train_s from
+// the first warm-up step to the last step, images_per_s over the timed steps, train_start_unix the
+// Unix time of the first warm-up step (bench/compare.sh: the seconds from the process's start). With a `trace` file, 20
+// more steps are then recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares
 // them).
 //
 // `graph` (CUDA builds, device cuda): the step (forward, loss, backward, SGD) is captured once in a
@@ -101,6 +102,7 @@ int run(int argc, char** argv) {
   }
   loop.model->train();
   const auto first = std::chrono::steady_clock::now();
+  const auto first_unix = std::chrono::system_clock::now().time_since_epoch();
   std::function<void(int)> step = [&](int i) {
     loop.sgd->zero_grad();
     loop.step(loop.xs[i % pool], loop.ys[i % pool]);
@@ -117,9 +119,11 @@ int run(int argc, char** argv) {
   sync();
   const auto end = std::chrono::steady_clock::now();
   const double s = std::chrono::duration<double>(end - start).count();
-  fmt::print("bare_loop model={} batch={} threads={} device={} mode={} train_s={:.3f} images_per_s={:.1f}\n",
-             model_name, batch, threads, device_name, mode, std::chrono::duration<double>(end - first).count(),
-             steps * batch / s);
+  fmt::print(
+      "bare_loop model={} batch={} threads={} device={} mode={} train_s={:.3f} images_per_s={:.1f} "
+      "train_start_unix={:.3f}\n",
+      model_name, batch, threads, device_name, mode, std::chrono::duration<double>(end - first).count(),
+      steps * batch / s, std::chrono::duration<double>(first_unix).count());
   if (trace.empty()) return 0;
   const int traced = 20;
   ddplab::runtime::StepProfiler profiler(0, traced, device, trace);

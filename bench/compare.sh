@@ -8,7 +8,7 @@
 # for world 1 on cuda), BUILD (build: where bin/ddplab and bin/bare_loop are), PYTHON (.venv/bin/python),
 # DATA (the Fashion-MNIST directory; /usr/share/datasets/fashion-mnist), GRAPH (1: ddplab at world 1
 # runs a second time with its step captured in a CUDA graph, replicas.cuda_graph, the row "1+graph";
-# on a CPU that form runs eagerly).
+# on a CPU that form runs eagerly), TARGET (the test accuracy for "to target", 0.75).
 #
 # What it measures, the same way for all three:
 #   steady images/s  the second epoch's training images/s: each contender first runs one epoch's
@@ -18,6 +18,13 @@
 #                    warm-up steps, then times as many again)
 #   outside s        the process's wall time minus its own training time: start-up (loading
 #                    LibTorch, CUDA and the process group, reading the data) and teardown
+#   to first step s  from the process's start (this script's clock just before it starts it) to
+#                    its training clock's start: ddplab's manifest "train_start", the peer's and the
+#                    bare loop's train_start_unix
+#   to target s      from the process's start to the end of the first evaluation (after each epoch,
+#                    on the first 500 test images) at or above TARGET test accuracy; ddplab's
+#                    train_start + that epoch's wall_s. The bare loop trains on random batches and
+#                    evaluates nothing: "-"
 # Each line gives the median over rounds and the spread (min-max); ratios are medians of the
 # per-round ratios, which compare runs made seconds apart.
 set -euo pipefail
@@ -30,33 +37,43 @@ device=${DEVICE:-cpu}
 backend=${BACKEND:-gloo}
 build=${BUILD:-build}
 python=${PYTHON:-.venv/bin/python}
+target=${TARGET:-0.75}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 cores=$(nproc)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-results=$out/results.tsv  # contender world round images_per_s outside_s
+results=$out/results.tsv  # contender world round images_per_s outside_s first_step_s target_s ("-": none)
 # CPU time the hypervisor gave to other guests ("steal", /proc/stat): on a shared VM it is what
 # makes runs of the same code differ by 10-20%, so it is printed with the table.
 steal() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 now() { date +%s.%N; }
 # field LINE KEY: the value of KEY=value in a program's one-line result.
 field() { sed -n "s/.*[ ^]$2=\([^ ]*\).*/\1/p" <<<" $1"; }
+# since T0 UNIX: UNIX - T0 in seconds, or "-" when UNIX is "-" or empty.
+since() { python3 -c "import sys; print('-' if sys.argv[2] in ('', '-') else float(sys.argv[2]) - float(sys.argv[1]))" "$1" "$2"; }
 read -r steal0 total0 < <(steal)
 # said: the last result line, on stderr as the rounds go.
 said() { tail -n 1 "$results" | awk '{printf "round %s world %s: %s %.0f images/s %.2f s outside\n", $3, $2, $1, $4, $5}' >&2; }
 # run_ddplab CONTENDER WORLD ROUND [OVERRIDE...]: one ddplab run of the workload, its result line.
 run_ddplab() {
-  local who=$1 world=$2 round=$3 t0 t1 d d_train
+  local who=$1 world=$2 round=$3 t0 t1 run
   shift 3
+  run=$out/cmp_$who$world/seed=1
   t0=$(now)
   "$build/bin/ddplab" run experiments/quickstart.json epochs=2 replicas.count=$world batch.per_replica=$batch \
     replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
     dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$who$world "$@" --force >/dev/null
   t1=$(now)
-  read -r d d_train < <(python3 -c "import json,sys
-r=[json.loads(l) for l in open(sys.argv[1])]; print(r[-1]['images_per_s'], r[-1]['wall_s'])" \
-      "$out/cmp_$who$world/seed=1/epochs.jsonl")
-  echo "$who $world $round $d $(python3 -c "print($t1 - $t0 - $d_train)")" >>"$results"
+  echo "$who $world $round $(python3 - "$run" "$t0" "$t1" "$target" <<'PY'
+import datetime, json, sys
+run, t0, t1, target = sys.argv[1], *map(float, sys.argv[2:])
+r = [json.loads(line) for line in open(f"{run}/epochs.jsonl")]
+start = json.load(open(f"{run}/manifest.json"))["train_start"]
+start = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+hit = next((e["wall_s"] for e in r if e["test_acc"] >= target), None)
+print(r[-1]["images_per_s"], t1 - t0 - r[-1]["wall_s"], start - t0, "-" if hit is None else start + hit - t0)
+PY
+)" >>"$results"
   said
 }
 for round in $(seq "$rounds"); do
@@ -67,31 +84,37 @@ for round in $(seq "$rounds"); do
     fi
     t0=$(now)
     line=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
-           --root "$data" --backend $backend --epochs 2 2>/dev/null)
+           --root "$data" --backend $backend --epochs 2 --test-limit 500 --target "$target" 2>/dev/null)
     t1=$(now)
-    echo "peer $world $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
+    echo "peer $world $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" \
+      "$(since "$t0" "$(field "$line" train_start_unix)") $(since "$t0" "$(field "$line" target_unix)")" >>"$results"
     said
   done
   steps=$(( limit / batch ))
   t0=$(now)
   line=$("$build/bin/bare_loop" mnist_cnn $batch $steps "$cores" $device $steps)
   t1=$(now)
-  echo "bare 1 $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" >>"$results"
+  echo "bare 1 $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" \
+    "$(since "$t0" "$(field "$line" train_start_unix)") -" >>"$results"
   said
 done
 read -r steal1 total1 < <(steal)
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds;" \
   "train images per epoch: $limit; batch per replica: $batch; timed: epoch 2 (epoch 1 is warm-up for all three)"
 echo "steal (CPU time taken by other guests of the host) during the benchmark: $(( 100 * (steal1 - steal0) / (total1 - total0 + 1) ))%"
-python3 - "$results" <<'PY'
+python3 - "$results" "$target" <<'PY'
 import collections, statistics, sys
-rows = collections.defaultdict(dict)  # (contender, world) -> round -> (images_per_s, outside_s)
+rows = collections.defaultdict(dict)  # (contender, world) -> round -> (images/s, outside, to first step, to target)
 for line in open(sys.argv[1]):
-    who, world, rnd, ips, outside = line.split()
-    rows[(who, int(world))][int(rnd)] = (float(ips), float(outside))
+    who, world, rnd, *values = line.split()
+    rows[(who, int(world))][int(rnd)] = tuple(None if v == "-" else float(v) for v in values)
 def spread(who, world, i, fmt):
-    v = [r[i] for r in rows[(who, world)].values()]
-    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))})" if v else "-"
+    runs = rows[(who, world)].values()
+    v = [r[i] for r in runs if r[i] is not None]
+    if not v:
+        return f"never ({len(runs)} runs)" if runs and who != "bare" else "-"
+    missed = f", {len(runs) - len(v)} of {len(runs)} never" if len(v) < len(runs) else ""
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}-{fmt.format(max(v))}{missed})"
 def ratio(who, world, other, other_world):
     a, b = rows[(who, world)], rows[(other, other_world)]
     r = [a[k][0] / b[k][0] for k in a if k in b]
@@ -106,10 +129,14 @@ for label, who, world in lines:
     bare = spread("bare", 1, 0, "{:.0f}") if world == 1 else "-"
     print(head.format(label, spread(who, world, 0, "{:.0f}"), spread("peer", world, 0, "{:.0f}"), bare,
                       ratio(who, world, "peer", world), ratio(who, world, "bare", 1) if world == 1 else "-"))
-print("seconds outside training (process wall time minus its own training time), median (min-max)")
-print("{:<8} {:>26} {:>26} {:>26}".format("world", "ddplab", "peer", "bare_loop"))
-for label, who, world in lines:
-    bare = spread("bare", 1, 1, "{:.2f}") if world == 1 else "-"
-    print("{:<8} {:>26} {:>26} {:>26}".format(label, spread(who, world, 1, "{:.2f}"),
-                                              spread("peer", world, 1, "{:.2f}"), bare))
+seconds = [("seconds outside training (process wall time minus its own training time)", 1),
+           ("seconds from the process's start to its first step", 2),
+           (f"seconds from the process's start to test accuracy {sys.argv[2]} (the bare loop evaluates nothing)", 3)]
+for title, i in seconds:
+    print(f"{title}, median (min-max)")
+    print("{:<8} {:>26} {:>26} {:>26}".format("world", "ddplab", "peer", "bare_loop"))
+    for label, who, world in lines:
+        bare = spread("bare", 1, i, "{:.2f}") if world == 1 else "-"
+        print("{:<8} {:>26} {:>26} {:>26}".format(label, spread(who, world, i, "{:.2f}"),
+                                                  spread("peer", world, i, "{:.2f}"), bare))
 PY

@@ -5,12 +5,12 @@
 
 Reads the log the check wrote and prints Markdown: the card and torch; the GPU table's rows
 (compare.sh at batch 64 and 512, ddplab eager and with its step in a CUDA graph: steady images/s,
-ratios, seconds outside training); the bare
-loop eager against the same loop replayed from a CUDA graph; the time to the target accuracy and
-the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's images/s per epoch, eager
-against graphed), and its seed 1 without the prewarm (its epochs' images/s and seconds from the start
-of training beside the prewarmed seed 1's), with each run's prewarm seconds (outside the clock); the
-profile's table; which steps failed or were skipped. A step the log
+ratios, seconds outside training, from the process's start to the first step and to the target
+accuracy); the bare loop eager against the same loop replayed from a CUDA graph; the time to the
+target accuracy and the speed recipe's seeds, eager and with replicas.cuda_graph (with seed 1's
+images/s per epoch, eager against graphed), and its seed 1 without the prewarm (its epochs' images/s
+and seconds from the start of training beside the prewarmed seed 1's), with each run's prewarm
+seconds (outside the clock); the profile's table; which steps failed or were skipped. A step the log
 does not hold (skipped, failed before its figures) prints as "not in the log". The check runs it
 last, so that its output ends with this.
 """
@@ -38,25 +38,31 @@ def card(lines: list) -> str:
     return "no GPU (a dry run)"
 
 
+CELL = re.compile(r"never \([^)]*\)|[\d.]+ \([^)]*\)|[\d.]+|-")
+
+
 def compare_row(lines: list, batch: int, gpu: str, world: str = "1") -> str:
     """The GPU table's row for one compare.sh step and one of its rows ("1", or "1+graph": ddplab
-    with replicas.cuda_graph), or a row saying it is missing."""
+    with replicas.cuda_graph), or a row saying it is missing. compare.sh prints four tables, each
+    with a row per label: steady images/s (ddplab, peer, bare loop, ddplab/peer, ddplab/bare), then
+    seconds outside training, to the first step and to the target (ddplab, peer, bare loop)."""
     label = f"{batch}" if world == "1" else f"{batch}, ddplab with replicas.cuda_graph"
-    steady = [l for l in lines if re.match(rf"{re.escape(world)}\s+\S+ \(", l)]
-    if len(steady) < 2:
-        return f"| {gpu} | {label} | not in the log | | | | | |"
-    speed, outside = steady[0].split(), steady[1].split()
-    # world, ddplab, (min-max), peer, (min-max), bare, (min-max), ddplab/peer, ddplab/bare
-    def images(i):
-        low, high = speed[i + 1].strip("()").split("-")
-        return f"{int(float(speed[i])):,} ({int(float(low)):,}-{int(float(high)):,})"
+    tables = [CELL.findall(l[len(world):]) for l in lines if re.match(rf"{re.escape(world)}\s", l)]
+    if len(tables) < 4 or len(tables[0]) < 5 or any(len(t) < 3 for t in tables[1:4]):
+        return f"| {gpu} | {label} | not in the log | | | | | | | |"
 
-    try:
-        d, p, b = (images(i) for i in (1, 3, 5))
-        return (f"| {gpu} | {label} | {d} | {p} | {b} | {speed[7]} | {speed[8]} | "
-                f"{outside[1]} / {outside[3]} / {outside[5]} |")
-    except (ValueError, IndexError):  # a contender without figures prints "-"
-        return f"| {gpu} | {label} | see the log: {' '.join(speed[1:])} | | | | | |"
+    def images(cell):
+        m = re.match(r"([\d.]+) \(([\d.]+)-([\d.]+)\)", cell)
+        return f"{int(float(m[1])):,} ({int(float(m[2])):,}-{int(float(m[3])):,})" if m else cell
+
+    def median(cell):  # "0.85 (0.80-0.90, 1 of 3 never)" -> "0.85 (1 of 3 never)"
+        m = re.match(r"([\d.]+) \([^,)]*(?:, (.*))?\)", cell)
+        return cell if not m else m[1] if not m[2] else f"{m[1]} ({m[2]})"
+
+    speed, outside, first, target = tables[:4]
+    d, p, b = (images(c) for c in speed[:3])
+    seconds = [" / ".join(median(c) for c in t[:3]) for t in (outside, first, target)]
+    return f"| {gpu} | {label} | {d} | {p} | {b} | {speed[3]} | {speed[4]} | " + " | ".join(seconds) + " |"
 
 
 def bare_rows(lines: list) -> list:
@@ -81,8 +87,9 @@ def main() -> int:
     torch_line = next((l for l in steps.get("machine", []) if l.startswith("torch ")), "torch: not in the log")
     print(f"# GPU check summary\n\n{gpu}; {torch_line}\n")
     print("| card | batch | ddplab images/s | peer images/s | bare loop images/s | ddplab/peer | ddplab/bare "
-          "| outside training, ddplab / peer / bare (s) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| outside training, ddplab / peer / bare (s) | process start to first step, ddplab / peer / bare (s) "
+          "| process start to target accuracy, ddplab / peer / bare (s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for world in ("1", "1+graph"):
         for batch in (64, 512):
             print(compare_row(steps.get(f"compare batch {batch}", []), batch, gpu, world))

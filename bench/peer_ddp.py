@@ -6,7 +6,11 @@ seed + epoch, contiguous shares of each global batch), same optimizer (SGD momen
 thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints
 training images/s of the last epoch, measured like ddplab's epoch_s (training steps only, no
 evaluation), and train_s, the training seconds of all epochs (bench/compare.sh subtracts them from
-the process's wall time to get what the peer spends outside training: start-up above all).
+the process's wall time to get what the peer spends outside training: start-up above all). Like
+ddplab, rank 0 evaluates the first --test-limit test images after each epoch; the line also gives
+the Unix times of the first step's start (train_start_unix) and of the end of the first evaluation
+at or above --target test accuracy (target_unix, "-" when none), from which compare.sh takes the
+seconds from the process's start to the first step and to the target.
 
   .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
 """
@@ -57,6 +61,15 @@ class MnistCnn(nn.Module):
         return self.fc2(x)
 
 
+def evaluate(model, x, y):
+    """Test accuracy on (x, y), in batches of 1,000 as ddplab evaluates."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum()) for i in range(0, len(y), 1000))
+    model.train()
+    return correct / max(1, len(y))
+
+
 def worker(rank, args, port, result):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -71,6 +84,9 @@ def worker(rank, args, port, result):
     images = images.unsqueeze(1)
     mean = images.double().div(255).mean().item()
     std = images.double().div(255).std(unbiased=False).item()
+    test_x = read_idx(find(args.root, "t10k-images-idx3-ubyte"))[: args.test_limit].unsqueeze(1)
+    test_x = ((test_x.float().div(255) - mean) / std).to(device)
+    test_y = read_idx(find(args.root, "t10k-labels-idx1-ubyte"))[: args.test_limit].long().to(device)
     torch.manual_seed(args.seed)
     model = MnistCnn(args.dropout).to(device)
     if args.world > 1:
@@ -78,11 +94,12 @@ def worker(rank, args, port, result):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     global_batch = args.per_replica * args.world
     steps = images.shape[0] // global_batch
-    rate, train_s = 0.0, 0.0
+    rate, train_s, train_start, target_time = 0.0, 0.0, None, None
     for epoch in range(args.epochs):
         perm = torch.randperm(images.shape[0], generator=torch.Generator().manual_seed(args.seed + epoch))
         model.train()
         start = time.perf_counter()
+        train_start = train_start or time.time()
         for t in range(steps):
             idx = perm[t * global_batch + rank * args.per_replica: t * global_batch + (rank + 1) * args.per_replica]
             x = (images[idx].float().div(255) - mean) / std
@@ -99,8 +116,10 @@ def worker(rank, args, port, result):
         elapsed = time.perf_counter() - start
         rate = steps * global_batch / elapsed
         train_s += elapsed
+        if rank == 0 and target_time is None and evaluate(getattr(model, "module", model), test_x, test_y) >= args.target:
+            target_time = time.time()
     if rank == 0:
-        result.put((rate, train_s))
+        result.put((rate, train_s, train_start, target_time))
     if args.world > 1:
         dist.destroy_process_group()
 
@@ -112,6 +131,8 @@ def main():
     p.add_argument("--per-replica", type=int, default=64)
     p.add_argument("--train-limit", type=int, default=20000)
     p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--test-limit", type=int, default=10000)
+    p.add_argument("--target", type=float, default=0.75)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=1)
@@ -126,11 +147,12 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, args, port, result)) for r in range(args.world)]
     for pr in procs:
         pr.start()
-    rate, train_s = result.get()
+    rate, train_s, train_start, target_time = result.get()
     for pr in procs:
         pr.join()
     print(f"peer_ddp world={args.world} per_replica={args.per_replica} device={args.device} "
-          f"train_s={train_s:.3f} images_per_s={rate:.1f}")
+          f"train_s={train_s:.3f} images_per_s={rate:.1f} train_start_unix={train_start:.3f} "
+          f"target_unix={'-' if target_time is None else f'{target_time:.3f}'}")
 
 
 if __name__ == "__main__":
