@@ -53,7 +53,11 @@ field() { sed -n "s/.*[ ^]$2=\([^ ]*\).*/\1/p" <<<" $1"; }
 since() { python3 -c "import sys; print('-' if sys.argv[2] in ('', '-') else float(sys.argv[2]) - float(sys.argv[1]))" "$1" "$2"; }
 read -r steal0 total0 < <(steal)
 # said: the last result line, on stderr as the rounds go.
-said() { tail -n 1 "$results" | awk '{printf "round %s world %s: %s %.0f images/s %.2f s outside\n", $3, $2, $1, $4, $5}' >&2; }
+said() {
+  tail -n 1 "$results" | awk 'function s(x) { return x == "-" ? "never" : sprintf("%.2f s", x) }
+    { printf "round %s world %s: %s %.0f images/s, %.2f s outside, to the first step %s, to the target %s\n",
+      $3, $2, $1, $4, $5, s($6), $1 == "bare" ? "- (it evaluates nothing)" : s($7) }' >&2
+}
 # run_ddplab CONTENDER WORLD ROUND [OVERRIDE...]: one ddplab run of the workload, its result line.
 run_ddplab() {
   local who=$1 world=$2 round=$3 t0 t1 run
