@@ -60,7 +60,7 @@ said() {
 }
 # run_ddplab CONTENDER WORLD ROUND [OVERRIDE...]: one ddplab run of the workload, its result line.
 run_ddplab() {
-  local who=$1 world=$2 round=$3 t0 t1 run
+  local who=$1 world=$2 round=$3 t0 t1 run figures
   shift 3
   run=$out/cmp_$who$world/seed=1
   t0=$(now)
@@ -68,22 +68,25 @@ run_ddplab() {
     replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
     dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$who$world "$@" --force >/dev/null
   t1=$(now)
-  echo "$who $world $round $(python3 - "$run" "$t0" "$t1" "$target" <<'PY'
+  # An assignment, so that set -e stops the script if the records do not read.
+  figures=$(python3 - "$run" "$t0" "$t1" "$target" <<'PY'
 import datetime, json, sys
 run, t0, t1, target = sys.argv[1], *map(float, sys.argv[2:])
 r = [json.loads(line) for line in open(f"{run}/epochs.jsonl")]
-start = json.load(open(f"{run}/manifest.json"))["train_start"]
-start = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+start = json.load(open(f"{run}/manifest.json")).get("train_start")  # none before 2026-12-06's ddplab
+start = start and datetime.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
 hit = next((e["wall_s"] for e in r if e["test_acc"] >= target), None)
-print(r[-1]["images_per_s"], t1 - t0 - r[-1]["wall_s"], start - t0, "-" if hit is None else start + hit - t0)
+print(r[-1]["images_per_s"], t1 - t0 - r[-1]["wall_s"], "-" if not start else start - t0,
+      "-" if not start or hit is None else start + hit - t0)
 PY
-)" >>"$results"
+)
+  echo "$who $world $round $figures" >>"$results"
   said
 }
 for round in $(seq "$rounds"); do
   for world in $worlds; do
     run_ddplab ddplab $world $round
-    if [ -n "${GRAPH:-}" ] && [ "$world" = 1 ]; then
+    if [ "${GRAPH:-0}" = 1 ] && [ "$world" = 1 ]; then
       run_ddplab ddplab_graph 1 $round replicas.cuda_graph=true
     fi
     t0=$(now)

@@ -5,8 +5,9 @@ data (the IDX files, normalized with the training set's mean/std), same order (r
 seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
 thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints
 training images/s of the last epoch, measured like ddplab's epoch_s (training steps only, no
-evaluation), and train_s, the training seconds of all epochs (bench/compare.sh subtracts them from
-the process's wall time to get what the peer spends outside training: start-up above all). Like
+evaluation), and train_s, the seconds of all epochs with their evaluations, as ddplab's wall_s
+(bench/compare.sh subtracts them from the process's wall time to get what the peer spends outside
+training: start-up above all). Like
 ddplab, rank 0 evaluates the first --test-limit test images after each epoch; the line also gives
 the Unix times of the first step's start (train_start_unix) and of the end of the first evaluation
 at or above --target test accuracy (target_unix, "-" when none), from which compare.sh takes the
@@ -115,9 +116,9 @@ def worker(rank, args, port, result):
             torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
         rate = steps * global_batch / elapsed
-        train_s += elapsed
-        if rank == 0 and target_time is None and evaluate(getattr(model, "module", model), test_x, test_y) >= args.target:
-            target_time = time.time()
+        if rank == 0 and evaluate(getattr(model, "module", model), test_x, test_y) >= args.target:
+            target_time = target_time or time.time()
+        train_s += time.perf_counter() - start  # the evaluation included, as in ddplab's wall_s
     if rank == 0:
         result.put((rate, train_s, train_start, target_time))
     if args.world > 1:

@@ -21,9 +21,12 @@ import sys
 
 
 def startup_s(run: pathlib.Path):
-    """The manifest's train_start - start in seconds; None without them."""
+    """The manifest's train_start - start in seconds; None without them, or when the run restarted
+    (its wall_s then leaves out the time between its processes)."""
     try:
         m = json.loads((run / "manifest.json").read_text())
+        if "restarts" in m:
+            return None
         t = [datetime.datetime.fromisoformat(m[k].replace("Z", "+00:00")).timestamp() for k in ("start", "train_start")]
         return t[1] - t[0]
     except (OSError, KeyError, ValueError, AttributeError):

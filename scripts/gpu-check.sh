@@ -45,18 +45,20 @@ out=${1:-${OUT:-gpu-check-out}}
 mkdir -p "$out"
 log="$out/gpu-check.txt"
 : >"$log"
-failed=() skipped=()
+failed=() skipped=() skipped_diagnostics=()
 budget=${GPU_CHECK_BUDGET_S:-570}
 [ -n "${GPU_CHECK_DRY_RUN:-}" ] && budget=${GPU_CHECK_BUDGET_S:-3600}
 # step NAME COMMAND...: runs a step, logs its output and time. NEED (seconds, 10 unless set for
 # that call) is what it needs of the budget to start; a step that hangs is killed after STEP_LIMIT
 # seconds (240 unless set) or at the budget's end, so the steps after it still run or are skipped.
+# A step skipped for the budget fails the check, unless it is a diagnostic (DIAGNOSTIC=1: it
+# explains figures rather than judging a target), which is listed apart.
 step() {
   local name=$1 start=$SECONDS left=$((budget - SECONDS)) limit=${STEP_LIMIT:-240}
   shift
   if [ "$left" -lt "${NEED:-10}" ]; then
     echo "== $name: skipped, $left s of the budget left, it needs about ${NEED:-10} s" | tee -a "$log"
-    skipped+=("$name")
+    if [ -n "${DIAGNOSTIC:-}" ]; then skipped_diagnostics+=("$name"); else skipped+=("$name"); fi
     return
   fi
   local why="its limit of $limit s"
@@ -142,7 +144,7 @@ step "resume on cuda after a stop" bash -c 'dir=$1; shift
 # Its timing runs share the machine with the build: the check scores the steps, not the times.
 # The least needed step of all: it starts only if, after its limit of 120 s, the budget still
 # holds the 335 s or so that the steps below need on 16 cores (estimated).
-NEED=455 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
+DIAGNOSTIC=1 NEED=455 STEP_LIMIT=120 step "planner: steps at the global batches of 4 and 8 replicas" env PLAN_TARGET_LOSS=$plan_target \
   scripts/gpu-plan-check.sh $build "$runs/plan-check" $dev "$fashion" "${extra[@]}"
 if [ -n "$tests_build" ]; then
   echo "== build: the test binary (in the background since ddplab was built)" | tee -a "$log"
@@ -229,7 +231,7 @@ NEED=60 STEP_LIMIT=$tests_limit step "unit tests (all)" ctest --test-dir $build 
 # What a CUDA graph buys the bare loop, to set beside what replicas.cuda_graph buys ddplab
 # (docs/performance.md, "A CUDA graph of the step"): launching each kernel vs replaying the step
 # captured in one graph, at the quickstart's batch and the speed recipe's.
-step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$4; shift 4
+DIAGNOSTIC=1 step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$4; shift 4
   rc=0; for b in 64 256; do for m in "$@"; do
     "$build/bin/bare_loop" mnist_cnn $b $steps "$(nproc)" $dev $warmup - $m || rc=1; done; done; exit $rc' _ \
   $build $dev $bare_steps $bare_warmup $bare_modes
@@ -240,7 +242,7 @@ step "bare loop: eager vs CUDA graph" bash -c 'build=$1 dev=$2 steps=$3 warmup=$
 # under 100% busy waits for the host: that is what a CUDA graph of the step would remove. The
 # window starts at step $profile_from of an epoch: the speed recipe (batch 256) gets the images for
 # 40 steps more, the quickstart's 12,800 are 200 steps at batch 64.
-NEED=25 step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
+DIAGNOSTIC=1 NEED=25 step "profile: ddplab's steps vs the bare loop's" bash -c 'out=$1 build=$2 dev=$3 runs=$4 from=$5 speed=$6 speed_data=$7
   shift 7; profiled=(replicas.device=$dev epochs=1 dataset.train_limit=12800 log.profile_steps=20 log.profile_from_step=$from
     output="$runs" --force)
   "$build/bin/ddplab" run experiments/quickstart.json "$@" dataset.placement=device "${profiled[@]}" name=profile_quickstart &&
@@ -260,6 +262,8 @@ tar czf "$out/gpu-runs.tgz" --exclude='*.pt' -C "$runs" . 2>/dev/null
 list() { local IFS=';'; echo "${*:-none}" | sed 's/;/; /g'; }
 echo "== failed: $(list "${failed[@]}")" | tee -a "$log"
 echo "== skipped for the budget of $budget s: $(list "${skipped[@]}") ($SECONDS s in all)" | tee -a "$log"
+echo "== skipped for the budget, diagnostics (the check passes without them): $(list "${skipped_diagnostics[@]}")" |
+  tee -a "$log"
 # The figures as the GPU tables of docs/performance.md take them, printed last.
 python3 bench/gpu_summary.py "$log" | tee "$out/gpu-summary.md"
 [ ${#failed[@]} -eq 0 ] && [ ${#skipped[@]} -eq 0 ]

@@ -2,6 +2,8 @@
 // (report::RunData::reaching): at evaluation points when the run has them.
 #include "ddplab/plan/calibration.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "report/fake_run.h"
@@ -25,6 +27,32 @@ TEST(Calibration, AnAccuracyTargetIsMeasuredAtEvaluationPointsWhenTheRunHasThem)
   ASSERT_TRUE(m.steps_to_target.has_value()) << m.left_out;
   EXPECT_EQ(*m.steps_to_target, 220.0) << "the point in the third epoch, not its end";
   EXPECT_NEAR(*m.time_to_target_s, 0.12 * 220, 1e-9) << "no manifest end: no start-up added";
+}
+
+// Start-up is the manifest's train_start - start, to the millisecond; a run written before
+// train_start existed falls back to end - start - the last wall_s; a run that restarted has none.
+TEST(Calibration, StartUpIsFromTheRunsStartToItsTrainingClocksStart) {
+  testing::TempDir tmp;
+  testing::FakeRun r;  // manifest start 2026-01-01T00:00:00Z; the last epoch's wall_s 36 s
+  r.test_acc = {0.5, 0.79, 0.81};
+  const auto measured = [&](const std::string& name, const nlohmann::json& patch) {
+    r.name = name;
+    r.manifest_patch = patch;
+    std::vector<std::string> warnings;
+    Target target;
+    target.acc = 0.8;
+    return measure_run(report::load_run(testing::write_run(tmp.path() / "runs", r), warnings), target);
+  };
+  const MeasuredRun timed =
+      measured("timed", {{"train_start", "2026-01-01T00:00:01.250Z"}, {"end", "2026-01-01T00:00:40.000Z"}});
+  EXPECT_DOUBLE_EQ(timed.startup_s, 1.25);
+  ASSERT_TRUE(timed.time_to_target_s.has_value()) << timed.left_out;
+  EXPECT_DOUBLE_EQ(*timed.time_to_target_s, 36 + 1.25) << "epoch 3's wall_s plus the start-up";
+  EXPECT_DOUBLE_EQ(measured("older", {{"end", "2026-01-01T00:00:40Z"}}).startup_s, 40 - 36);
+  EXPECT_TRUE(std::isnan(measured("restarted", {{"train_start", "2026-01-01T00:00:01.250Z"},
+                                                {"end", "2026-01-01T00:00:40Z"},
+                                                {"restarts", {{{"time", "2026-01-01T00:00:20Z"}}}}})
+                             .startup_s));
 }
 
 }  // namespace

@@ -328,11 +328,15 @@ TEST(RunLog, ManifestTimesReadWithAndWithoutMilliseconds) {
                                    {"end", "2025-12-02T08:36:03Z"},
                                    {"bad", "2025-12-02 08:36:03"},
                                    {"trailing", "2025-12-02T08:36:03.5Zx"},
+                                   {"exponent", "2025-12-02T08:36:03.5e3Z"},
+                                   {"no_digit", "2025-12-02T08:36:03.Z"},
                                    {"number", 3}};
   EXPECT_DOUBLE_EQ(manifest_time(manifest, "start").value(), 1764664563.125);
   EXPECT_DOUBLE_EQ(manifest_time(manifest, "end").value(), 1764664563.0);
   EXPECT_FALSE(manifest_time(manifest, "bad"));
   EXPECT_FALSE(manifest_time(manifest, "trailing"));
+  EXPECT_FALSE(manifest_time(manifest, "exponent"));
+  EXPECT_FALSE(manifest_time(manifest, "no_digit"));
   EXPECT_FALSE(manifest_time(manifest, "number"));
   EXPECT_FALSE(manifest_time(manifest, "missing"));
   EXPECT_FALSE(manifest_time(nlohmann::json::array(), "start"));

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -345,12 +345,9 @@ std::optional<double> manifest_time(const nlohmann::json& manifest, const char* 
   std::tm tm{};
   const char* rest = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (rest == nullptr) return std::nullopt;
-  double fraction = 0;
-  if (*rest == '.') {
-    char* end = nullptr;
-    fraction = std::strtod(rest, &end);
-    rest = end;
-  }
+  double fraction = 0, scale = 1;
+  if (*rest == '.' && std::isdigit(static_cast<unsigned char>(rest[1])))
+    while (std::isdigit(static_cast<unsigned char>(*++rest))) fraction += (*rest - '0') * (scale /= 10);
   if (std::string_view(rest) != "Z") return std::nullopt;
   return static_cast<double>(::timegm(&tm)) + fraction;
 }

@@ -90,9 +90,10 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
     });
   prewarm_device();
   // The manifest's "train_start" (the run's first process only: a resumed clock goes on from the
-  // checkpoint's wall_s) precedes the clock's start by this write, so that it does not count.
-  if (lead() && !options_.resume) run_->update_manifest({{"train_start", rundir::utc_now()}});
+  // checkpoint's wall_s) is the clock's start, and writing it counts in epoch 1's wall_s.
+  const auto now = std::chrono::system_clock::now();
   train_start_ = Clock::now() - as_duration(resumed_.wall_s);
+  if (lead() && !options_.resume) run_->update_manifest({{"train_start", rundir::utc_text(now)}});
 }
 
 // The process group, rank 0's parameters and buffers broadcast to every rank, and SyncBatchNorm's
