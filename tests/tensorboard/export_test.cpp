@@ -56,6 +56,22 @@ bool holds(const std::vector<std::string>& records, const std::string& event) {
 
 }  // namespace
 
+// A run that says when its training clock started (train_start) has its scalars at that time plus
+// wall_s; its session still starts at the run's start.
+TEST(TensorBoardExport, ScalarsCountFromTheTrainingClocksStart) {
+  TempDir tmp;
+  FakeRun r;
+  r.manifest_patch = {{"train_start", "2026-01-01T00:00:01.500Z"}};
+  const fs::path dir = write_run(tmp.path() / "runs", r);
+  export_runs({{tmp.path() / "runs"}, tmp.path() / "tb"});
+  const auto records =
+      read_records(tmp.path() / "tb" / "exp" / dir.filename() / "events.out.tfevents.1767225600.ddplab");
+  ASSERT_GE(records.size(), 2u);
+  EXPECT_EQ(records[0], file_version_event(kStart));
+  EXPECT_TRUE(holds(records, scalar_event(kStart + 1.5 + 24, 200 * 64, "test/acc", 0.7f)));
+  EXPECT_FALSE(holds(records, scalar_event(kStart + 24, 200 * 64, "test/acc", 0.7f)));
+}
+
 TEST(TensorBoardExport, WritesOneEventFilePerRunAtSamplesSeen) {
   TempDir tmp;
   write_sweep(tmp.path() / "runs");

@@ -48,6 +48,7 @@ struct GrowingRun {
   explicit GrowingRun(const fs::path& root) {
     FakeRun r;
     r.status = "running";
+    r.manifest_patch = {{"train_start", "2026-01-01T00:00:01.500Z"}};  // scalars count from it
     for (int e = 0; e < 3; ++e)
       r.steps.push_back({{"step", 50 + 100 * e},
                          {"epoch", 0.5 + e},

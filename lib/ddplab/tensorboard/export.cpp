@@ -30,11 +30,12 @@ SessionStart session_of(const report::ReportData& data, const report::RunData& r
 
 EventFile event_file_of(const report::ReportData& data, const report::RunData& run, const json& manifest) {
   const double start = rundir::manifest_time(manifest, "start").value_or(0);
+  const double clock = rundir::manifest_time(manifest, "train_start").value_or(start);
   const double last_wall = run.epochs.empty() ? 0 : run.epochs.back().wall_s;
-  const double end = rundir::manifest_time(manifest, "end").value_or(start + last_wall);
+  const double end = rundir::manifest_time(manifest, "end").value_or(clock + last_wall);
   EventFile file(start);
   file.add(session_start_event(start, session_of(data, run, start)));
-  for (const Scalar& s : run_scalars(run, start)) file.add_scalar(s.wall_time, s.step, s.tag, s.value);
+  for (const Scalar& s : run_scalars(run, clock)) file.add_scalar(s.wall_time, s.step, s.tag, s.value);
   file.add(session_end_event(end, session_status(run.status), end));
   return file;
 }

@@ -102,7 +102,10 @@ void LiveEventFile::finish(SessionStatus status) {
 
 std::string LiveEventFile::new_scalars(const report::RunData& run) {
   std::string records;
-  for (const Scalar& s : run_scalars(run, start_)) {
+  // The training clock's start is written after this file is made; until then (runs written
+  // before 2026-12-06: always) wall times count from the run's start.
+  if (!clock_) clock_ = rundir::manifest_time(rundir::read_manifest(dir_), "train_start");
+  for (const Scalar& s : run_scalars(run, clock_.value_or(start_))) {
     const auto [last, first] = written_.emplace(s.tag, s.step);
     if (!first && s.step <= last->second) continue;
     last->second = s.step;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "ddplab/report/report.h"
@@ -43,7 +44,8 @@ class LiveEventFile {
  private:
   std::string new_scalars(const report::RunData& run);
   std::filesystem::path dir_, file_;
-  double start_ = 0;                        // the manifest's start: wall times are start + wall_s
+  double start_ = 0;                        // the manifest's start: the session's start time
+  std::optional<double> clock_;             // its train_start, once written: wall times are it + wall_s
   std::map<std::string, int64_t> written_;  // tag -> the last step written
 };
 

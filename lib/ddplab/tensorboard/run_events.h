@@ -20,8 +20,9 @@ struct Scalar {
   double value = 0;
 };
 
-// The run's scalars (export.h lists the tags), sorted by step, at wall time `start` + the
-// records' wall_s / elapsed_s; a value that is not finite is left out. Sorted because
+// The run's scalars (export.h lists the tags), sorted by step, at wall time `start` (the training
+// clock's start: the manifest's train_start, its start for runs without one) + the records'
+// wall_s / elapsed_s; a value that is not finite is left out. Sorted because
 // TensorBoard's data server drops a tag's points beyond a step that comes later in the file.
 std::vector<Scalar> run_scalars(const report::RunData& run, double start);
 
