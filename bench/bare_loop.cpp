@@ -8,9 +8,9 @@
 // it times ddplab's and the peer's second epoch). Prints one line: "bare_loop model=... batch=...
 // threads=... device=... mode=... train_s=... images_per_s=... train_start_unix=...": train_s from
 // the first warm-up step to the last step, images_per_s over the timed steps, train_start_unix the
-// Unix time of the first warm-up step (bench/compare.sh: the seconds from the process's start). With a `trace` file, 20
-// more steps are then recorded there as ddplab's log.profile_steps records its own (bench/step_profile.py compares
-// them).
+// Unix time of the first warm-up step (bench/compare.sh: the seconds from the process's start).
+// With a `trace` file, 20 more steps are then recorded there as ddplab's log.profile_steps records
+// its own (bench/step_profile.py compares them).
 //
 // `graph` (CUDA builds, device cuda): the step (forward, loss, backward, SGD) is captured once in a
 // CUDA graph (runtime::StepGraph, as ddplab's replicas.cuda_graph captures its own) after 3 eager
