@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ddplab vs PyTorch's own DDP (bench/peer_ddp.py) vs the bare C++ loop (bench/bare_loop) on the
-# quickstart workload (mnist_cnn, Fashion-MNIST, SGD momentum 0.9), alternating them for several
+# quickstart workload (mnist_cnn, Fashion-MNIST, SGD at a constant lr 0.05 with momentum 0.9, as the
+# peer trains; the quickstart's cosine decay is turned off), alternating them for several
 # rounds. A benchmark, never a test.
 #
 #   bench/compare.sh [rounds=3] [train_limit=12800]
@@ -66,7 +67,8 @@ run_ddplab() {
   t0=$(now)
   "$build/bin/ddplab" run experiments/quickstart.json epochs=2 replicas.count=$world batch.per_replica=$batch \
     replicas.device=$device replicas.backend=$backend dataset.train_limit=$limit dataset.test_limit=500 \
-    dataset.root="$data" dataset.order=torch_sampler output="$out" name=cmp_$who$world "$@" --force >/dev/null
+    dataset.root="$data" dataset.order=torch_sampler schedule.decay=constant output="$out" name=cmp_$who$world "$@" \
+    --force >/dev/null
   t1=$(now)
   # An assignment, so that set -e stops the script if the records do not read.
   figures=$(python3 - "$run" "$t0" "$t1" "$target" <<'PY'

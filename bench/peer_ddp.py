@@ -1,17 +1,17 @@
 """The peer: PyTorch's own DistributedDataParallel (Python, gloo) on the same work as ddplab.
 
 Same model (mnist_cnn: conv5x5x32-pool-conv5x5x64-pool-fc1024-dropout-fc10, "same" padding), same
-data (the IDX files, normalized with the training set's mean/std), same order (randperm with
-seed + epoch, contiguous shares of each global batch), same optimizer (SGD momentum 0.9), same
-thread budget (cores / world), on CUDA the same pinned-memory asynchronous copies. Prints
-training images/s of the last epoch, measured like ddplab's epoch_s (training steps only, no
-evaluation), and train_s, the seconds of all epochs with their evaluations, as ddplab's wall_s
-(bench/compare.sh subtracts them from the process's wall time to get what the peer spends outside
-training: start-up above all). Like
-ddplab, rank 0 evaluates the first --test-limit test images after each epoch; the line also gives
-the Unix times of the first step's start (train_start_unix) and of the end of the first evaluation
-at or above --target test accuracy (target_unix, "-" when none), from which compare.sh takes the
-seconds from the process's start to the first step and to the target.
+data (the IDX files, normalized with the training set's mean/std), same order (randperm with seed +
+epoch, contiguous shares of each global batch), same optimizer (SGD at a constant lr 0.05 with
+momentum 0.9), same thread budget (cores / world), on CUDA the same pinned-memory asynchronous
+copies. Prints training images/s of the last epoch, measured like ddplab's epoch_s (training steps
+only, no evaluation), and train_s, the seconds of all epochs with their evaluations, as ddplab's
+wall_s (bench/compare.sh subtracts them from the process's wall time to get what the peer spends
+outside training: start-up above all). Like ddplab, rank 0 evaluates the first --test-limit test
+images after each epoch; the line also gives the Unix times of the first step's start
+(train_start_unix) and of the end of the first evaluation at or above --target test accuracy
+(target_unix, "-" when none), from which compare.sh takes the seconds from the process's start to
+the first step and to the target.
 
   .venv/bin/python bench/peer_ddp.py --world 2 --per-replica 64 --train-limit 20000
 """
