@@ -59,6 +59,13 @@ said() {
     { printf "round %s world %s: %s %.0f images/s, %.2f s outside, to the first step %s, to the target %s\n",
       $3, $2, $1, $4, $5, s($6), $1 == "bare" ? "- (it evaluates nothing)" : s($7) }' >&2
 }
+# record CONTENDER WORLD ROUND T0 T1 LINE: the result of a program that printed images_per_s, train_s,
+# train_start_unix and, if it evaluates, target_unix, started at T0 and ended at T1.
+record() {
+  echo "$1 $2 $3 $(field "$6" images_per_s) $(python3 -c "print($5 - $4 - $(field "$6" train_s))")" \
+    "$(since "$4" "$(field "$6" train_start_unix)") $(since "$4" "$(field "$6" target_unix)")" >>"$results"
+  said
+}
 # run_ddplab CONTENDER WORLD ROUND [OVERRIDE...]: one ddplab run of the workload, its result line.
 run_ddplab() {
   local who=$1 world=$2 round=$3 t0 t1 run figures
@@ -94,18 +101,12 @@ for round in $(seq "$rounds"); do
     t0=$(now)
     line=$("$python" bench/peer_ddp.py --world $world --per-replica $batch --train-limit $limit --device $device \
            --root "$data" --backend $backend --epochs 2 --test-limit 500 --target "$target" 2>/dev/null)
-    t1=$(now)
-    echo "peer $world $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" \
-      "$(since "$t0" "$(field "$line" train_start_unix)") $(since "$t0" "$(field "$line" target_unix)")" >>"$results"
-    said
+    record peer $world $round "$t0" "$(now)" "$line"
   done
   steps=$(( limit / batch ))
   t0=$(now)
   line=$("$build/bin/bare_loop" mnist_cnn $batch $steps "$cores" $device $steps)
-  t1=$(now)
-  echo "bare 1 $round $(field "$line" images_per_s) $(python3 -c "print($t1 - $t0 - $(field "$line" train_s))")" \
-    "$(since "$t0" "$(field "$line" train_start_unix)") -" >>"$results"
-  said
+  record bare 1 $round "$t0" "$(now)" "$line"
 done
 read -r steal1 total1 < <(steal)
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device: $device; rounds: $rounds;" \
