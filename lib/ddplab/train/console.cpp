@@ -63,6 +63,10 @@ void Console::on_epoch(const rundir::EpochRecord& rec) {
   std::fflush(stdout);
 }
 
-void Console::on_note(const std::string& note) { fmt::print(stderr, "ddplab: note: {}\n", note); }
+void Console::on_note(const std::string& note) {
+  if (tty_) fmt::print("\r{:80}\r", "");
+  fmt::print("ddplab: note: {}\n", note);
+  std::fflush(stdout);
+}
 
 }  // namespace ddplab::train
