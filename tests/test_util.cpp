@@ -59,6 +59,12 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+int64_t process_threads() {
+  int64_t n = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
 int64_t operators_dispatched(const std::function<void()>& fn) {
   static thread_local int64_t count = 0;
   count = 0;

@@ -86,6 +86,9 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 // nested ones too).
 int64_t operators_dispatched(const std::function<void()>& fn);
 
+// The threads of this process now (the entries of /proc/self/task).
+int64_t process_threads();
+
 // A Chrome trace of runtime::StepProfiler: for each "ProfilerStep#<n>" range, n and the names of
 // the operators (cpu_op events) that began inside it, in the order they began.
 std::map<int64_t, std::vector<std::string>> traced_steps(const std::filesystem::path& trace);

@@ -3,8 +3,11 @@
 #include <set>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include "test_util.h"
 
 namespace ddplab::data {
 namespace {
@@ -229,6 +232,25 @@ TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
   l.reset();  // the producer is blocked on a full queue: the destructor must not hang
   TrainLoader idle(d, none(d), 10, 0, 1, 3);
   EXPECT_FALSE(idle.next().has_value());  // no epoch started
+}
+
+// The loader's thread is the one thread an epoch starts: an ATen parallel region on it would start
+// a second OpenMP team (transform_test.cpp says why that slows every step), and the epoch's
+// randperm fills its 40,000 entries in parallel, so it is drawn before the thread starts.
+TEST(Loader, AnEpochStartsItsLoaderThreadAndNoOther) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  auto d = synthetic(40000);
+  d.channel_mean = {0.3};
+  d.channel_std = {0.4};
+  for (const auto augment : {config::Augment::kNone, config::Augment::kStandard}) {
+    TrainLoader loader(d, make_transform(augment, d), /*global_batch=*/4096, 0, 1, /*seed=*/3);
+    const int64_t before = testing::process_threads();
+    loader.start_epoch(0);
+    for (int step = 0; step < 3; ++step) ASSERT_TRUE(loader.next().has_value());
+    EXPECT_EQ(testing::process_threads() - before, 1) << config::name(augment);
+  }
+  at::set_num_threads(threads);
 }
 
 TEST(Loader, ProducerErrorsAreRethrown) {

@@ -1,13 +1,17 @@
 #include "ddplab/data/transform.h"
 
 #include <cmath>
+#include <functional>
 #include <set>
+#include <thread>
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "ddplab/base/error.h"
 #include "ddplab/data/loader.h"
+#include "test_util.h"
 
 namespace ddplab::data {
 namespace {
@@ -90,6 +94,17 @@ TEST(Transform, CropLargerThanTheImageIsAnError) {
   }
 }
 
+// How many threads `work` left running when run on a thread of its own, as the loader runs.
+int64_t threads_started_on_a_thread_of_its_own(const std::function<void()>& work) {
+  int64_t started = -1;
+  std::thread([&] {
+    const int64_t before = testing::process_threads();
+    work();
+    started = testing::process_threads() - before;
+  }).join();
+  return started;
+}
+
 TEST(Transform, NoneIsTheScalarNormalization) {
   auto d = patterned(5);
   auto idx = torch::tensor({4, 1}, torch::kLong);
@@ -97,6 +112,25 @@ TEST(Transform, NoneIsTheScalarNormalization) {
   auto t = make("none", d);
   EXPECT_TRUE(torch::equal(t.apply(d.train.images, idx, true, 1, 0), want));
   EXPECT_TRUE(torch::equal(t.apply(d.train.images, idx, false, 1, 0), want));
+}
+
+// The loader makes batches on a thread of its own. An ATen parallel region there starts a second
+// OpenMP team beside the training's, and with more of libgomp's threads than cores every thread
+// then sleeps after each parallel region of the step instead of spinning. apply() starts none.
+TEST(Transform, ABatchMadeOnAThreadOfItsOwnStartsNoThread) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  const auto d = patterned(64);
+  const auto idx = torch::arange(64, torch::kLong);  // 196,608 values: ATen's ops would go parallel
+  for (const char* name : {"none", "standard", "tf_tutorial"}) {
+    const auto t = make(name, d);
+    EXPECT_EQ(threads_started_on_a_thread_of_its_own([&] { t.apply(d.train.images, idx, true, 1, 0); }), 0) << name;
+  }
+  // The tensor ops that made augment "none"'s batches before do start one: the count sees it.
+  EXPECT_GT(threads_started_on_a_thread_of_its_own(
+                [&] { d.train.images.index_select(0, idx).to(torch::kFloat).div_(255.0).sub_(0.4).div_(0.2); }),
+            0);
+  at::set_num_threads(threads);
 }
 
 TEST(Transform, DrawsStayInTheirRanges) {

@@ -80,13 +80,14 @@ void TrainLoader::stop() {
 
 void TrainLoader::start_epoch(int64_t epoch, int64_t first_step) {
   stop();
-  worker_ = std::thread([this, epoch, first_step] { produce(epoch, first_step); });
+  // Here, not on the loader thread: randperm fills in parallel above ATen's grain size.
+  at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch, order_);
+  worker_ = std::thread([this, perm, epoch, first_step] { produce(perm, epoch, first_step); });
 }
 
-void TrainLoader::produce(int64_t epoch, int64_t first_step) {
+void TrainLoader::produce(const at::Tensor& perm, int64_t epoch, int64_t first_step) {
   try {
     torch::NoGradGuard no_grad;
-    at::Tensor perm = epoch_permutation(data_.train.size(), seed_, epoch, order_);
     for (int64_t t = std::max<int64_t>(first_step, 0); t < shards_.steps_per_epoch; ++t) {
       {
         std::unique_lock<std::mutex> lock(mutex_);

@@ -86,6 +86,10 @@ Transform::Transform(TransformOptions options, const DatasetPair& data)
   TORCH_INTERNAL_ASSERT(images.dim() == 4, "images must be [N, C, H, W]");
   in_ = {images.size(1), images.size(2), images.size(3)};
   out_ = in_;
+  // Exactly the tensor ops (and so the rounding) of ddplab before transforms, so MNIST results
+  // stay put: (v / 255 - mean) / std in float, once per byte value v.
+  if (is_identity(options_))
+    identity_table_ = torch::arange(256, torch::kFloat).div_(255.0).sub_(mean_).div_(std_).contiguous();
   if (options_.crop > 0) out_.height = out_.width = options_.crop;
   if (out_.height > in_.height + 2 * options_.pad || out_.width > in_.width + 2 * options_.pad) {
     throw config::spec_error("/dataset/augment",
@@ -204,10 +208,6 @@ void Transform::apply_one(const uint8_t* image, const SampleAugmentation& a, flo
 at::Tensor Transform::apply(const at::Tensor& images, const at::Tensor& indices, bool train, int64_t seed,
                             int64_t epoch) const {
   torch::NoGradGuard no_grad;
-  if (is_identity(options_)) {
-    // Exactly the ops (and so the rounding) of ddplab before transforms: MNIST results stay put.
-    return images.index_select(0, indices).to(torch::kFloat).div_(255.0).sub_(mean_).div_(std_).contiguous();
-  }
   TORCH_INTERNAL_ASSERT(images.scalar_type() == torch::kUInt8 && images.is_contiguous() &&
                             images.size(1) == in_.channels && images.size(2) == in_.height &&
                             images.size(3) == in_.width,
@@ -220,9 +220,16 @@ at::Tensor Transform::apply(const at::Tensor& images, const at::Tensor& indices,
   const uint8_t* src = images.data_ptr<uint8_t>();
   float* dst = out.data_ptr<float>();
   const SampleAugmentation fixed = eval_augmentation();
+  const float* table = identity_table_.defined() ? identity_table_.data_ptr<float>() : nullptr;
   for (int64_t i = 0; i < b; ++i) {
     TORCH_CHECK(ip[i] >= 0 && ip[i] < n, "sample index ", ip[i], " out of range [0, ", n, ")");
-    apply_one(src + ip[i] * in_numel, train ? draw(seed, epoch, ip[i]) : fixed, dst + i * out_numel);
+    const uint8_t* image = src + ip[i] * in_numel;
+    float* o = dst + i * out_numel;
+    if (table != nullptr) {
+      for (int64_t k = 0; k < in_numel; ++k) o[k] = table[image[k]];
+    } else {
+      apply_one(image, train ? draw(seed, epoch, ip[i]) : fixed, o);
+    }
   }
   return out;
 }

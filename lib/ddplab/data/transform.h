@@ -103,6 +103,10 @@ class Transform {
 
   // Gathers samples `indices` (int64 [b]) of uint8 `images` [N, C, H, W] into a contiguous float32
   // batch [b, C, H', W']: train draws per sample from (seed, epoch, indices[i]), eval does not draw.
+  // Plain loops on the calling thread, never an ATen parallel region: called on the loader thread,
+  // a parallel region would start a second OpenMP team beside the training's, and with more of
+  // libgomp's threads than cores every thread then sleeps after each region of the step instead of
+  // spinning (docs/performance.md, "The loader thread and OpenMP").
   at::Tensor apply(const at::Tensor& images, const at::Tensor& indices, bool train, int64_t seed, int64_t epoch) const;
 
  private:
@@ -110,6 +114,7 @@ class Transform {
   ImageSize in_, out_;
   double mean_, std_;
   std::vector<double> channel_mean_, channel_std_;
+  at::Tensor identity_table_;  // float [256]: byte v's value under augment "none"; undefined otherwise
 };
 
 // transform_options(augment) for `data`, as the trainer builds it.
