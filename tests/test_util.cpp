@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,11 +60,23 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-int64_t process_threads() {
-  int64_t n = 0;
-  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
+std::set<std::string> process_thread_ids() {
+  std::set<std::string> ids;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
+    ids.insert(task.path().filename().string());
+  return ids;
 }
+
+int64_t threads_started(const std::set<std::string>& before, const std::set<std::string>& after) {
+  return std::count_if(after.begin(), after.end(), [&](const std::string& id) { return before.count(id) == 0; });
+}
+
+IntraOpThreads::IntraOpThreads(int n) : old_(at::get_num_threads()) {
+  at::set_num_threads(n);
+  at::parallel_for(0, n, 1, [](int64_t, int64_t) {});
+}
+
+IntraOpThreads::~IntraOpThreads() { at::set_num_threads(old_); }
 
 int64_t operators_dispatched(const std::function<void()>& fn) {
   static thread_local int64_t count = 0;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,24 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 // nested ones too).
 int64_t operators_dispatched(const std::function<void()>& fn);
 
-// The threads of this process now (the entries of /proc/self/task).
-int64_t process_threads();
+// The ids of this process's threads now (the entries of /proc/self/task).
+std::set<std::string> process_thread_ids();
+// How many threads of `after` are not in `before` (two process_thread_ids()): the threads started
+// in between and still there, not counting threads that ended meanwhile.
+int64_t threads_started(const std::set<std::string>& before, const std::set<std::string>& after);
+
+// Sets ATen's intra-op threads to `n` (and starts this thread's OpenMP team, so that a count of
+// threads after it sees only the threads others start); puts back the old number when it ends.
+class IntraOpThreads {
+ public:
+  explicit IntraOpThreads(int n);
+  ~IntraOpThreads();
+  IntraOpThreads(const IntraOpThreads&) = delete;
+  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
+
+ private:
+  int old_;
+};
 
 // A Chrome trace of runtime::StepProfiler: for each "ProfilerStep#<n>" range, n and the names of
 // the operators (cpu_op events) that began inside it, in the order they began.

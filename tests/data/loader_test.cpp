@@ -3,7 +3,6 @@
 #include <set>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -234,28 +233,26 @@ TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
   EXPECT_FALSE(idle.next().has_value());  // no epoch started
 }
 
-// The loader's thread is the one thread an epoch starts: an ATen parallel region on it would start
-// a second OpenMP team (transform_test.cpp says why that slows every step), and the epoch's
-// randperm fills its 40,000 entries in parallel, so it is drawn before the thread starts.
+// The loader's thread is the one thread an epoch starts (transform.h says why a parallel region
+// there slows every step); the epoch's randperm fills its 40,000 entries in parallel, so it must be
+// drawn on the caller's thread.
 TEST(Loader, AnEpochStartsItsLoaderThreadAndNoOther) {
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const testing::IntraOpThreads two(2);
   auto d = synthetic(40000);
   d.channel_mean = {0.3};
   d.channel_std = {0.4};
   for (const auto augment : {config::Augment::kNone, config::Augment::kStandard}) {
     TrainLoader loader(d, make_transform(augment, d), /*global_batch=*/4096, 0, 1, /*seed=*/3);
-    const int64_t before = testing::process_threads();
+    const auto before = testing::process_thread_ids();
     loader.start_epoch(0);
     for (int step = 0; step < 3; ++step) ASSERT_TRUE(loader.next().has_value());
-    EXPECT_EQ(testing::process_threads() - before, 1) << config::name(augment);
+    EXPECT_EQ(testing::threads_started(before, testing::process_thread_ids()), 1) << config::name(augment);
   }
-  at::set_num_threads(threads);
 }
 
 TEST(Loader, ProducerErrorsAreRethrown) {
   DatasetPair d = synthetic(100);
-  d.train.images = d.train.images.slice(0, 0, 50);  // labels say 100: index_select fails
+  d.train.images = d.train.images.slice(0, 0, 50);  // labels say 100: a sample index is out of range
   TrainLoader l(d, none(d), 10, 0, 1, 1);
   l.start_epoch(0);
   bool threw = false;

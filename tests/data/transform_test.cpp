@@ -5,7 +5,6 @@
 #include <set>
 #include <thread>
 
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -98,9 +97,9 @@ TEST(Transform, CropLargerThanTheImageIsAnError) {
 int64_t threads_started_on_a_thread_of_its_own(const std::function<void()>& work) {
   int64_t started = -1;
   std::thread([&] {
-    const int64_t before = testing::process_threads();
+    const auto before = testing::process_thread_ids();
     work();
-    started = testing::process_threads() - before;
+    started = testing::threads_started(before, testing::process_thread_ids());
   }).join();
   return started;
 }
@@ -114,12 +113,10 @@ TEST(Transform, NoneIsTheScalarNormalization) {
   EXPECT_TRUE(torch::equal(t.apply(d.train.images, idx, false, 1, 0), want));
 }
 
-// The loader makes batches on a thread of its own. An ATen parallel region there starts a second
-// OpenMP team beside the training's, and with more of libgomp's threads than cores every thread
-// then sleeps after each parallel region of the step instead of spinning. apply() starts none.
+// The loader makes its batches on a thread of its own, where a parallel region would slow every
+// step (transform.h says why): apply() starts no thread there.
 TEST(Transform, ABatchMadeOnAThreadOfItsOwnStartsNoThread) {
-  const int threads = at::get_num_threads();
-  at::set_num_threads(2);
+  const testing::IntraOpThreads two(2);
   const auto d = patterned(64);
   const auto idx = torch::arange(64, torch::kLong);  // 196,608 values: ATen's ops would go parallel
   for (const char* name : {"none", "standard", "tf_tutorial"}) {
@@ -130,7 +127,19 @@ TEST(Transform, ABatchMadeOnAThreadOfItsOwnStartsNoThread) {
   EXPECT_GT(threads_started_on_a_thread_of_its_own(
                 [&] { d.train.images.index_select(0, idx).to(torch::kFloat).div_(255.0).sub_(0.4).div_(0.2); }),
             0);
-  at::set_num_threads(threads);
+}
+
+// Every byte value, with MNIST's statistics: augment "none"'s table gives the tensor ops' values
+// bit for bit (its batches were those ops' before the table; results must not move).
+TEST(Transform, NoneGivesTheTensorOpsBitsForEveryByte) {
+  DatasetPair d = patterned(256, 1, 16, 16);
+  d.train.images = (torch::arange(256 * 256, torch::kLong) % 256).to(torch::kUInt8).view({256, 1, 16, 16});
+  d.mean = 0.1307;
+  d.std = 0.3081;
+  const auto idx = torch::randperm(256, torch::kLong);
+  const auto want = d.train.images.index_select(0, idx).to(torch::kFloat).div_(255.0).sub_(d.mean).div_(d.std);
+  const auto got = make("none", d).apply(d.train.images, idx, true, 1, 0);
+  EXPECT_TRUE(torch::equal(got.view(torch::kInt32), want.view(torch::kInt32)));
 }
 
 TEST(Transform, DrawsStayInTheirRanges) {

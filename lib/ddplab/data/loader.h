@@ -95,11 +95,10 @@ class TrainLoader final : public BatchSource {
 
   int64_t steps_per_epoch() const override { return shards_.steps_per_epoch; }
   int64_t local_batch() const override { return shards_.local_batch; }
-  // Starts producing on the background thread. That thread opens no ATen parallel region (for
-  // local batches of up to ATen's grain size, 32,768 samples): with the training's intra-op
-  // threads it would make a second OpenMP team, and with more of libgomp's threads than cores
-  // every thread sleeps after each parallel region of the step instead of spinning
-  // (docs/performance.md, "The loader thread and OpenMP"). So the epoch's order is drawn here.
+  // Starts producing on the background thread, which must open no ATen parallel region
+  // (Transform::apply says why), so the epoch's order is drawn here. It still opens one to pin a
+  // batch of over ATen's grain size (32,768 values) for a GPU, and to gather the indices of a
+  // global batch of over 32,768 samples under strided shares.
   void start_epoch(int64_t epoch, int64_t first_step = 0) override;
   std::optional<Batch> next() override;
 

@@ -10,7 +10,7 @@
 //     checkpoint.pt    the latest checkpoint (train/checkpoint.h)    checkpoint_file
 //     model.pt         the final model (torch::save of the module)   model_file
 //     best.pt          the best epoch's model on validation          best_model_file
-//     rank-<r>.log     rank r's stdout and stderr (ddplab's launcher)  rank_log_file
+//     rank-<r>.log     rank r's stderr; stdout too, but rank 0's (all under --tee)  rank_log_file
 //     rank-<r>.error   rank r's last error (written before it exits)   rank_error_file
 //     profile-rank-<r>.pt.trace.json  rank r's trace of log.profile_steps steps  profile_trace_file
 //     slurm-job.json   the run's SLURM job: id, sbatch command, when   slurm_job_file
