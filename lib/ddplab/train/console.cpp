@@ -46,7 +46,7 @@ void Console::on_step(const StepProgress& p) {
 }
 
 void Console::on_epoch(const rundir::EpochRecord& rec) {
-  if (tty_) fmt::print("\r{:80}\r", "");
+  clear_live_line();
   if (!quiet_) {
     std::string line = fmt::format("epoch {}/{}  lr {:.4g}  train loss {:.4f} acc {:.2f}%", rec.epoch, spec_.epochs,
                                    rec.lr, rec.train_loss, 100 * rec.train_acc);
@@ -63,8 +63,12 @@ void Console::on_epoch(const rundir::EpochRecord& rec) {
   std::fflush(stdout);
 }
 
-void Console::on_note(const std::string& note) {
+void Console::clear_live_line() const {
   if (tty_) fmt::print("\r{:80}\r", "");
+}
+
+void Console::on_note(const std::string& note) {
+  clear_live_line();
   fmt::print("ddplab: note: {}\n", note);
   std::fflush(stdout);
 }

@@ -23,6 +23,8 @@ class Console : public TrainObserver {
   void on_note(const std::string& note) override;
 
  private:
+  void clear_live_line() const;  // on a terminal, before a line that must not mix with it
+
   const config::ExperimentSpec& spec_;
   const int rank_, size_;
   const bool tty_;             // rank 0 on a terminal: the live line
