@@ -250,6 +250,30 @@ TEST(Loader, AnEpochStartsItsLoaderThreadAndNoOther) {
   }
 }
 
+// Pinning (CUDA runs) keeps to that: Tensor::pin_memory() would copy a batch of over ATen's grain
+// size in parallel on the loader thread. Warmed first, so CUDA's own start-up threads are not counted.
+TEST(Loader, OnCudaPinnedBatchesAreTheBatchesAndStartNoThread) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const testing::IntraOpThreads two(2);
+  auto d = synthetic(40000);
+  TrainLoader warm(d, none(d), /*global_batch=*/64, 0, 1, /*seed=*/3, config::DataOrder::kIndependent, 4, true);
+  warm.start_epoch(0);
+  ASSERT_TRUE(warm.next().has_value());
+  TrainLoader plain(d, none(d), /*global_batch=*/4096, 0, 1, /*seed=*/3);
+  TrainLoader pinned(d, none(d), /*global_batch=*/4096, 0, 1, /*seed=*/3, config::DataOrder::kIndependent, 4, true);
+  plain.start_epoch(0);
+  const auto before = testing::process_thread_ids();
+  pinned.start_epoch(0);
+  for (int step = 0; step < 3; ++step) {
+    auto a = plain.next();
+    auto b = pinned.next();
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    EXPECT_TRUE(b->x.is_pinned() && b->y.is_pinned());
+    EXPECT_TRUE(torch::equal(a->x, b->x) && torch::equal(a->y, b->y)) << "step " << step;
+  }
+  EXPECT_EQ(testing::threads_started(before, testing::process_thread_ids()), 1);
+}
+
 TEST(Loader, ProducerErrorsAreRethrown) {
   DatasetPair d = synthetic(100);
   d.train.images = d.train.images.slice(0, 0, 50);  // labels say 100: a sample index is out of range

@@ -1,11 +1,25 @@
 #include "ddplab/data/loader.h"
 
+#include <cstring>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "ddplab/data/splitmix64.h"
 
 namespace ddplab::data {
+namespace {
+
+// Tensor::pin_memory() copies with ATen's parallel copy above its grain size, which would open an
+// OpenMP region on the loader thread (Transform::apply says why it must not): one memcpy instead.
+at::Tensor pinned_copy(const at::Tensor& host) {
+  TORCH_INTERNAL_ASSERT(host.is_cpu() && host.is_contiguous(), "a batch to pin must be contiguous host memory");
+  at::Tensor pinned = at::empty(host.sizes(), host.options().pinned_memory(true));
+  std::memcpy(pinned.data_ptr(), host.data_ptr(), host.nbytes());
+  return pinned;
+}
+
+}  // namespace
 
 at::Tensor epoch_permutation(int64_t n, int64_t seed, int64_t epoch, config::DataOrder order) {
   // A fresh generator per epoch, so the order depends only on (seed, epoch) and survives resume.
@@ -96,8 +110,8 @@ void TrainLoader::produce(const at::Tensor& perm, int64_t epoch, int64_t first_s
       }
       Batch b = make_batch(data_.train, shards_.indices(perm, t), *transform_, /*train=*/true, seed_, epoch);
       if (pin_memory_) {
-        b.x = b.x.pin_memory();
-        b.y = b.y.pin_memory();
+        b.x = pinned_copy(b.x);
+        b.y = pinned_copy(b.y);
       }
       {
         std::lock_guard<std::mutex> lock(mutex_);

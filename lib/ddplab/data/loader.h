@@ -96,9 +96,9 @@ class TrainLoader final : public BatchSource {
   int64_t steps_per_epoch() const override { return shards_.steps_per_epoch; }
   int64_t local_batch() const override { return shards_.local_batch; }
   // Starts producing on the background thread, which must open no ATen parallel region
-  // (Transform::apply says why), so the epoch's order is drawn here. It still opens one to pin a
-  // batch of over ATen's grain size (32,768 values) for a GPU, and to gather the indices of a
-  // global batch of over 32,768 samples under strided shares.
+  // (Transform::apply says why), so the epoch's order is drawn here and a batch is pinned by one
+  // memcpy. It still opens one to gather the indices of a global batch of over ATen's grain size
+  // (32,768 samples) under strided shares.
   void start_epoch(int64_t epoch, int64_t first_step = 0) override;
   std::optional<Batch> next() override;
 
