@@ -482,6 +482,21 @@ TEST(RunLog, SpecChangesListEachChangedKeyOldToNew) {
   EXPECT_NE(message.find("a different spec (/epochs: "), std::string::npos) << message;
 }
 
+// A run written before a field existed ran as that field's default: no change, unless the new
+// spec sets it otherwise.
+TEST(RunLog, SpecChangesTakeAFieldTheOldSpecLacksAsItsDefault) {
+  TempDir tmp;
+  auto spec = make_spec(tmp);
+  RunLog::create(spec, false).append(record(1));
+  auto old = nlohmann::json::parse(ddplab::testing::read_file(spec_file(run_dir(spec))));
+  old["replicas"].erase("prewarm_steps");
+  ddplab::testing::write_file(spec_file(run_dir(spec)), old.dump());
+  EXPECT_TRUE(spec_changes(run_dir(spec), spec).empty());
+  auto changed = spec;
+  changed.resolved["replicas"]["prewarm_steps"] = 2;
+  EXPECT_EQ(spec_changes(run_dir(spec), changed), std::vector<std::string>{"/replicas/prewarm_steps: 0 -> 2"});
+}
+
 TEST(RunLog, CreateWithOverwriteEmptiesTheDirectory) {
   TempDir tmp;
   auto spec = make_spec(tmp);

@@ -21,6 +21,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
+#include "ddplab/config/defaults.h"
 #include "ddplab/config/sweep.h"
 
 namespace ddplab::rundir {
@@ -383,7 +384,8 @@ nlohmann::json effective_spec(const nlohmann::json& resolved) {
 std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
   std::error_code ec;
   if (!fs::exists(spec_file(dir), ec)) return {};
-  return config::resolved_differences(effective_spec(read_json(spec_file(dir))), effective_spec(spec.resolved));
+  return config::resolved_differences(effective_spec(config::with_defaults(read_json(spec_file(dir)))),
+                                      effective_spec(config::with_defaults(spec.resolved)));
 }
 
 RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
