@@ -73,10 +73,25 @@ int64_t threads_started(const std::set<std::string>& before, const std::set<std:
 
 IntraOpThreads::IntraOpThreads(int n) : old_(at::get_num_threads()) {
   at::set_num_threads(n);
-  at::parallel_for(0, n, 1, [](int64_t, int64_t) {});
+  // An ATen op above its grain size: at::parallel_for here would run serially (this code is
+  // compiled without -fopenmp: runtime/denormal.cpp).
+  at::empty({1 << 16}, at::kFloat).fill_(1);
 }
 
 IntraOpThreads::~IntraOpThreads() { at::set_num_threads(old_); }
+
+bool keeps_denormals() {
+  volatile float denormal = 1e-39f;  // volatile: computed at run time, under this thread's MXCSR
+  volatile float one = 1.0f;
+  return denormal * one != 0.0f;
+}
+
+double share_of_denormals_kept() {
+  // Written as bits: made from a float literal under FTZ the inputs would be 0 already.
+  constexpr int32_t kDenormalBits = 0x000AE398;  // about 1e-39
+  const at::Tensor out = at::full({1 << 20}, kDenormalBits, at::kInt).view(at::kFloat) * 1.0f;
+  return out.ne(0).sum().item<double>() / static_cast<double>(out.numel());
+}
 
 int64_t operators_dispatched(const std::function<void()>& fn) {
   static thread_local int64_t count = 0;

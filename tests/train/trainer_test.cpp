@@ -5,7 +5,9 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -251,6 +253,40 @@ TEST(Trainer, OnCudaAStepNeverWaitsForTheDevice) {
   }
 }
 #endif
+
+// What the training thread and its intra-op pool do with denormals, at each step: whether the
+// thread kept one, and the share a parallel op kept.
+class DenormalProbe : public TrainObserver {
+ public:
+  void on_step(const StepProgress& /*progress*/) override {
+    thread_kept.push_back(testing::keeps_denormals());
+    pool_kept.push_back(testing::share_of_denormals_kept());
+  }
+  std::vector<bool> thread_kept;
+  std::vector<double> pool_kept;
+};
+
+TEST(Trainer, FlushDenormalHoldsOnTheTrainingThreadAndItsPoolForTheRunAndNoLonger) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  for (const bool flush : {false, true}) {
+    auto doc = ws.base_spec(fmt::format("flush_denormal_{}", flush));
+    doc["replicas"]["threads"] = 2;
+    doc["replicas"]["flush_denormal"] = flush;
+    const config::ExperimentSpec spec = config::resolve(doc);
+    rundir::RunLog::create(spec, /*overwrite=*/true);
+    ReplicaOptions options;
+    options.run_dir = rundir::run_dir(spec);
+    auto probe = std::make_shared<DenormalProbe>();
+    options.observer = probe;
+    train_replica(spec, distributed::World{}, options);
+    ASSERT_FALSE(probe->thread_kept.empty());
+    EXPECT_EQ(probe->thread_kept, std::vector<bool>(probe->thread_kept.size(), !flush)) << "flush_denormal " << flush;
+    EXPECT_EQ(probe->pool_kept, std::vector<double>(probe->pool_kept.size(), flush ? 0.0 : 1.0))
+        << "flush_denormal " << flush;
+    EXPECT_TRUE(testing::keeps_denormals()) << "after the run";
+    EXPECT_EQ(testing::share_of_denormals_kept(), 1.0) << "after the run";
+  }
+}
 
 TEST(Trainer, DivergenceIsAgreedByEveryRankAtTheSameStepAndWritesNoRecord) {
   testing::Workspace ws(/*train=*/256, /*test=*/64);

@@ -116,6 +116,8 @@ struct ReplicasSpec {
   // Forward and backward passes before the training clock starts, their results thrown away
   // (train/prewarm.h); 0: none.
   int prewarm_steps = 0;
+  // Denormal floats flushed to zero on the host threads (runtime/denormal.h); off as in PyTorch.
+  bool flush_denormal = false;
 };
 
 // debug: fault injection (docs/spec.md#debug). `faults` holds debug.fault's names, "none" left
@@ -245,6 +247,7 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/replicas/mode", spec.replicas.mode);
   visit("/replicas/cuda_graph", spec.replicas.cuda_graph);
   visit("/replicas/prewarm_steps", spec.replicas.prewarm_steps);
+  visit("/replicas/flush_denormal", spec.replicas.flush_denormal);
   visit("/epochs", spec.epochs);
   visit("/precision", spec.precision);
   visit("/seed", spec.seed);

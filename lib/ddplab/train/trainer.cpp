@@ -67,6 +67,7 @@ Trainer::Trainer(const config::ExperimentSpec& spec, const distributed::World& w
       audits_(spec.debug.audits),
       early_stop_(spec.early_stop) {
   at::set_num_threads(spec_.replicas.threads);
+  flush_denormal_.emplace(spec_.replicas.flush_denormal);
   data_ = dataset_of(spec_, options_);
   net_ = make_network(spec_, *data_, world_.rank);
   place_on_device(net_, spec_, world_);

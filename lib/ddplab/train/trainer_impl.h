@@ -33,6 +33,7 @@
 #include "ddplab/distributed/grad_reducer.h"
 #include "ddplab/distributed/world.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/runtime/denormal.h"
 #include "ddplab/runtime/device.h"
 #include "ddplab/runtime/host_load.h"
 #include "ddplab/runtime/step_profiler.h"
@@ -114,6 +115,8 @@ class Trainer {
   const distributed::World& world_;
   const ReplicaOptions& options_;
 
+  // replicas.flush_denormal, set before any other member starts a thread; first, so it goes last.
+  std::optional<runtime::FlushDenormalGuard> flush_denormal_;
   std::shared_ptr<const data::DatasetPair> data_;  // options_.data (not owned), else loaded here
   Network net_;
   std::shared_ptr<distributed::Comm> comm_;                         // null with one process

@@ -1,0 +1,50 @@
+#include "ddplab/runtime/denormal.h"
+
+#include <thread>
+
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace ddplab::runtime {
+namespace {
+
+bool started_thread_keeps_denormals() {
+  bool keeps = true;
+  std::thread([&keeps] { keeps = testing::keeps_denormals(); }).join();
+  return keeps;
+}
+
+// The pool is started before the guard (IntraOpThreads does), so its threads exist already and
+// take nothing from the calling thread. The control shows that setting the calling thread alone
+// leaves part of a parallel op unflushed: the op reaches another thread of the pool.
+TEST(FlushDenormal, FlushesOnTheCallerItsPoolAndThreadsStartedLaterThenPutsThemBack) {
+  const testing::IntraOpThreads two(2);
+  ASSERT_TRUE(testing::keeps_denormals());
+  ASSERT_EQ(testing::share_of_denormals_kept(), 1.0);
+  at::globalContext().setFlushDenormal(true);
+  const double caller_only = testing::share_of_denormals_kept();
+  at::globalContext().setFlushDenormal(false);
+  ASSERT_GT(caller_only, 0.0) << "control: the calling thread alone flushed the whole op";
+  ASSERT_LT(caller_only, 1.0) << "control: the calling thread computed none of the op";
+  {
+    const FlushDenormalGuard flush(true);
+    EXPECT_FALSE(testing::keeps_denormals());
+    EXPECT_EQ(testing::share_of_denormals_kept(), 0.0);
+    EXPECT_FALSE(started_thread_keeps_denormals());
+  }
+  EXPECT_TRUE(testing::keeps_denormals());
+  EXPECT_EQ(testing::share_of_denormals_kept(), 1.0);
+  EXPECT_TRUE(started_thread_keeps_denormals());
+}
+
+TEST(FlushDenormal, OffChangesNothing) {
+  const testing::IntraOpThreads two(2);
+  const FlushDenormalGuard keep(false);
+  EXPECT_TRUE(testing::keeps_denormals());
+  EXPECT_EQ(testing::share_of_denormals_kept(), 1.0);
+}
+
+}  // namespace
+}  // namespace ddplab::runtime
