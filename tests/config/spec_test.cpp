@@ -751,5 +751,17 @@ TEST(Spec, WithDefaultsFillsFieldsAnOlderSpecLacks) {
   EXPECT_EQ(filled, expected);
 }
 
+// dataset.order's default ("independent") is not what ddplab did before the field existed.
+TEST(Spec, UpgradedSpecReadsAMissingDataOrderAsTheOrderOfItsTime) {
+  json old = resolve(minimal()).resolved;
+  old["dataset"].erase("order");
+  old["model"].erase("ema_decay");
+  const json upgraded = upgraded_spec(old);
+  EXPECT_EQ(upgraded["dataset"]["order"], "torch_sampler");
+  EXPECT_EQ(upgraded["model"]["ema_decay"], 0) << "other fields: their defaults";
+  const json today = resolve(minimal()).resolved;
+  EXPECT_EQ(upgraded_spec(today)["dataset"]["order"], today["dataset"]["order"]) << "a value that is there stays";
+}
+
 }  // namespace
 }  // namespace ddplab::config

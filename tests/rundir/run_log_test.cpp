@@ -482,8 +482,8 @@ TEST(RunLog, SpecChangesListEachChangedKeyOldToNew) {
   EXPECT_NE(message.find("a different spec (/epochs: "), std::string::npos) << message;
 }
 
-// A run written before a field existed ran as that field's default: no change, unless the new
-// spec sets it otherwise.
+// A run written before a field existed ran as that field's default (dataset.order aside: its
+// default is not what came before it): no change, unless the new spec sets it otherwise.
 TEST(RunLog, SpecChangesTakeAFieldTheOldSpecLacksAsItsDefault) {
   TempDir tmp;
   auto spec = make_spec(tmp);
@@ -495,6 +495,10 @@ TEST(RunLog, SpecChangesTakeAFieldTheOldSpecLacksAsItsDefault) {
   auto changed = spec;
   changed.resolved["replicas"]["prewarm_steps"] = 2;
   EXPECT_EQ(spec_changes(run_dir(spec), changed), std::vector<std::string>{"/replicas/prewarm_steps: 0 -> 2"});
+  old["dataset"].erase("order");  // before it existed every run drew its order as torch_sampler does
+  ddplab::testing::write_file(spec_file(run_dir(spec)), old.dump());
+  EXPECT_EQ(spec_changes(run_dir(spec), spec),
+            std::vector<std::string>{R"(/dataset/order: "torch_sampler" -> "independent")"});
 }
 
 TEST(RunLog, CreateWithOverwriteEmptiesTheDirectory) {

@@ -836,4 +836,11 @@ nlohmann::json with_defaults(nlohmann::json doc) {
   return doc;
 }
 
+nlohmann::json upgraded_spec(nlohmann::json spec_json) {
+  const json::json_pointer order("/dataset/order");
+  if (spec_json.contains("dataset") && spec_json["dataset"].is_object() && !spec_json.contains(order))
+    spec_json[order] = name(DataOrder::kTorchSampler);
+  return with_defaults(std::move(spec_json));
+}
+
 }  // namespace ddplab::config

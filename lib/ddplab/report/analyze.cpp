@@ -60,7 +60,7 @@ void flatten(const json& j, const std::string& prefix, json& out) {
 }
 
 json group_key(const json& spec) {
-  json s = spec.is_object() ? config::with_defaults(spec) : json::object();
+  json s = spec.is_object() ? config::upgraded_spec(spec) : json::object();
   for (const char* k : {"seed", "name", "output", "run_id", "report", "slurm"}) s.erase(k);
   json flat = json::object();
   flatten(s, "", flat);

@@ -384,8 +384,8 @@ nlohmann::json effective_spec(const nlohmann::json& resolved) {
 std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
   std::error_code ec;
   if (!fs::exists(spec_file(dir), ec)) return {};
-  return config::resolved_differences(effective_spec(config::with_defaults(read_json(spec_file(dir)))),
-                                      effective_spec(config::with_defaults(spec.resolved)));
+  return config::resolved_differences(effective_spec(config::upgraded_spec(read_json(spec_file(dir)))),
+                                      effective_spec(config::upgraded_spec(spec.resolved)));
 }
 
 RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
