@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -83,7 +84,10 @@ IntraOpThreads::~IntraOpThreads() { at::set_num_threads(old_); }
 bool keeps_denormals() {
   volatile float denormal = 1e-39f;  // volatile: computed at run time, under this thread's MXCSR
   volatile float one = 1.0f;
-  return denormal * one != 0.0f;
+  const float product = denormal * one;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &product, sizeof bits);  // bits, not a float compare: DAZ reads a denormal as 0
+  return bits != 0;
 }
 
 double share_of_denormals_kept() {

@@ -39,6 +39,22 @@ TEST(FlushDenormal, FlushesOnTheCallerItsPoolAndThreadsStartedLaterThenPutsThemB
   EXPECT_TRUE(started_thread_keeps_denormals());
 }
 
+// The worker sets them before its process group, the Trainer again for its pool: the inner guard's
+// end must not clear what the outer one set.
+TEST(FlushDenormal, AnInnerGuardLeavesTheOuterOnesBitsAtItsEnd) {
+  const testing::IntraOpThreads two(2);
+  {
+    const FlushDenormalGuard outer(true);
+    {
+      const FlushDenormalGuard inner(true);
+    }
+    EXPECT_TRUE(FlushDenormalGuard::flushing());
+    EXPECT_EQ(testing::share_of_denormals_kept(), 0.0);
+  }
+  EXPECT_FALSE(FlushDenormalGuard::flushing());
+  EXPECT_EQ(testing::share_of_denormals_kept(), 1.0);
+}
+
 TEST(FlushDenormal, OffChangesNothing) {
   const testing::IntraOpThreads two(2);
   const FlushDenormalGuard keep(false);

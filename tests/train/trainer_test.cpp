@@ -266,7 +266,9 @@ class DenormalProbe : public TrainObserver {
   std::vector<double> pool_kept;
 };
 
+// The pool is started first, so that its threads cannot take the bits from the training thread.
 TEST(Trainer, FlushDenormalHoldsOnTheTrainingThreadAndItsPoolForTheRunAndNoLonger) {
+  const testing::IntraOpThreads two(2);
   testing::Workspace ws(/*train=*/256, /*test=*/64);
   for (const bool flush : {false, true}) {
     auto doc = ws.base_spec(fmt::format("flush_denormal_{}", flush));

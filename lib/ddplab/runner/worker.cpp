@@ -23,6 +23,7 @@
 #include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"
 #include "ddplab/runner/prepare_run.h"
+#include "ddplab/runtime/denormal.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/trainer.h"
 
@@ -109,6 +110,9 @@ int run_worker(const config::ExperimentSpec& spec) {
   try {
     train::ReplicaOptions options;
     options.run_dir = run.dir;
+    // Before the process group, whose threads (Gloo's reductions) take the bits from this one; the
+    // Trainer's guard, nested, then covers its intra-op pool.
+    const runtime::FlushDenormalGuard flush_denormal(s.replicas.flush_denormal);
     if (world.size > 1)
       comm = distributed::make_comm(world, s.replicas.backend,
                                     std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));

@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include <ATen/Context.h>
 
 #include "ddplab/base/error.h"
@@ -19,30 +22,44 @@ using GompParallel = void (*)(void (*)(void*), void*, unsigned num_threads, unsi
 
 void set_on_this_thread(void* on) { at::globalContext().setFlushDenormal(*static_cast<const bool*>(on)); }
 
-void set_on_pool(bool on) {
-  static const auto gomp_parallel = reinterpret_cast<GompParallel>(::dlsym(RTLD_DEFAULT, "GOMP_parallel"));
-  if (gomp_parallel == nullptr)
-    throw Error("replicas.flush_denormal: this LibTorch has no OpenMP runtime (GOMP_parallel) through which to "
-                "reach its intra-op threads");
-  gomp_parallel(&set_on_this_thread, &on, 0, 0);
+GompParallel gomp_parallel() {
+  static const auto entry = reinterpret_cast<GompParallel>(::dlsym(RTLD_DEFAULT, "GOMP_parallel"));
+  return entry;
 }
+
+void set_on_pool(bool on) { gomp_parallel()(&set_on_this_thread, &on, 0, 0); }
 
 }  // namespace
 
-FlushDenormalGuard::FlushDenormalGuard(bool on) : on_(on) {
-  if (!on_) return;
+bool FlushDenormalGuard::flushing() {
+  // The compiler does not model MXCSR: volatile keeps the product at run time, and its bits are
+  // tested, not its value (a float compare placed after the constructor sets DAZ would read a
+  // denormal as 0).
+  volatile float denormal = 1e-39f;
+  volatile float one = 1.0f;
+  const float product = denormal * one;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &product, sizeof bits);
+  return bits == 0;
+}
+
+FlushDenormalGuard::FlushDenormalGuard(bool on) {
+  if (!on) return;
+  const bool was_flushing = flushing();
   if (!at::globalContext().setFlushDenormal(true))
-    throw Error("replicas.flush_denormal: this CPU cannot flush denormal numbers to zero (it takes x86 with DAZ)");
-  try {
-    set_on_pool(true);
-  } catch (...) {
-    at::globalContext().setFlushDenormal(false);
-    throw;
+    throw Error("replicas.flush_denormal: LibTorch cannot flush denormal numbers to zero on this CPU");
+  if (gomp_parallel() == nullptr) {
+    at::globalContext().setFlushDenormal(was_flushing);
+    throw Error(
+        "replicas.flush_denormal: this LibTorch has no OpenMP runtime (GOMP_parallel) through which to "
+        "reach its intra-op threads");
   }
+  set_on_pool(true);
+  clear_at_end_ = !was_flushing;
 }
 
 FlushDenormalGuard::~FlushDenormalGuard() {
-  if (on_) set_on_pool(false);
+  if (clear_at_end_) set_on_pool(false);
 }
 
 }  // namespace ddplab::runtime

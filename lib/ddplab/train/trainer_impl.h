@@ -115,7 +115,8 @@ class Trainer {
   const distributed::World& world_;
   const ReplicaOptions& options_;
 
-  // replicas.flush_denormal, set before any other member starts a thread; first, so it goes last.
+  // replicas.flush_denormal, set before any member starts a thread (a worker set it before its
+  // process group too: runner/worker.cpp); first, so it goes last.
   std::optional<runtime::FlushDenormalGuard> flush_denormal_;
   std::shared_ptr<const data::DatasetPair> data_;  // options_.data (not owned), else loaded here
   Network net_;
