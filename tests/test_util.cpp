@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -80,15 +79,6 @@ IntraOpThreads::IntraOpThreads(int n) : old_(at::get_num_threads()) {
 }
 
 IntraOpThreads::~IntraOpThreads() { at::set_num_threads(old_); }
-
-bool keeps_denormals() {
-  volatile float denormal = 1e-39f;  // volatile: computed at run time, under this thread's MXCSR
-  volatile float one = 1.0f;
-  const float product = denormal * one;
-  uint32_t bits = 0;
-  std::memcpy(&bits, &product, sizeof bits);  // bits, not a float compare: DAZ reads a denormal as 0
-  return bits != 0;
-}
 
 double share_of_denormals_kept() {
   // Written as bits: made from a float literal under FTZ the inputs would be 0 already.

@@ -93,9 +93,6 @@ std::set<std::string> process_thread_ids();
 // in between and still there, not counting threads that ended meanwhile.
 int64_t threads_started(const std::set<std::string>& before, const std::set<std::string>& after);
 
-// Whether a denormal float survives a multiplication by 1 on the calling thread: false under
-// FTZ/DAZ (runtime/denormal.h).
-bool keeps_denormals();
 // The share of a parallel ATen op's results (x * 1 over 2^20 denormal floats, split among the
 // calling thread's intra-op pool) that kept their denormal value: 1 where no thread of the pool
 // flushes, 0 where all do.

@@ -10,10 +10,10 @@
 namespace ddplab::runtime {
 namespace {
 
-bool started_thread_keeps_denormals() {
-  bool keeps = true;
-  std::thread([&keeps] { keeps = testing::keeps_denormals(); }).join();
-  return keeps;
+bool started_thread_flushes() {
+  bool flushes = false;
+  std::thread([&flushes] { flushes = FlushDenormalGuard::flushing(); }).join();
+  return flushes;
 }
 
 // The pool is started before the guard (IntraOpThreads does), so its threads exist already and
@@ -21,7 +21,7 @@ bool started_thread_keeps_denormals() {
 // leaves part of a parallel op unflushed: the op reaches another thread of the pool.
 TEST(FlushDenormal, FlushesOnTheCallerItsPoolAndThreadsStartedLaterThenPutsThemBack) {
   const testing::IntraOpThreads two(2);
-  ASSERT_TRUE(testing::keeps_denormals());
+  ASSERT_FALSE(FlushDenormalGuard::flushing());
   ASSERT_EQ(testing::share_of_denormals_kept(), 1.0);
   at::globalContext().setFlushDenormal(true);
   const double caller_only = testing::share_of_denormals_kept();
@@ -30,13 +30,13 @@ TEST(FlushDenormal, FlushesOnTheCallerItsPoolAndThreadsStartedLaterThenPutsThemB
   ASSERT_LT(caller_only, 1.0) << "control: the calling thread computed none of the op";
   {
     const FlushDenormalGuard flush(true);
-    EXPECT_FALSE(testing::keeps_denormals());
+    EXPECT_TRUE(FlushDenormalGuard::flushing());
     EXPECT_EQ(testing::share_of_denormals_kept(), 0.0);
-    EXPECT_FALSE(started_thread_keeps_denormals());
+    EXPECT_TRUE(started_thread_flushes());
   }
-  EXPECT_TRUE(testing::keeps_denormals());
+  EXPECT_FALSE(FlushDenormalGuard::flushing());
   EXPECT_EQ(testing::share_of_denormals_kept(), 1.0);
-  EXPECT_TRUE(started_thread_keeps_denormals());
+  EXPECT_FALSE(started_thread_flushes());
 }
 
 // The worker sets them before its process group, the Trainer again for its pool: the inner guard's
@@ -58,7 +58,7 @@ TEST(FlushDenormal, AnInnerGuardLeavesTheOuterOnesBitsAtItsEnd) {
 TEST(FlushDenormal, OffChangesNothing) {
   const testing::IntraOpThreads two(2);
   const FlushDenormalGuard keep(false);
-  EXPECT_TRUE(testing::keeps_denormals());
+  EXPECT_FALSE(FlushDenormalGuard::flushing());
   EXPECT_EQ(testing::share_of_denormals_kept(), 1.0);
 }
 

@@ -20,6 +20,7 @@
 #include "ddplab/config/spec.h"
 #include "ddplab/distributed/world.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/runtime/denormal.h"
 #include "integration/integration_util.h"
 #include "test_util.h"
 #include "train/train_ranks.h"
@@ -259,7 +260,7 @@ TEST(Trainer, OnCudaAStepNeverWaitsForTheDevice) {
 class DenormalProbe : public TrainObserver {
  public:
   void on_step(const StepProgress& /*progress*/) override {
-    thread_kept.push_back(testing::keeps_denormals());
+    thread_kept.push_back(!runtime::FlushDenormalGuard::flushing());
     pool_kept.push_back(testing::share_of_denormals_kept());
   }
   std::vector<bool> thread_kept;
@@ -285,7 +286,7 @@ TEST(Trainer, FlushDenormalHoldsOnTheTrainingThreadAndItsPoolForTheRunAndNoLonge
     EXPECT_EQ(probe->thread_kept, std::vector<bool>(probe->thread_kept.size(), !flush)) << "flush_denormal " << flush;
     EXPECT_EQ(probe->pool_kept, std::vector<double>(probe->pool_kept.size(), flush ? 0.0 : 1.0))
         << "flush_denormal " << flush;
-    EXPECT_TRUE(testing::keeps_denormals()) << "after the run";
+    EXPECT_FALSE(runtime::FlushDenormalGuard::flushing()) << "after the run";
     EXPECT_EQ(testing::share_of_denormals_kept(), 1.0) << "after the run";
   }
 }
