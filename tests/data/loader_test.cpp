@@ -234,19 +234,30 @@ TEST(Loader, RestartMidEpochAndDestroyWhileProducing) {
 }
 
 // The loader's thread is the one thread an epoch starts (transform.h says why a parallel region
-// there slows every step); the epoch's randperm fills its 40,000 entries in parallel, so it must be
-// drawn on the caller's thread.
+// there slows every step); the epoch's randperm fills its 200,000 entries in parallel, so it must
+// be drawn on the caller's thread. A global batch of 40,000, over ATen's grain size (32,768), dealt
+// to 2 strided replicas (one process simulating both, and rank 1 of 2) must not open one either.
+// One batch prefetched: after 3 of 5 the loader thread is still there to be counted.
 TEST(Loader, AnEpochStartsItsLoaderThreadAndNoOther) {
   const testing::IntraOpThreads two(2);
-  auto d = synthetic(40000);
+  auto d = synthetic(200000);
   d.channel_mean = {0.3};
   d.channel_std = {0.4};
-  for (const auto augment : {config::Augment::kNone, config::Augment::kStandard}) {
-    TrainLoader loader(d, make_transform(augment, d), /*global_batch=*/4096, 0, 1, /*seed=*/3);
-    const auto before = testing::process_thread_ids();
-    loader.start_epoch(0);
-    for (int step = 0; step < 3; ++step) ASSERT_TRUE(loader.next().has_value());
-    EXPECT_EQ(testing::threads_started(before, testing::process_thread_ids()), 1) << config::name(augment);
+  struct Case {
+    int64_t global_batch;
+    int rank, world, strided_replicas;
+  };
+  for (const Case c : {Case{4096, 0, 1, 1}, Case{40000, 0, 1, 2}, Case{40000, 1, 2, 2}}) {
+    for (const auto augment : {config::Augment::kNone, config::Augment::kStandard}) {
+      TrainLoader loader(d, make_transform(augment, d), c.global_batch, c.rank, c.world, /*seed=*/3,
+                         config::DataOrder::kIndependent, /*prefetch=*/1, false, c.strided_replicas);
+      const auto before = testing::process_thread_ids();
+      loader.start_epoch(0);
+      for (int step = 0; step < 3; ++step) ASSERT_TRUE(loader.next().has_value());
+      EXPECT_EQ(testing::threads_started(before, testing::process_thread_ids()), 1)
+          << config::name(augment) << ", global batch " << c.global_batch << ", rank " << c.rank << " of " << c.world
+          << ", " << c.strided_replicas << " strided replicas";
+    }
   }
 }
 

@@ -60,6 +60,8 @@ StepShards::StepShards(int64_t samples, int64_t global_batch, int rank, int worl
 
 at::Tensor StepShards::indices(const at::Tensor& perm, int64_t step) const {
   at::Tensor global = perm.slice(0, step * global_batch, (step + 1) * global_batch);
+  // On the loader thread: ATen copies a 2-D transpose in serial blocks, not in a parallel region,
+  // whatever the batch (Loader.AnEpochStartsItsLoaderThreadAndNoOther holds it to that).
   if (strided_replicas > 1) global = global.view({-1, strided_replicas}).t().reshape({-1});
   return local_batch == global_batch ? global : global.slice(0, rank * local_batch, (rank + 1) * local_batch);
 }

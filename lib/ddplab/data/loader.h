@@ -97,8 +97,7 @@ class TrainLoader final : public BatchSource {
   int64_t local_batch() const override { return shards_.local_batch; }
   // Starts producing on the background thread, which must open no ATen parallel region
   // (Transform::apply says why), so the epoch's order is drawn here and a batch is pinned by one
-  // memcpy. It still opens one to gather the indices of a global batch of over ATen's grain size
-  // (32,768 samples) under strided shares.
+  // memcpy.
   void start_epoch(int64_t epoch, int64_t first_step = 0) override;
   std::optional<Batch> next() override;
 
