@@ -3,8 +3,9 @@
 
     bench/same_records.py RUN_A RUN_B
 
-Compares RUN_A/epochs.jsonl with RUN_B/epochs.jsonl field by field, leaving out the timing and
-host-load fields (names ending in _s, or starting with host_: rundir::EpochRecord::machine_fields).
+Compares RUN_A/epochs.jsonl with RUN_B/epochs.jsonl field by field, leaving out the fields that
+time or load the machine, known by their names as rundir::EpochRecord::machine_fields knows them
+(ending in _s, or starting with host_).
 Prints "same records" or every field that differs with both values, and each run's images/s and
 wall_s (seconds from the start of training to the epoch's end) side by side, epoch by epoch: what
 the one change between them bought. Exits 1 when they differ.

@@ -163,6 +163,14 @@ TEST(RunLog, MalformedAuditWarningsAreNamed) {
 }
 
 // JSON has no NaN: to_json's NaN is written as null and read back as NaN.
+// The fields a record's comparisons leave out are the ones named as timing or loading the machine,
+// and only those: every training figure (loss, accuracy, lr, norms, the noise scale) is compared.
+TEST(RunLog, MachineFieldsAreTheTimingAndHostLoadFieldsByTheirNames) {
+  const std::vector<std::string> expected = {"epoch_s",           "wall_s",        "images_per_s", "comm_wait_s",
+                                             "host_cpu_wait_pct", "host_steal_pct"};
+  EXPECT_EQ(EpochRecord::machine_fields(), expected);
+}
+
 TEST(RunLog, EpochRecordNonFiniteNumberReadsBackAsNaN) {
   EpochRecord r = record(1);
   r.train_loss = std::numeric_limits<double>::quiet_NaN();

@@ -202,8 +202,15 @@ std::vector<std::string> EpochRecord::csv_columns() {
 }
 
 const std::vector<std::string>& EpochRecord::machine_fields() {
-  static const std::vector<std::string> fields = {"epoch_s",           "wall_s",        "images_per_s", "comm_wait_s",
-                                                  "host_cpu_wait_pct", "host_steal_pct"};
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> out;
+    for (const auto& c : csv_columns()) {
+      const std::string_view name = c;
+      const bool seconds = name.size() > 2 && name.substr(name.size() - 2) == "_s";
+      if (seconds || name.substr(0, 5) == "host_") out.push_back(c);
+    }
+    return out;
+  }();
   return fields;
 }
 

@@ -86,9 +86,11 @@ struct EpochRecord {
   // file and line.
   static EpochRecord from_json(const nlohmann::json& j);
   static std::vector<std::string> csv_columns();
-  // The fields that describe the machine rather than the training: epoch_s, wall_s, images_per_s,
-  // comm_wait_s, host_cpu_wait_pct and host_steal_pct. Two runs of one spec on one build agree on
-  // every other field, bit for bit.
+  // The fields that describe the machine rather than the training, known by their names: those
+  // ending in "_s" (seconds, and images_per_s) or beginning with "host_" (epoch_s, wall_s,
+  // images_per_s, comm_wait_s, host_cpu_wait_pct and host_steal_pct so far; a new field that
+  // times or loads the machine is named so). Two runs of one spec on one build agree on every
+  // other field, bit for bit; bench/same_records.py compares records by the same names.
   static const std::vector<std::string>& machine_fields();
   std::string csv_row() const;
 
