@@ -162,7 +162,6 @@ TEST(RunLog, MalformedAuditWarningsAreNamed) {
   EXPECT_EQ(from_json_error(j), "audit_warnings: expected an array of strings, got [\"a\",1]");
 }
 
-// JSON has no NaN: to_json's NaN is written as null and read back as NaN.
 // The fields a record's comparisons leave out are the ones named as timing or loading the machine,
 // and only those: every training figure (loss, accuracy, lr, norms, the noise scale) is compared.
 TEST(RunLog, MachineFieldsAreTheTimingAndHostLoadFieldsByTheirNames) {
@@ -171,6 +170,7 @@ TEST(RunLog, MachineFieldsAreTheTimingAndHostLoadFieldsByTheirNames) {
   EXPECT_EQ(EpochRecord::machine_fields(), expected);
 }
 
+// JSON has no NaN: to_json's NaN is written as null and read back as NaN.
 TEST(RunLog, EpochRecordNonFiniteNumberReadsBackAsNaN) {
   EpochRecord r = record(1);
   r.train_loss = std::numeric_limits<double>::quiet_NaN();
