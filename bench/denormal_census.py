@@ -11,7 +11,8 @@ output gradient, of the softmax, and of each parameter, its gradient and its mom
 for fc1's weight, how many gradients were exactly 0, how many subnormal momentum values sat where
 the gradient was 0, how many of those were 4 units in the last place or fewer (the values that
 a momentum of 0.9 keeps: 0.9 x k rounds back to k), and how many of fc1's units (rows) and inputs
-(columns) had an all-zero gradient. Prints each epoch's training images/s and the counts summed over its probed steps.
+(columns) had an all-zero gradient. Prints each epoch's training images/s and the counts summed
+over its probed steps.
 
 --flush calls torch.set_flush_denormal(True), which sets the calling thread only: with --threads
 above 1, the intra-op pool's other threads keep computing denormals. Under it the counts read 0
