@@ -3,7 +3,8 @@
 //     every rank's plain line every log.progress_s seconds (0: none) with its mean training loss;
 //   - rank 0's line per epoch (unless quiet) and, under debug.audits "warn", each failed audit;
 //   - rank 0's notes (what a run did that its spec does not say: the prewarm's time, dropout
-//     streams restarted on a resume, an early stop), on stdout with the epoch lines.
+//     streams restarted on a resume, an early stop, an optimizer state full of denormal floats on
+//     a CPU), on stdout with the epoch lines.
 // The launcher sends rank 0's stdout to the console and every rank's stderr to its log file, so
 // a note reaches the console in a run of several processes as in one of a single process.
 #pragma once

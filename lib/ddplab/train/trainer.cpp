@@ -15,6 +15,7 @@
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/prewarm.h"
+#include "ddplab/train/subnormal_state.h"
 #include "ddplab/train/tensor_lists.h"
 #include "ddplab/train/trainer_impl.h"
 
@@ -223,6 +224,7 @@ void Trainer::run_epoch(int epoch) {
     run_->append_steps(step_recorder_->take());
     run_->append(rec);
     observer_->on_epoch(rec);
+    note_subnormal_state(epoch);
   }
   check_not_blown_up(rec);
   select_epoch(rec);
@@ -230,6 +232,15 @@ void Trainer::run_epoch(int epoch) {
   result_.final_test_acc = rec.test_acc;
   result_.final_train_loss = rec.train_loss;
   maybe_checkpoint(epoch, totals);
+}
+
+// Once a run, on a CPU without replicas.flush_denormal: the optimizer state's denormals when many.
+void Trainer::note_subnormal_state(int epoch) {
+  if (subnormal_noted_ || spec_.replicas.flush_denormal || !net_.device.is_cpu()) return;
+  if (const auto note = subnormal_note(subnormal_state(*net_.optimizer, net_.named), epoch + 1)) {
+    observer_->on_note(*note);
+    subnormal_noted_ = true;
+  }
 }
 
 // The accumulators start from zero, or from the checkpoint's partial metrics when resuming inside

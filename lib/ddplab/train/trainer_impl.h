@@ -96,6 +96,7 @@ class Trainer {
                                    std::optional<double> drift) const;
   void check_not_blown_up(const rundir::EpochRecord& rec) const;
   void select_epoch(const rundir::EpochRecord& rec);
+  void note_subnormal_state(int epoch);
   void stopped_early(int epochs_done);
   void maybe_checkpoint(int epoch, const EpochTotals& totals);
   void write_checkpoint(CheckpointState state);
@@ -143,6 +144,7 @@ class Trainer {
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
+  bool subnormal_noted_ = false;   // the note of note_subnormal_state, printed once a run
   Clock::time_point train_start_;  // wall_s 0; the manifest's "train_start" is its UTC time
 
   // What lives for one epoch; start_epoch makes it.
