@@ -12,8 +12,7 @@ namespace ddplab::train {
 namespace {
 
 std::vector<at::Tensor> state_tensors(const torch::optim::OptimizerParamState& state) {
-  if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state))
-    return {sgd->momentum_buffer()};
+  if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(&state)) return {sgd->momentum_buffer()};
   if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(&state))
     return {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()};
   if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(&state))
@@ -22,8 +21,8 @@ std::vector<at::Tensor> state_tensors(const torch::optim::OptimizerParamState& s
 }
 
 int64_t count_subnormal(const at::Tensor& t) {
-  const double smallest_normal = t.scalar_type() == at::kDouble ? std::numeric_limits<double>::min()
-                                                                : std::numeric_limits<float>::min();
+  const double smallest_normal =
+      t.scalar_type() == at::kDouble ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
   return (t.ne(0) & t.abs().lt(smallest_normal)).sum().item<int64_t>();
 }
 
