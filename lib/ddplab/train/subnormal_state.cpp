@@ -21,9 +21,7 @@ std::vector<at::Tensor> state_tensors(const torch::optim::OptimizerParamState& s
 }
 
 int64_t count_subnormal(const at::Tensor& t) {
-  const double smallest_normal =
-      t.scalar_type() == at::kDouble ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
-  return (t.ne(0) & t.abs().lt(smallest_normal)).sum().item<int64_t>();
+  return (t.ne(0) & t.abs().lt(std::numeric_limits<float>::min())).sum().item<int64_t>();
 }
 
 }  // namespace
@@ -36,7 +34,7 @@ SubnormalState subnormal_state(const torch::optim::Optimizer& optimizer, const N
     if (found == states.end()) continue;
     int64_t values = 0, subnormal = 0;
     for (const auto& t : state_tensors(*found->second)) {
-      if (!t.defined() || !t.is_floating_point() || t.numel() == 0) continue;
+      if (!t.defined() || t.scalar_type() != at::kFloat) continue;
       values += t.numel();
       subnormal += count_subnormal(t);
     }
@@ -54,7 +52,7 @@ SubnormalState subnormal_state(const torch::optim::Optimizer& optimizer, const N
 std::optional<std::string> subnormal_note(const SubnormalState& state, int epoch) {
   if (state.values == 0 || state.subnormal * 100 < state.values) return std::nullopt;
   return fmt::format(
-      "epoch {}: {} of the optimizer state's {} values are denormal floats ({:.0f}%; {} of them in {}'s {}), "
+      "epoch {}: {} of the optimizer state's {} values are denormal floats ({:.1f}%; {} of them in {}'s {}), "
       "which x86 computes on through microcode assists at every step; replicas.flush_denormal=true flushes "
       "them to zero (docs/performance.md, \"Denormal numbers\")",
       epoch, state.subnormal, state.values, 100.0 * state.subnormal / state.values, state.top_subnormal, state.top_name,

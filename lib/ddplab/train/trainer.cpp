@@ -234,9 +234,10 @@ void Trainer::run_epoch(int epoch) {
   maybe_checkpoint(epoch, totals);
 }
 
-// Once a run, on a CPU without replicas.flush_denormal: the optimizer state's denormals when many.
+// Once a process, on an x86 CPU without replicas.flush_denormal: rank 0's optimizer state's
+// denormals when many.
 void Trainer::note_subnormal_state(int epoch) {
-  if (subnormal_noted_ || spec_.replicas.flush_denormal || !net_.device.is_cpu()) return;
+  if (!kDenormalsAssisted || subnormal_noted_ || spec_.replicas.flush_denormal || !net_.device.is_cpu()) return;
   if (const auto note = subnormal_note(subnormal_state(*net_.optimizer, net_.named), epoch + 1)) {
     observer_->on_note(*note);
     subnormal_noted_ = true;

@@ -144,7 +144,7 @@ class Trainer {
 
   ReplicaResult result_;
   int64_t global_step_ = 0;
-  bool subnormal_noted_ = false;   // the note of note_subnormal_state, printed once a run
+  bool subnormal_noted_ = false;   // the note of note_subnormal_state, printed once a process
   Clock::time_point train_start_;  // wall_s 0; the manifest's "train_start" is its UTC time
 
   // What lives for one epoch; start_epoch makes it.
