@@ -28,10 +28,9 @@ c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono:
   return store;
 }
 
-std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std::chrono::milliseconds timeout) {
-  auto comm = std::make_shared<Comm>();
-  comm->rank = world.rank;
-  comm->size = world.size;
+namespace {
+
+c10::intrusive_ptr<c10d::Store> connect_store(const World& world, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(world.master_port);
   opts.isServer = !world.agent_store && world.rank == 0;
@@ -42,23 +41,57 @@ std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std
   try {
     store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, opts);
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("rank {}: cannot reach the rendezvous store at {}:{}: {}", world.rank,
-                                         world.master_addr, world.master_port, message_of(e)));
+    throw std::runtime_error(fmt::format("rank {} on host {}: cannot reach the rendezvous store at {}:{}: {}",
+                                         world.rank, host_name(), world.master_addr, world.master_port, message_of(e)));
   }
   if (!world.store_prefix.empty()) store = c10::make_intrusive<c10d::PrefixStore>(world.store_prefix, store);
-  comm->store = store;
+  return store;
+}
+
+std::string host_key(int rank) { return fmt::format("ddplab/host/{}", rank); }
+
+// Every rank leaves "<host> <address>" in the store; rank 0 reads them all once every rank has joined.
+void publish_host(Comm& comm) {
+  const std::string address = comm.endpoints.empty() ? "" : comm.endpoints.front().address;
+  const std::string text = host_name() + " " + address;
+  comm.store->set(host_key(comm.rank), std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void gather_hosts(Comm& comm) {
+  for (int r = 0; r < comm.size; ++r) {
+    auto bytes = comm.store->get(host_key(r));
+    std::string text(bytes.begin(), bytes.end());
+    size_t space = text.find(' ');
+    comm.hosts.push_back({text.substr(0, space), space == std::string::npos ? "" : text.substr(space + 1)});
+  }
+}
+
+c10::intrusive_ptr<c10d::Backend> make_gloo(const Comm& comm, std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  for (const auto& e : comm.endpoints)
+    options->devices.push_back(e.interface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(e.address)
+                                                   : c10d::ProcessGroupGloo::createDeviceForInterface(e.interface));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(comm.store, comm.rank, comm.size, options);
+}
+
+}  // namespace
+
+std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std::chrono::milliseconds timeout) {
+  auto comm = std::make_shared<Comm>();
+  comm->rank = world.rank;
+  comm->size = world.size;
+  if (backend == config::Backend::kGloo)
+    comm->endpoints = choose_endpoints(world.master_addr, process_environment(), world.rank);
+  comm->store = connect_store(world, timeout);
+  publish_host(*comm);
   if (backend == config::Backend::kGloo) {
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    std::string host = world.master_addr == "127.0.0.1" || world.master_addr == "localhost" ? "127.0.0.1" : "";
-    options->devices.push_back(host.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                            : c10d::ProcessGroupGloo::createDeviceForHostname(host));
-    comm->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, world.rank, world.size, options);
+    comm->backend = make_gloo(*comm, timeout);
   } else {
 #ifdef DDPLAB_WITH_NCCL
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     comm->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
-    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, world.rank, world.size, options);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(comm->store, world.rank, world.size, options);
     nccl->setBoundDeviceId(comm->device);
     comm->backend = nccl;
 #else
@@ -67,6 +100,7 @@ std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std
                              "nccl.h at build time); use \"gloo\", which also reduces CUDA tensors");
 #endif
   }
+  gather_hosts(*comm);
   return comm;
 }
 
@@ -97,6 +131,22 @@ void broadcast(Comm& comm, at::Tensor& t, int root) {
 }
 
 }  // namespace
+
+std::string describe_failure(const Comm& comm, const std::string& what) {
+  const auto& self = comm.hosts.empty() ? Comm::RankHost{host_name(), ""} : comm.hosts[static_cast<size_t>(comm.rank)];
+  std::string peer;
+  for (size_t r = 0; r < comm.hosts.size(); ++r) {
+    const auto& h = comm.hosts[r];
+    if (static_cast<int>(r) != comm.rank && !h.address.empty() && what.find("[" + h.address + "]") != std::string::npos)
+      peer = fmt::format("; the peer is rank {} on host {} ({})", r, h.host, h.address);
+  }
+  const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+  return fmt::format(
+      "rank {} on host {} ({}): {} in a collective{}: {}. Check that every host is up and reachable from the others "
+      "(the other ranks' output says which failed first); the run directory keeps its last checkpoint",
+      comm.rank, self.host, self.address, timed_out ? "no data from a peer within replicas.timeout_s" : "a peer failed",
+      peer, what);
+}
 
 int64_t ring_allreduce_bytes(int64_t payload_bytes, int world) {
   if (world <= 1) return 0;

@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "ddplab/config/settings.h"
+#include "ddplab/distributed/endpoint.h"
 #include "ddplab/distributed/world.h"
 
 namespace ddplab::distributed {
@@ -25,15 +26,29 @@ struct Comm {
   c10::intrusive_ptr<c10d::Backend> backend;
   int rank = 0;
   int size = 1;
-  c10::Device device{c10::kCPU};  // NCCL: its GPU, where tensors must live; gloo: cpu (takes any tensor)
+  c10::Device device{c10::kCPU};    // NCCL: its GPU, where tensors must live; gloo: cpu (takes any tensor)
+  std::vector<Endpoint> endpoints;  // gloo: where this rank's devices listen (endpoint.h)
+  // Every rank's host name and first endpoint address (gloo), in rank order: the manifest's
+  // "ranks" and the peer a failure names.
+  struct RankHost {
+    std::string host, address;
+  };
+  std::vector<RankHost> hosts;
 };
 
+// The Gloo devices listen where choose_endpoints() says (GLOO_SOCKET_IFNAME, else the route to
+// MASTER_ADDR), decided before the store is reached, so that a loopback trap fails at once.
 // backend: gloo (CPU tensors; CUDA tensors too) or nccl (CUDA builds with NCCL only; rank r
 // uses GPU world.local_rank, which must be the current device: runtime::select_device).
 std::shared_ptr<Comm> make_comm(const World& world, config::Backend backend, std::chrono::milliseconds timeout);
 
 // Hosts a TCPStore server on host:0 (a free port) for a launcher; returns it, port via getPort().
 c10::intrusive_ptr<c10d::Store> host_store(const std::string& host, std::chrono::milliseconds timeout, int* port);
+
+// A failed collective's message `what` (Gloo's or NCCL's) as a user reads it: this rank, its host
+// and address, whether a peer timed out or failed, the peer by rank and host when `what` names its
+// address, and what to check.
+std::string describe_failure(const Comm& comm, const std::string& what);
 
 // Bytes one rank sends in a bandwidth-optimal (ring) all-reduce of `payload_bytes` over `world`
 // ranks: 2 (world - 1) / world x payload (reduce-scatter, then all-gather). 0 for one rank.

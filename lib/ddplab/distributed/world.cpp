@@ -91,14 +91,16 @@ World discover_world(const std::map<std::string, std::string>& env) {
   return w;
 }
 
-World discover_world_from_environment() {
+std::map<std::string, std::string> process_environment() {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv(*e);
     size_t eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  return discover_world(env);
+  return env;
 }
+
+World discover_world_from_environment() { return discover_world(process_environment()); }
 
 }  // namespace ddplab::distributed

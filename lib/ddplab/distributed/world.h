@@ -38,6 +38,8 @@ struct World {
 // Discovers the world from `env` (tests pass a map; the program passes the real environment).
 World discover_world(const std::map<std::string, std::string>& env);
 World discover_world_from_environment();
+// This process's environment as a map (what discover_world_from_environment reads).
+std::map<std::string, std::string> process_environment();
 
 // First host of a SLURM node list: "node[03-05,7],gpu1" -> "node03".
 std::string first_slurm_host(const std::string& nodelist);

@@ -86,17 +86,7 @@ WorkerEnv parse_worker_env(const std::map<std::string, std::string>& env) {
   return e;
 }
 
-std::map<std::string, std::string> current_environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv(*e);
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
-WorkerEnv worker_env_from_environment() { return parse_worker_env(current_environment()); }
+WorkerEnv worker_env_from_environment() { return parse_worker_env(distributed::process_environment()); }
 
 std::vector<std::string> worker_environment(char** inherited, const WorkerEnv& env) {
   const auto& names = worker_env_names();

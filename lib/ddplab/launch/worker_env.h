@@ -53,8 +53,7 @@ std::map<std::string, std::string> to_environment(const WorkerEnv& env);
 // Reads the contract back from `env` (name -> value; tests pass a map).
 WorkerEnv parse_worker_env(const std::map<std::string, std::string>& env);
 
-// This process's environment as a map, and parse_worker_env of it.
-std::map<std::string, std::string> current_environment();
+// parse_worker_env of this process's environment (distributed::process_environment).
 WorkerEnv worker_env_from_environment();
 
 // A worker's whole environment as "NAME=value" strings: `inherited` (e.g. environ) without any

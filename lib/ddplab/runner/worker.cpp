@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/base/exit_codes.h"
 #include "ddplab/base/stop_signals.h"
 #include "ddplab/config/spec_error.h"
 #include "ddplab/config/sweep.h"
@@ -76,16 +77,28 @@ void own_run_directory(const config::ExperimentSpec& s, const distributed::World
 
 // After training ended with the exception in flight: says so, leaves the rank's error file for
 // ddplab's launcher, records the run when this rank owns it.
-int report_failure(const distributed::World& world, const WorkerRun& run) {
+int report_failure(const distributed::World& world, const WorkerRun& run, const distributed::Comm* comm) {
   Outcome outcome = outcome_of(std::current_exception());
+  if (comm != nullptr && outcome.exit_code == kExitFailure)
+    outcome.message = distributed::describe_failure(*comm, outcome.message);
   complain("ddplab worker rank {}: {}", world.rank, outcome.message);
   if (run.launched && outcome.status != RunStatus::kInterrupted)
     launch::write_error_file(run.dir, world.rank, outcome.message);
   if (run.own) {
-    if (outcome.status == RunStatus::kFailed) outcome.message = fmt::format("rank {}: {}", world.rank, outcome.message);
+    if (outcome.status == RunStatus::kFailed && outcome.message.rfind("rank ", 0) != 0)
+      outcome.message = fmt::format("rank {}: {}", world.rank, outcome.message);
     record(run.own->log, outcome);
   }
   return outcome.exit_code;
+}
+
+// Rank 0: every rank's host and address in the manifest ("ranks"), where a multi-host run shows
+// which machine each rank ran on and where its peers reached it.
+void record_hosts(const fs::path& dir, const distributed::Comm& comm) {
+  auto ranks = nlohmann::json::array();
+  for (size_t r = 0; r < comm.hosts.size(); ++r)
+    ranks.push_back({{"rank", r}, {"host", comm.hosts[r].host}, {"address", comm.hosts[r].address}});
+  rundir::RunLog::open(dir).update_manifest({{"ranks", ranks}});
 }
 
 }  // namespace
@@ -116,6 +129,7 @@ int run_worker(const config::ExperimentSpec& spec) {
     if (world.size > 1)
       comm = distributed::make_comm(world, s.replicas.backend,
                                     std::chrono::milliseconds(static_cast<int64_t>(s.replicas.timeout_s * 1000)));
+    if (comm && world.rank == 0) record_hosts(run.dir, *comm);
     options.comm = comm;
     options.data = run.own ? &run.own->data : nullptr;
     options.resume = run.resume;
@@ -127,7 +141,7 @@ int run_worker(const config::ExperimentSpec& spec) {
     if (run.own) record_done(run.own->log, s);
   } catch (const std::exception&) {
     if (tensorboard) tensorboard->finish(outcome_of(std::current_exception()).status);
-    return report_failure(world, run);
+    return report_failure(world, run, comm.get());
   }
   return done_outcome().exit_code;
 }
