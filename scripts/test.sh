@@ -7,6 +7,9 @@
 # The Slurm tests start a real one-node SLURM (scripts/slurm-local.sh), so this also installs
 # Debian's slurmctld, slurmd, slurm-client and munge; with DDPLAB_REQUIRE_SLURM=1 (set here) a
 # cluster that cannot start fails those tests instead of skipping them.
+# The multi-host tests run ranks on emulated hosts (scripts/netlab.sh: network namespaces, as
+# root), so this also installs iproute2 if missing; with DDPLAB_REQUIRE_NETLAB=1 (set here) a lab
+# that cannot be made fails those tests instead of skipping them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${DDPLAB_BUILD_DIR:-build}
@@ -31,7 +34,16 @@ if [ "$installed" != ${#slurm_packages[@]} ]; then
     echo "test: ${slurm_packages[*]} missing; the Slurm tests will fail. Run: sudo apt-get install -y ${slurm_packages[*]}" >&2
   fi
 fi
-export DDPLAB_REQUIRE_BROWSER=1 DDPLAB_REQUIRE_SLURM=1
+if ! command -v ip >/dev/null 2>&1 && ! [ -x /usr/sbin/ip ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test: installing iproute2 (network namespaces for the multi-host tests)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 >/dev/null
+  else
+    echo "test: iproute2 is missing; the multi-host tests will fail. Run: sudo apt-get install -y iproute2" >&2
+  fi
+fi
+export DDPLAB_REQUIRE_BROWSER=1 DDPLAB_REQUIRE_SLURM=1 DDPLAB_REQUIRE_NETLAB=1
 export TMPDIR=${TMPDIR:-/tmp}
 DDPLAB_TARGETS= scripts/bootstrap.sh
 scripts/check-warnings.sh "$build_dir"

@@ -298,18 +298,6 @@ TEST(Ddp, AParameterWithOnlyZeroGradientsIsNotBlamedOnTheOptimizer) {
   EXPECT_EQ(r.command.output.find("returns after the first variable"), std::string::npos) << r.command.output;
 }
 
-// Whether any live process has `needle` in its command line (scans /proc).
-bool process_with_argument_exists(const std::string& needle) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_file(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(needle) != std::string::npos) return true;
-  }
-  return false;
-}
-
 void expect_failure_is_contained(const std::string& fault) {
   Workspace ws(4096, 100);
   auto spec = ws.base_spec("fail_" + fault);

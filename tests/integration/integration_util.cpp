@@ -1,5 +1,6 @@
 #include "integration/integration_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -80,6 +81,17 @@ std::vector<float> read_final_params(const std::filesystem::path& run_dir, const
     flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return flat;
+}
+
+bool process_with_argument_exists(const std::string& needle) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) return true;
+  }
+  return false;
 }
 
 double relative_difference(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(a), 1e-12); }

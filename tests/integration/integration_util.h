@@ -56,6 +56,9 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
 std::vector<float> read_final_params(const std::filesystem::path& run_dir, const nlohmann::json& model_spec,
                                      const models::InputShape& shape = {});
 
+// Whether any live process has `needle` in its command line (scans /proc).
+bool process_with_argument_exists(const std::string& needle);
+
 // |a - b| / |a| (a = 0: / 1e-12).
 double relative_difference(double a, double b);
 

@@ -9,8 +9,8 @@
 
 #include <chrono>
 #include <functional>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -43,7 +43,8 @@ class NetLab : public ::testing::Test {
     lab_ = fmt::format("nl{}", ::getpid() % 100000);
     subnet_ = fmt::format("10.77.{}", 1 + ::getpid() % 250);
     auto r = run_command(fmt::format("timeout -k 5 60 {} up 2 --owner {}", script(), ::getpid()));
-    if (r.exit_code != 0) unavailable_ = fmt::format("no lab: `netlab.sh up 2` exited with {}:\n{}", r.exit_code, r.output);
+    if (r.exit_code != 0)
+      unavailable_ = fmt::format("no lab: `netlab.sh up 2` exited with {}:\n{}", r.exit_code, r.output);
   }
 
   static void TearDownTestSuite() {
@@ -54,7 +55,8 @@ class NetLab : public ::testing::Test {
 
   void SetUp() override {
     if (unavailable_.empty()) return;
-    if (required_by_environment("DDPLAB_REQUIRE_NETLAB")) GTEST_FAIL() << "DDPLAB_REQUIRE_NETLAB=1, but " << unavailable_;
+    if (required_by_environment("DDPLAB_REQUIRE_NETLAB"))
+      GTEST_FAIL() << "DDPLAB_REQUIRE_NETLAB=1, but " << unavailable_;
     GTEST_SKIP() << unavailable_ << "\n(set DDPLAB_REQUIRE_NETLAB=1 to make this a failure)";
   }
 
@@ -74,8 +76,8 @@ class NetLab : public ::testing::Test {
 
   // `ddplab worker <spec>` as rank `rank` of `world` on `host`, rendezvous at host 0.
   static std::string worker(int host, int rank, int world, const std::string& spec, const std::string& env = "") {
-    return on_host(host, fmt::format("RANK={} WORLD_SIZE={} MASTER_ADDR={} MASTER_PORT={} {} {} worker {}", rank,
-                                     world, address(0), kPort, env, DDPLAB_BIN, spec));
+    return on_host(host, fmt::format("RANK={} WORLD_SIZE={} MASTER_ADDR={} MASTER_PORT={} {} {} worker {}", rank, world,
+                                     address(0), kPort, env, DDPLAB_BIN, spec));
   }
 
   // Every command at once (one per host); their results in the same order.
@@ -131,8 +133,9 @@ TEST_F(NetLab, ALoopbackDeviceWithARemoteMasterIsRefusedAtOnce) {
   auto r = run_command(worker(1, 1, 2, path, "GLOO_SOCKET_IFNAME=lo"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_LT(r.seconds, 5.0) << r.output;
-  for (const std::string& part : {std::string("rank 1 on host ") + host_name(1), std::string("loopback address 127.0.0.1"),
-                                  std::string("MASTER_ADDR is ") + address(0), std::string("set GLOO_SOCKET_IFNAME")})
+  for (const std::string& part :
+       {std::string("rank 1 on host ") + host_name(1), std::string("loopback address 127.0.0.1"),
+        std::string("MASTER_ADDR is ") + address(0), std::string("set GLOO_SOCKET_IFNAME")})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
   auto missing = run_command(worker(1, 1, 2, path, "GLOO_SOCKET_IFNAME=eth9"));
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
@@ -152,10 +155,12 @@ TEST_F(NetLab, TorchrunOnTwoHostsGivesTheRecordsOfLoopback) {
   spec["replicas"]["count"] = 2;
   const auto path = ws.write_spec(spec);
   auto agent = [&](int host) {
-    return on_host(host, fmt::format("{} --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint {}:29400 "
-                                     "--rdzv-id lab --rdzv-conf is_host={} --local-addr {} --max-restarts 0 --no-python {} worker {}",
-                                     torchrun, address(0), host == 0 ? 1 : 0, address(host), DDPLAB_BIN, path),
-                   90);
+    return on_host(
+        host,
+        fmt::format("{} --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint {}:29400 "
+                    "--rdzv-id lab --rdzv-conf is_host={} --local-addr {} --max-restarts 0 --no-python {} worker {}",
+                    torchrun, address(0), host == 0 ? 1 : 0, address(host), DDPLAB_BIN, path),
+        90);
   };
   auto r = at_once({agent(0), agent(1)});
   ASSERT_EQ(r[0].exit_code, 0) << r[0].output;
