@@ -283,7 +283,9 @@ TEST_F(NetLab, AnUnreachableRendezvousHostEndsTheRankWithinTheTimeout) {
   auto r = run_command(worker(1, 1, 2, path));
   ASSERT_EQ(lab("link 0 up").exit_code, 0);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.seconds, timeout_s + kMarginS) << r.output;
+  // c10d's store client tries once more at its deadline, and a connect to a host whose link is
+  // down takes the kernel's 3 s of ARP to fail (errno 113, no route to host).
+  EXPECT_LT(r.seconds, timeout_s + kMarginS + 3) << r.output;
   EXPECT_NE(r.output.find(fmt::format("rank 1 on host {}: cannot reach the rendezvous store at {}:{}", host_name(1),
                                       address(0), kPort)),
             std::string::npos)
