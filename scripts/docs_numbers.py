@@ -17,7 +17,7 @@ Python arithmetic over these readers, paths relative to docs/examples/:
   md(path, regex)            the first group of regex in the file (a number; commas dropped);
                              fails unless it matches
   jsonl(path, key, where)    the key of every JSON line that `where` selects, a list
-  mean, min, max, sum, len, abs, round, sorted
+  mean, min, max, sum, len, abs, round, sorted, zip, sqrt
 
 A quoted number matches when it equals the expression's value rounded to the quoted decimals
 (thousands separators, a leading Unicode minus and a trailing % are read as such): 84.66% matches
@@ -148,7 +148,7 @@ def readers(sources):
         return sum(xs) / len(xs)
 
     return {"csv": csv, "col": col, "md": md, "jsonl": jsonl, "mean": mean, "min": min, "max": max, "sum": sum,
-            "len": len, "abs": abs, "round": round, "sorted": sorted, "sqrt": math.sqrt}
+            "len": len, "abs": abs, "round": round, "sorted": sorted, "zip": zip, "sqrt": math.sqrt}
 
 
 def parse_quote(text):
@@ -167,11 +167,36 @@ def matches(quoted, computed):
     return abs(q - computed) <= 0.5 * 10 ** -decimals + 1e-9
 
 
-def numbers_before(line, start, end):
-    """The number tokens of line[start:end], outside inline code and HTML comments."""
-    segment = line[start:end]
-    masked = re.sub(r"`[^`]*`|<!--.*?-->", lambda m: " " * len(m.group(0)), segment)
-    return [m.group(0) for m in NUMBER.finditer(masked)]
+def numbers_between(line, start, end):
+    """The number tokens that lie in line[start:end], read with inline code and HTML comments masked
+    (as word characters, so "44<!-- ... -->-251" is a range 44-251, not 44 and -251)."""
+    masked = re.sub(r"`[^`]*`|<!--.*?-->", lambda m: "_" * len(m.group(0)), line)
+    return [m.group(0) for m in NUMBER.finditer(masked) if m.start() >= start and m.end() <= end]
+
+
+def split_expressions(text):
+    """The marker's expressions, split at the semicolons outside string literals."""
+    out, cur, quote, i = [], "", None, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and i + 1 < len(text):
+                cur += text[i:i + 2]
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c == ";":
+            out.append(cur.strip())
+            cur = ""
+            i += 1
+            continue
+        cur += c
+        i += 1
+    out.append(cur.strip())
+    return [e for e in out if e]
 
 
 def check_text(name, text, sources, listing=None):
@@ -180,8 +205,8 @@ def check_text(name, text, sources, listing=None):
     for i, line in enumerate(text.splitlines(), 1):
         prev = 0
         for m in MARKER.finditer(line):
-            exprs = [e.strip() for e in m.group(1).split(";") if e.strip()]
-            quoted = numbers_before(line, prev, m.start())
+            exprs = split_expressions(m.group(1))
+            quoted = numbers_between(line, prev, m.start())
             prev = m.end()
             where = f"{name}:{i}"
             if len(quoted) < len(exprs):
@@ -189,7 +214,9 @@ def check_text(name, text, sources, listing=None):
                 continue
             for q, expr in zip(quoted[len(quoted) - len(exprs):], exprs):
                 try:
-                    v = eval(expr, {"__builtins__": {}}, env)  # the docs' own expressions, repo content
+                    # The docs' own expressions (repository content); the readers as globals, so a
+                    # comprehension in an expression sees them too.
+                    v = eval(expr, {"__builtins__": {}, **env})
                     if not isinstance(v, (int, float)):
                         raise SourceError(f"value {v!r} is not a number")
                 except SourceError as e:
