@@ -13,11 +13,16 @@ Python arithmetic over these readers, paths relative to docs/examples/:
 
   csv(path, column, where)   the column of the one row that `where` selects: "k=v & k2~v2"
                              (= equal, ~ contains); fails unless exactly one row matches
+  row(path, where)           that one row, a dict (numbers as numbers)
   col(path, column, where)   the column of every row that `where` selects (where may be ""), a list
   md(path, regex)            the first group of regex in the file (a number; commas dropped);
                              fails unless it matches
   jsonl(path, key, where)    the key of every JSON line that `where` selects, a list
   mean, min, max, sum, len, abs, round, sorted, zip, sqrt
+
+`<!-- let NAME = EXPR -->` names a value for the rest of its doc, so that a paragraph's markers
+stay short: `<!-- let gap = row("seed_equal_steps_fashion/comparisons.csv", "...") -->` on a line of
+its own, then `−3.05<!-- = gap["diff_pts"] -->`.
 
 A quoted number matches when it equals the expression's value rounded to the quoted decimals
 (thousands separators, a leading Unicode minus and a trailing % are read as such): 84.66% matches
@@ -29,7 +34,7 @@ fails.
     scripts/docs_numbers.py              check every marker; exit 1 on any failure
     scripts/docs_numbers.py --list       also print each checked number and its value
 
-CI: ctest runs it as `docs_numbers` (tests/CMakeLists.txt), and its own test
+CI: .ci/run runs it before the build, ctest as `docs_numbers` (tests/CMakeLists.txt), and its own test
 (tests/scripts/test_docs_numbers.py) shows that a wrong digit fails. Python 3 standard library only.
 """
 import csv as csv_module
@@ -43,6 +48,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
 MARKER = re.compile(r"<!--\s*=\s*(.*?)\s*-->")
+LET = re.compile(r"<!--\s*let\s+([A-Za-z_]\w*)\s*=\s*(.*?)\s*-->")
 # A number as docs quote it: 92,427  −3.05  +0.65  84.66%  1.8e-5. A sign only where a number
 # starts a word, so "190-293" and "223–293" are two numbers.
 NUMBER = re.compile(r"(?:(?<![\w.,−+-])[−+-](?=\d))?(?<![\w.,])"
@@ -131,6 +137,12 @@ def readers(sources):
             raise SourceError(f"{path}: '{where}' selects {len(found)} rows, not 1")
         return found[0]
 
+    def row(path, where):
+        rows = [r for r in sources.rows(path) if selects(r, where)]
+        if len(rows) != 1:
+            raise SourceError(f"{path}: '{where}' selects {len(rows)} rows, not 1")
+        return {k: value(v) for k, v in rows[0].items()}
+
     def md(path, regex):
         m = re.search(regex, sources.text(path), re.M)
         if not m:
@@ -147,7 +159,7 @@ def readers(sources):
             raise SourceError("mean of nothing")
         return sum(xs) / len(xs)
 
-    return {"csv": csv, "col": col, "md": md, "jsonl": jsonl, "mean": mean, "min": min, "max": max, "sum": sum,
+    return {"csv": csv, "col": col, "row": row, "md": md, "jsonl": jsonl, "mean": mean, "min": min, "max": max, "sum": sum,
             "len": len, "abs": abs, "round": round, "sorted": sorted, "zip": zip, "sqrt": math.sqrt}
 
 
@@ -203,6 +215,11 @@ def check_text(name, text, sources, listing=None):
     env = readers(sources)
     bad, checked = [], 0
     for i, line in enumerate(text.splitlines(), 1):
+        for m in LET.finditer(line):  # a name for the rest of the doc: <!-- let gap = row(...) -->
+            try:
+                env[m.group(1)] = eval(m.group(2), {"__builtins__": {}, **env})
+            except Exception as e:
+                bad.append(f"{name}:{i}: let {m.group(1)}: {type(e).__name__}: {e}")
         prev = 0
         for m in MARKER.finditer(line):
             exprs = split_expressions(m.group(1))
@@ -216,7 +233,7 @@ def check_text(name, text, sources, listing=None):
                 try:
                     # The docs' own expressions (repository content); the readers as globals, so a
                     # comprehension in an expression sees them too.
-                    v = eval(expr, {"__builtins__": {}, **env})
+                    v = eval(expr, {"__builtins__": {}, **env})  # noqa: S307
                     if not isinstance(v, (int, float)):
                         raise SourceError(f"value {v!r} is not a number")
                 except SourceError as e:
