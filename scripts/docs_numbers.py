@@ -33,6 +33,9 @@ fails.
 
     scripts/docs_numbers.py              check every marker; exit 1 on any failure
     scripts/docs_numbers.py --list       also print each checked number and its value
+    scripts/docs_numbers.py --unmarked   also list the numbers with a decimal point or % in sections
+                                         that link an example folder and carry no marker (the
+                                         numbers not yet drawn from the data; listed, not failed)
 
 CI: .ci/run runs it before the build, ctest as `docs_numbers` (tests/CMakeLists.txt), and its own test
 (tests/scripts/test_docs_numbers.py) shows that a wrong digit fails. Python 3 standard library only.
@@ -251,6 +254,46 @@ def check_text(name, text, sources, listing=None):
     return bad, checked
 
 
+FOLDER_LINK = re.compile(r"examples/([a-z0-9_]+)")
+DECIMAL = re.compile(r"\d\.\d|\d%")
+
+
+def unmarked(text):
+    """(line, number) of each number with a decimal point or a % sign, in a section (from one
+    heading to the next) that links an example folder, that no marker checks: the numbers still to
+    be drawn from the data. A number a marker checks is one of the last k before it."""
+    out, section, in_code = [], [], False
+    lines = text.splitlines()
+
+    def flush():
+        if any(FOLDER_LINK.search(line) for _, line in section):
+            for i, line in section:
+                checked, prev = set(), 0
+                for m in MARKER.finditer(line):
+                    found = [(n.start(), n.group(0)) for n in NUMBER.finditer(
+                        re.sub(r"`[^`]*`|<!--.*?-->", lambda x: "_" * len(x.group(0)), line))
+                        if n.start() >= prev and n.end() <= m.start()]
+                    k = len(split_expressions(m.group(1)))
+                    checked.update(pos for pos, _ in found[len(found) - k:])
+                    prev = m.end()
+                masked = re.sub(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)", lambda x: "_" * len(x.group(0)), line)
+                for n in NUMBER.finditer(masked):
+                    level = re.match(r"9[059]% (CI|interval|t-interval)", masked[n.start():])
+                    if n.start() not in checked and DECIMAL.search(n.group(0)) and not level:
+                        out.append((i, n.group(0)))
+        section.clear()
+
+    for i, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            in_code = not in_code
+        if not in_code and line.startswith("#"):
+            flush()
+        if not in_code:
+            section.append((i, line))
+    flush()
+    return out
+
+
 def docs():
     return [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")) + [EXAMPLES / "README.md"]
 
@@ -266,6 +309,15 @@ def main(argv):
         files += bool(c or b)
     for line in listing or []:
         print(line)
+    if "--unmarked" in argv:
+        total = 0
+        for path in docs():
+            found = unmarked(path.read_text())
+            total += len(found)
+            for i, q in found:
+                print(f"{path.relative_to(ROOT).as_posix()}:{i}: {q} (no marker)")
+        print(f"docs_numbers: {total} decimal or percent number(s) in sections that link an example folder "
+              f"carry no marker (listed, not failed)")
     for b in bad:
         print(b)
     print(f"docs_numbers: {checked} number(s) in {files} doc(s) checked against docs/examples; "

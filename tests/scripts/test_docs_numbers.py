@@ -51,6 +51,11 @@ class DocsNumbersTest(unittest.TestCase):
         bad, _ = check(f"the gap<!-- = {GAP} -->")
         self.assertIn("0 number(s) precede it", bad[0])
 
+    def test_the_inventory_lists_unmarked_numbers_of_sections_that_link_a_folder(self):
+        text = ("## A\n[report](examples/x/report.md): 1.25 and 2.50<!-- = 2.5 --> (95% CI 1.1 to 2.2)\n"
+                "## B\nno folder here: 3.75\n")
+        self.assertEqual(dn.unmarked(text), [(2, "1.25"), (2, "1.1"), (2, "2.2")])
+
     def test_the_docs_pass(self):
         self.assertEqual(dn.main([]), 0)
 
