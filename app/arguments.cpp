@@ -83,6 +83,14 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.run->add_flag("--tee", a.tee,
                   "Every rank's stdout and stderr on the console too, each line prefixed [rank r] (they still go to "
                   "the ranks' logs); without it, only a failed rank's last lines are shown");
+  c.run->add_option("--hosts", a.hosts.hostfile,
+                    "Start the ranks of multi-process runs on the hosts of this file (\"host slots=N\" a line, ranks "
+                    "fill them in order; docs/multi-node.md)");
+  c.run->add_option("--remote", a.hosts.remote,
+                    "With --hosts: the command that runs a command on a host, {host} replaced (default: ssh {host})");
+  c.run->add_option("--master-addr", a.hosts.master_addr,
+                    "With --hosts: this machine's address as the hosts reach it (default: the address on the route to "
+                    "the first host)");
   add_slurm_options(c.run, a);
   add_pack_options(c.run, a);
 

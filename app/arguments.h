@@ -9,6 +9,7 @@
 #include "ddplab/config/slurm.h"
 #include "ddplab/runner/commands.h"
 #include "ddplab/runner/plan_command.h"
+#include "ddplab/runner/run_one.h"
 #include "ddplab/runner/scheduler.h"
 
 namespace ddplab::app {
@@ -18,7 +19,8 @@ struct Arguments {
   std::vector<std::string> overrides;
   bool force = false;
   bool dry_run = false;
-  bool tee = false;  // run --tee
+  bool tee = false;            // run --tee
+  runner::HostsRequest hosts;  // run --hosts, --remote, --master-addr
   enum class Launcher { kLocal, kSlurm } launcher = Launcher::kLocal;
   config::SlurmOptions slurm;  // --partition, --time, --account, --sbatch-option
   runner::PackOptions pack;    // --jobs, --cores, --gpus

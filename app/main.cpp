@@ -51,10 +51,15 @@ int run_command(const Commands& c, const Arguments& a) {
   if (a.launcher == Arguments::Launcher::kSlurm) {
     refuse({"--jobs", "--cores", "--gpus", "--run-id"}, "packs runs on this machine, SLURM places them; drop it");
     refuse({"--tee"}, "shows the ranks that ddplab's own launcher starts; a SLURM job's output is its slurm-job.out");
+    refuse({"--hosts", "--remote", "--master-addr"}, "SLURM places the ranks on its nodes; drop it");
     return runner::submit_sweep(a.spec_path, a.overrides, runner::SlurmRequest{a.slurm, a.force, a.dry_run});
   }
   refuse({"--partition", "--time", "--account", "--sbatch-option"}, "is a SLURM option; it needs --launcher slurm");
+  if (a.hosts.hostfile.empty()) refuse({"--remote", "--master-addr"}, "places ranks across hosts; it needs --hosts");
+  if (!a.hosts.hostfile.empty())
+    refuse({"--jobs", "--cores", "--gpus"}, "packs runs on this machine; drop it or --hosts");
   runner::set_tee(a.tee);
+  runner::set_hosts(a.hosts);
   if (!a.run_id.empty()) return runner::run_with_id(a.spec_path, a.overrides, a.force, a.run_id);
   return runner::run_sweep(a.spec_path, a.overrides, a.force, a.dry_run, a.pack);
 }

@@ -9,7 +9,7 @@
 #                                         directions), e.g. 200mbit, 1gbit, 1mbit
 #   scripts/netlab.sh down                removes the lab: kills every process in its hosts, then
 #                                         the namespaces, the veths and the bridge
-#   scripts/netlab.sh exec H CMD...       runs CMD on host H (0..N-1) with its own host name
+#   scripts/netlab.sh exec H CMD...       runs CMD on host H (0..N-1, or its name <lab>-h<H>) with its own host name
 #                                         (<lab>-h<i>, a UTS namespace of its own) and network
 #   scripts/netlab.sh addr H              prints host H's address
 #   scripts/netlab.sh link H up|down      restores or cuts host H's link (a pulled cable)
@@ -56,7 +56,8 @@ done
 
 ns() { echo "$lab-h$1"; }
 host_ns() {
-  [[ ${1:-} =~ ^[0-9]$ ]] || EXIT=2 die "host '${1:-}': expected a host number 0..3"
+  [[ ${1:-} =~ ^$lab-h([0-9])$ ]] && set -- "${BASH_REMATCH[1]}"
+  [[ ${1:-} =~ ^[0-9]$ ]] || EXIT=2 die "host '${1:-}': expected a host number 0..3 or its name $lab-h<n>"
   ip netns list | grep -q "^$(ns "$1")\b" || die "no host $1 in lab $lab (scripts/netlab.sh up first)"
   ns "$1"
 }
@@ -164,12 +165,12 @@ case "$cmd" in
     [ $# -gt 0 ] || EXIT=2 die "exec $h: no command"
     exec ip netns exec "$h" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$h" "$@"
     ;;
-  addr) host_ns "${1:-}" >/dev/null; echo "$subnet.$((${1} + 1))" ;;
+  addr) h=$(host_ns "${1:-}"); echo "$subnet.$((${h##*-h} + 1))" ;;
   link)
     h=$(host_ns "${1:-}")
     case "${2:-}" in up|down) ip link set "$h" "$2" ;; *) EXIT=2 die "link $1: up or down" ;; esac
     ;;
-  rate) host_ns "${1:-}" >/dev/null; shape_host "$1" "${2:?rate needs a rate or off}" ;;
+  rate) h=$(host_ns "${1:-}"); shape_host "${h##*-h}" "${2:?rate needs a rate or off}" ;;
   kill) kill_host "$(host_ns "${1:-}")" ;;
   *) EXIT=2 die "unknown command '$cmd' (up, down, exec, addr, link, rate, kill, check)" ;;
 esac

@@ -173,6 +173,26 @@ TEST_F(NetLab, TorchrunOnTwoHostsGivesTheRecordsOfLoopback) {
   EXPECT_NE(manifest["ranks"][0]["host"], manifest["ranks"][1]["host"]) << manifest.dump(2);
 }
 
+// `ddplab run --hosts` on host 0 starts rank 0 there and rank 1 on host 1 through the remote
+// command (the lab's `exec`, as ssh on a cluster), its store reached at host 0's address; its
+// records are those of loopback, its ranks' logs come back to the launcher's run directory.
+TEST_F(NetLab, DdplabRunAcrossHostsGivesTheRecordsOfLoopback) {
+  Workspace ws;
+  auto spec = ws.base_spec("hostfile");
+  spec["replicas"]["count"] = 2;
+  const auto path = ws.write_spec(spec);
+  const fs::path hostfile = ws.dir().path() / "hosts.txt";
+  write_file(hostfile, fmt::format("{} slots=1\n{} slots=1\n", host_name(0), host_name(1)));
+  auto r = run_command(on_host(0, fmt::format("{} run {} --hosts {} --remote \"{} exec {{host}}\" --master-addr {}",
+                                              DDPLAB_BIN, path, hostfile.string(), script(), address(0))));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path dir = ws.out() / "hostfile" / "seed=3";
+  EXPECT_EQ(training_fields(read_records(dir)), loopback_records(ws, spec));
+  auto manifest = nlohmann::json::parse(read_file(dir / "manifest.json"));
+  ASSERT_EQ(manifest["ranks"].size(), 2u) << manifest.dump(2);
+  for (int rank : {0, 1}) EXPECT_EQ(manifest["ranks"][rank]["host"], host_name(rank)) << manifest.dump(2);
+}
+
 // A run of many short epochs across the two hosts, long enough to meet a fault mid-run.
 struct LongRun {
   nlohmann::json spec;

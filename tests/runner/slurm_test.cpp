@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ddplab/config/spec.h"
+#include "ddplab/launch/process.h"
 
 namespace ddplab::runner {
 namespace {
@@ -68,7 +69,7 @@ TEST(SlurmCommand, TheReportJobRunsAfterEveryJobHasEnded) {
 }
 
 TEST(SlurmCommand, ArgumentsThatNeedItAreQuotedForTheShell) {
-  EXPECT_EQ(shell_command({"sbatch", "--job-name=a/b,c=1", "/x y/it's.sh", ""}),
+  EXPECT_EQ(launch::shell_command({"sbatch", "--job-name=a/b,c=1", "/x y/it's.sh", ""}),
             "sbatch --job-name=a/b,c=1 '/x y/it'\\''s.sh' ''");
 }
 

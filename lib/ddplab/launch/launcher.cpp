@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -40,7 +42,32 @@ WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
   env.launcher = true;
   env.run_dir = o.run_dir;
   env.resume = o.resume;
+  const auto& on = o.hosts.rank_hosts;
+  if (!on.empty()) {
+    const auto host = on[static_cast<size_t>(rank)];
+    env.local_rank = static_cast<int>(std::count(on.begin(), on.begin() + rank, host));
+    env.local_world_size = static_cast<int>(std::count(on.begin(), on.end(), host));
+    env.group_rank = static_cast<int>(std::set<std::string>(on.begin(), on.begin() + rank + 1).size()) - 1;
+    env.master_addr = o.hosts.master_addr;
+  }
   return env;
+}
+
+// The program a rank runs: this binary here, or across hosts `sh -c "<remote> env <contract>
+// <binary> worker ..."` (exec'd all the way, so that signals reach the worker or its ssh).
+void set_program(const LaunchOptions& o, int rank, int port, SpawnOptions& s) {
+  s.argv = {self_executable(), "worker", o.spec_path};
+  s.argv.insert(s.argv.end(), o.extra_args.begin(), o.extra_args.end());
+  const WorkerEnv env = worker_env_of(o, rank, port);
+  if (o.hosts.rank_hosts.empty()) {
+    s.program = kSelfExecutableFile;
+    s.env = worker_environment(environ, env);
+    return;
+  }
+  std::vector<std::string> command{"env"};
+  for (const auto& [name, value] : to_environment(env)) command.push_back(name + "=" + value);
+  command.insert(command.end(), s.argv.begin(), s.argv.end());
+  s.argv = {"/bin/sh", "-c", "exec " + remote_command(o.hosts.remote, o.hosts.rank_hosts[rank], command)};
 }
 
 // Rank `rank` of `<exe> worker <spec>`: stderr (and, but for rank 0, stdout) into its log, or
@@ -48,10 +75,7 @@ WorkerEnv worker_env_of(const LaunchOptions& o, int rank, int port) {
 // in order) and dies with a killed launcher.
 pid_t spawn_rank(const LaunchOptions& o, int rank, int port, RankOutput& output) {
   SpawnOptions s;
-  s.argv = {self_executable(), "worker", o.spec_path};
-  s.program = kSelfExecutableFile;
-  s.argv.insert(s.argv.end(), o.extra_args.begin(), o.extra_args.end());
-  s.env = worker_environment(environ, worker_env_of(o, rank, port));
+  set_program(o, rank, port, s);
   s.err = Output::kFile;
   s.err_file = rundir::rank_log_file(o.run_dir, rank);
   if (rank != 0) {

@@ -1,5 +1,10 @@
-// ddplab's own launcher: starts N worker processes of this binary on this host and supervises
-// them, the way torchrun's local agent does.
+// ddplab's own launcher: starts N worker processes of this binary on this host (or across hosts,
+// LaunchOptions::hosts) and supervises them, the way torchrun's local agent does.
+//
+// Across hosts each rank is started through the hosts' remote command (`ssh {host}`, or the lab's
+// `ip netns exec {host}`) with the contract's variables on its command line (`env RANK=...`), the
+// store listens on every address of this machine and the workers reach it at hosts.master_addr;
+// ranks' output comes back through the remote command as from a local rank.
 //
 // It hosts the c10d TCPStore on 127.0.0.1 at a free port (so two runs never collide) and starts
 // `<exe> worker <spec.json>` N times with the variables of the worker environment contract set
@@ -20,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "ddplab/launch/hosts.h"
+
 namespace ddplab::launch {
 
 struct LaunchOptions {
@@ -33,6 +40,7 @@ struct LaunchOptions {
   bool resume = false;                  // workers continue from the checkpoint (DDPLAB_RESUME=1)
   int restart_count = 0;                // this attempt's number (TORCHELASTIC_RESTART_COUNT for workers)
   bool tee = false;                     // every rank's output on the console too (ddplab run --tee)
+  HostPlacement hosts;                  // across hosts (ddplab run --hosts); empty: this host
 };
 
 struct LaunchResult {

@@ -11,6 +11,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
+#include <string>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -227,6 +229,22 @@ std::string self_executable() {
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   if (n <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
   return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  static const std::regex plain("[A-Za-z0-9_@%+=:,./-]+");
+  std::string line;
+  for (const auto& arg : argv) {
+    if (!line.empty()) line += ' ';
+    if (std::regex_match(arg, plain)) {
+      line += arg;
+      continue;
+    }
+    line += '\'';
+    for (char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
 }
 
 }  // namespace ddplab::launch

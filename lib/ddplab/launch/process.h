@@ -79,6 +79,9 @@ ProgramResult run_program(const std::vector<std::string>& argv);
 // The directory of `program` on PATH, if it is there (an executable file).
 std::optional<std::filesystem::path> find_on_path(const std::string& program);
 
+// `argv` as one shell command line, each argument that needs it in single quotes.
+std::string shell_command(const std::vector<std::string>& argv);
+
 // Path of the running executable (/proc/self/exe resolved), for argv[0] and messages.
 std::string self_executable();
 

@@ -12,7 +12,9 @@
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/stop_signals.h"
 #include "ddplab/data/dataset.h"
+#include "ddplab/distributed/endpoint.h"
 #include "ddplab/distributed/world.h"
+#include "ddplab/launch/hosts.h"
 #include "ddplab/launch/launcher.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
@@ -28,7 +30,8 @@ namespace {
 
 using rundir::RunStatus;
 
-bool tee_ranks = false;  // set_tee
+bool tee_ranks = false;      // set_tee
+HostsRequest hosts_request;  // set_hosts
 
 bool runs_in_this_process(const config::ExperimentSpec& spec) {
   return spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated;
@@ -133,6 +136,20 @@ int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run,
   return outcome.exit_code;
 }
 
+// Where the ranks of a run of `nproc` processes go (set_hosts); empty: this host.
+launch::HostPlacement placement(int nproc) {
+  launch::HostPlacement p;
+  if (hosts_request.hostfile.empty()) return p;
+  const auto hosts = launch::read_hostfile(hosts_request.hostfile);
+  p.rank_hosts = launch::place_ranks(hosts, nproc, hosts_request.hostfile);
+  p.remote = hosts_request.remote;
+  p.master_addr =
+      !hosts_request.master_addr.empty()
+          ? hosts_request.master_addr
+          : distributed::choose_endpoints(hosts.front().host, distributed::process_environment(), 0).front().address;
+  return p;
+}
+
 int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool resume) {
   launch::LaunchOptions options;
   options.nproc = spec.replicas.count;
@@ -141,6 +158,7 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
   options.timeout_s = spec.replicas.timeout_s;
   options.resume = resume;
   options.tee = tee_ranks;
+  options.hosts = placement(spec.replicas.count);
   auto result = launch::launch_workers(options);
   // replicas.max_restarts: a failed rank stops all; they start again from the last checkpoint.
   for (int restart = 1; restart <= spec.replicas.max_restarts; ++restart) {
@@ -162,6 +180,8 @@ int run_launched(const config::ExperimentSpec& spec, rundir::RunLog run, bool re
 }  // namespace
 
 void set_tee(bool tee) { tee_ranks = tee; }
+
+void set_hosts(const HostsRequest& hosts) { hosts_request = hosts; }
 
 int run_one(const config::ExperimentSpec& spec, bool force) {
   // An unfinished run with a checkpoint continues where it stopped, unless --force.

@@ -14,6 +14,8 @@
 //  4. How it ended goes to the manifest and becomes the exit code (outcome.h). A run in this
 //     process that fails with an exception is recorded as failed and the exception rethrown.
 #pragma once
+#include <string>
+
 #include "ddplab/config/spec.h"
 
 namespace ddplab::runner {
@@ -24,5 +26,16 @@ int run_one(const config::ExperimentSpec& spec, bool force);
 // `ddplab run --tee`: every rank of the multi-process runs this process launches prints to the
 // console too (launch::LaunchOptions::tee). One setting for the whole process, as its console is.
 void set_tee(bool tee);
+
+// `ddplab run --hosts FILE [--remote CMD] [--master-addr A]`: the multi-process runs this process
+// launches place their ranks on the hosts of FILE (launch/hosts.h), started by CMD (default
+// "ssh {host}"); A is where they reach the store (default: this machine's address on the route
+// to the first host). Runs of one process still run here. One setting for the whole process.
+struct HostsRequest {
+  std::string hostfile;  // "": every rank on this host
+  std::string remote = "ssh {host}";
+  std::string master_addr;
+};
+void set_hosts(const HostsRequest& hosts);
 
 }  // namespace ddplab::runner

@@ -39,22 +39,6 @@ SlurmAction slurm_action(std::optional<RunStatus> status, bool job_active, bool 
   return skips_run(status, force) ? SlurmAction::kSkipFinished : SlurmAction::kSubmit;
 }
 
-std::string shell_command(const std::vector<std::string>& argv) {
-  static const std::regex plain("[A-Za-z0-9_@%+=:,./-]+");
-  std::string line;
-  for (const auto& arg : argv) {
-    if (!line.empty()) line += ' ';
-    if (std::regex_match(arg, plain)) {
-      line += arg;
-      continue;
-    }
-    line += '\'';
-    for (char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    line += '\'';
-  }
-  return line;
-}
-
 namespace {
 
 // Variables a launcher around `ddplab run` may have set (an outer torchrun, ddplab's own
@@ -92,7 +76,7 @@ std::string run_batch_script(const config::ExperimentSpec& run, const fs::path& 
       "export {}=1\n"
       "exec {}\n",
       rundir::run_id(run), run.name, kForeignWorld, force ? "DDPLAB_FORCE" : "DDPLAB_RESUME",
-      shell_command(srun_command(run, ddplab, spec_file)));
+      launch::shell_command(srun_command(run, ddplab, spec_file)));
 }
 
 std::vector<std::string> run_sbatch_command(const config::ExperimentSpec& run, const config::SlurmOptions& options,
@@ -115,7 +99,7 @@ std::string report_batch_script(const fs::path& ddplab, const fs::path& experime
       "#!/bin/sh\n"
       "# Written by `ddplab run --launcher slurm`: the report of {}, once its runs' jobs have ended.\n"
       "exec {}\n",
-      experiment_dir.filename().string(), shell_command({ddplab.string(), "report", experiment_dir.string()}));
+      experiment_dir.filename().string(), launch::shell_command({ddplab.string(), "report", experiment_dir.string()}));
 }
 
 std::vector<std::string> report_sbatch_command(const std::string& name, const config::SlurmOptions& options,
@@ -224,7 +208,7 @@ std::string sbatch(const std::vector<std::string>& argv, const std::string& what
   throw Error(fmt::format(
       "{}: sbatch {} (exit code {}): {}; expected a job id from `{}`{}", what,
       r.exit_code == 0 ? "printed no job id" : "refused the job", r.exit_code,
-      trimmed(r.err + (r.exit_code == 0 ? r.out : "")), shell_command(argv),
+      trimmed(r.err + (r.exit_code == 0 ? r.out : "")), launch::shell_command(argv),
       submitted_before == 0
           ? std::string(" (no job was submitted)")
           : fmt::format(" ({} job{} submitted before it {} recorded in {} run director{}; run the "
@@ -270,15 +254,15 @@ void print_dry_run(const std::vector<Planned>& plans, const fs::path& ddplab) {
     }
     any = true;
     say("[{}/{}] {}\n    {}\n    script: {}", i + 1, n, p.run->run_id,
-        shell_command(run_sbatch_command(p.run->spec, p.options, p.dir)),
-        shell_command(srun_command(p.run->spec, ddplab, rundir::slurm_spec_file(p.dir))));
+        launch::shell_command(run_sbatch_command(p.run->spec, p.options, p.dir)),
+        launch::shell_command(srun_command(p.run->spec, ddplab, rundir::slurm_spec_file(p.dir))));
   }
   if (!any) return;
   const fs::path experiment = plans.front().dir.parent_path();
   say("report\n    {}\n    script: {}",
-      shell_command(
+      launch::shell_command(
           report_sbatch_command(plans.front().run->spec.name, plans.front().options, experiment, {"<the jobs above>"})),
-      shell_command({ddplab.string(), "report", experiment.string()}));
+      launch::shell_command({ddplab.string(), "report", experiment.string()}));
 }
 
 void check_runs(const std::vector<Planned>& plans) {

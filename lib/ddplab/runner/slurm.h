@@ -77,9 +77,6 @@ std::vector<std::string> report_sbatch_command(const std::string& name, const co
 // (warnings may come before it); nullopt when there is none.
 std::optional<std::string> parsable_job_id(const std::string& out);
 
-// `argv` as one shell command line, each argument that needs it in single quotes.
-std::string shell_command(const std::vector<std::string>& argv);
-
 // What SLURM says of job `id` (`scontrol -o show job <id>`): its JobState ("" when SLURM no
 // longer knows the job) and Reason ("None", "Priority", "Dependency", ...). An Error when there
 // is no scontrol on PATH or it fails otherwise (the controller does not answer), naming it.
