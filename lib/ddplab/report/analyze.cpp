@@ -930,6 +930,18 @@ std::string identical_sentence(const GroupComparison& c, const ReportData& data)
       c.value_a, c.value_b);
 }
 
+// Identical runs test nothing: no p, no interval, no verdict's inputs, out of Holm's family (m 0).
+// The difference (0) and the seeds stay.
+void untested(Comparison& s) {
+  s.p = s.p_adjusted = kNaN;
+  s.ci_low = s.ci_high = s.ci90_low = s.ci90_high = kNaN;
+  s.m = 0;
+  s.within_delta = s.borderline = false;
+  s.verdict = Verdict::cant_tell;
+  s.seeds_needed.reset();
+  s.equivalence_seeds.reset();
+}
+
 // " Compared: ... Fisher's exact test ...": the runs left out of a comparison, when there are some.
 std::string bad_runs_sentence(const ReportData& data, const GroupComparison& c) {
   if (!c.bad_runs_p) return "";
@@ -958,8 +970,7 @@ void compare_groups(ReportData& data) {
   for (auto& c : data.comparisons) {
     mark_identical(data, c);
     if (c.identical) {
-      c.stats.m = 0;
-      c.stats.p_adjusted = kNaN;
+      untested(c.stats);
       c.sentence = identical_sentence(c, data);
       continue;
     }

@@ -385,12 +385,15 @@ std::optional<double> chosen_target(const ReportData& data);
 // Who to pick at the target accuracy: the group fastest to it on mean wall seconds, and the group
 // with the fewest device-seconds (wall x replicas) among those within kCheapestWithin of that
 // time. `uncertain` names the groups that reached the target within the spread of the fastest one's
-// runs (the rule of "first to reach": a's slowest run before b's fastest).
+// runs (the rule of "first to reach": a's slowest run before b's fastest). Groups of identical
+// runs (GroupComparison::identical, joined transitively) take part once, as the fastest of them:
+// their times differ by the host's load alone. `identical` names those of the fastest's.
 constexpr double kCheapestWithin = 0.10;
 struct Recommendation {
   const GroupStats* fastest = nullptr;  // nullptr when no group reached the target
   const GroupStats* cheapest = nullptr;
   std::vector<const GroupStats*> uncertain;
+  std::vector<const GroupStats*> identical;  // groups whose runs are identical to the fastest's
 };
 Recommendation recommend(const ReportData& data);
 
