@@ -10,6 +10,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/sha256.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::runner {
@@ -253,6 +254,32 @@ std::string refusal_of(const std::string& path, const std::vector<std::string>& 
   }
   ADD_FAILURE() << "the sweep ran";
   return "";
+}
+
+// A data file replaced after a sweep ran: its runs are refused naming the file and both hashes,
+// as a changed spec field is; the file put back, they are reused.
+TEST(RunnerSweep, AReplacedDataFileIsRefusedNamingItAndBothHashes) {
+  TinySweep t;
+  auto spec = t.spec("data");
+  spec["repeats"] = 1;
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const fs::path labels = t.ws.data() / "train-labels-idx1-ubyte.gz";
+  const std::string original = testing::read_file(labels);
+  EXPECT_EQ(rundir::read_manifest(t.dir("data", "seed=3"))["inputs"][labels.string()], sha256_hex(original));
+
+  testing::write_tiny_mnist(t.ws.data(), 256, 128, /*gzip=*/true, /*seed=*/99);
+  const std::string replaced = testing::read_file(labels);
+  const std::string message = refusal_of(path, {});
+  EXPECT_NE(message.find(fmt::format("seed=3: {}: content changed, sha256 {} -> {}", labels.string(),
+                                     sha256_hex(original), sha256_hex(replaced))),
+            std::string::npos)
+      << message;
+
+  testing::write_tiny_mnist(t.ws.data(), 256, 128, /*gzip=*/true);
+  const auto [code, out] = sweep_captured(path);
+  EXPECT_EQ(code, kExitOk);
+  EXPECT_NE(out.find("skipping seed=3: done"), std::string::npos) << out;
 }
 
 // The reproduction: a sweep run again after its spec changed never serves the old runs.

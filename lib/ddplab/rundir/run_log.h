@@ -141,7 +141,9 @@ nlohmann::json effective_spec(const nlohmann::json& resolved);
 // effective specs as config::resolved_differences writes them ("/epochs: 1 -> 3"); empty when they
 // are equal or `dir` holds no spec.json. A field that spec.json lacks (written by a ddplab from
 // before the field existed) counts as what that ddplab did (config::upgraded_spec): its default,
-// or for dataset.order "torch_sampler". Throws ddplab::Error naming spec.json if it is not JSON.
+// or for dataset.order "torch_sampler". Then, when the manifest records the run's input files
+// (rundir/inputs.h), one line per file whose content changed since: "my_net.pt: content changed,
+// sha256 <recorded> -> <now>". Throws ddplab::Error naming spec.json if it is not JSON.
 std::vector<std::string> spec_changes(const std::filesystem::path& dir, const config::ExperimentSpec& spec);
 
 // Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.
