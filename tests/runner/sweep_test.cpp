@@ -80,6 +80,17 @@ TEST(RunnerSweepPolicy, ADivergedRunIsNoFailure) {
   EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 diverged");
 }
 
+TEST(RunnerSweepPolicy, ACollapsedRunIsCountedSkippedAndNoFailure) {
+  EXPECT_EQ(tally_of(kExitCollapsed, RunStatus::kCollapsed), Tally::kCollapsed);
+  EXPECT_TRUE(skips_run(RunStatus::kCollapsed, false));
+  SweepTally t;
+  t.runs = 2;
+  t.count(Tally::kCollapsed, kExitCollapsed, "a");
+  t.count(Tally::kDone, kExitOk, "b");
+  EXPECT_EQ(sweep_exit_code(t), kExitOk);
+  EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 collapsed");
+}
+
 // Two swept keys x 3 seeds: the seeds run in rounds, each round holds every arm once, and the
 // arms' order inside the rounds follows neither axis (a load that changes during the sweep then
 // falls on all arms alike). The same sweep always runs in the same order.
@@ -243,6 +254,29 @@ TEST(RunnerSweep, ADoneRunDropsItsCheckpointUnlessKept) {
   EXPECT_TRUE(fs::exists(rundir::model_file(dropped)));
   EXPECT_TRUE(fs::exists(rundir::checkpoint_file(kept)));
   EXPECT_NE(out.find(fmt::format("ddplab: {} holds ", (t.ws.out() / "disk").string())), std::string::npos) << out;
+}
+
+// A run that trains to its end at chance (an lr too small to move the weights) says so: its own
+// status, exit code and words, not "done, test accuracy 10%".
+TEST(RunnerSweep, ARunThatEndsAtChanceIsCollapsedNotDone) {
+  TinySweep t;
+  auto spec = t.spec("chance");
+  spec["optimizer"]["lr"] = 1e-12;
+  const auto path = t.ws.write_spec(spec);
+  const auto [code, out] = sweep_captured(path);
+  EXPECT_EQ(code, kExitCollapsed) << out;
+  const fs::path dir = t.dir("chance", "seed=3");
+  EXPECT_EQ(status_of(dir), RunStatus::kCollapsed);
+  const auto manifest = rundir::read_manifest(dir);
+  EXPECT_EQ(manifest.value("exit_code", 0), kExitCollapsed);
+  EXPECT_EQ(manifest.value("message", "").rfind("collapsed to chance: test accuracy ", 0), 0u) << manifest;
+  EXPECT_EQ(out.find("ddplab: done"), std::string::npos) << out;
+
+  spec["repeats"] = 1;  // as a sweep: counted, skipped when run again, and no failure of the sweep
+  t.ws.write_spec(spec);
+  const auto [again, again_out] = sweep_captured(path);
+  EXPECT_EQ(again, kExitOk);
+  EXPECT_NE(again_out.find("skipping seed=3: collapsed"), std::string::npos) << again_out;
 }
 
 // Runs a sweep expecting the stale-run refusal; returns its message.

@@ -81,9 +81,11 @@ constexpr double kLossWindowSamples = 8192;
 constexpr double kHostLoadFlagPts = 10;
 
 // How a run ended, for the statistics: only kOk runs' metrics are averaged and compared.
-//   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss;
-//   kCollapsed  finished, but near chance: a final test accuracy below 1.5 / classes, or a final
-//               training loss within 2% of ln(classes), the loss of uniform outputs;
+//   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss, or
+//               near chance after a loss explosion (rundir/health.h);
+//   kCollapsed  its manifest says collapsed, or it finished near chance (rundir::ended_near_chance:
+//               a final test accuracy below 1.5 / classes, or a final training loss within 2% of
+//               ln(classes), the loss of uniform outputs) without a loss explosion;
 //   kOk         every other finished run with records.
 // (Runs not finished, with no records, or still running are none of these.)
 enum class RunHealth { kOk, kCollapsed, kDiverged };
@@ -113,7 +115,8 @@ struct RunData {
   nlohmann::json step_eval;
   size_t group = 0;  // index into ReportData::groups
 
-  bool finished() const { return status == rundir::RunStatus::kDone; }
+  // Trained to its end: done, or collapsed (near chance, rundir/health.h).
+  bool finished() const { return status == rundir::RunStatus::kDone || status == rundir::RunStatus::kCollapsed; }
   // The classes of the dataset its spec.json names (config::known_classes); 10 where ddplab does
   // not know them (idx, no spec).
   int classes() const;
@@ -240,6 +243,9 @@ struct GroupStats {
 // "2 of 3 runs (1 collapsed)": of a group's ended runs (ok, collapsed, diverged), how many are
 // in its statistics, and why the others are not.
 std::string ok_of_ended(const GroupStats& g);
+// "2 of 3 runs collapsed" (or "diverged", or "collapsed or diverged" for both): of a group's ended
+// runs, how many failed.
+std::string failed_runs(const GroupStats& g);
 
 // A pair of groups that differ in exactly one setting, compared on the metric (GroupStats::metric_by_seed)
 // with compare_by_seed: paired over shared seeds, else Welch; Holm-adjusted over every comparison
@@ -385,12 +391,15 @@ std::optional<double> chosen_target(const ReportData& data);
 // Who to pick at the target accuracy: the group fastest to it on mean wall seconds, and the group
 // with the fewest device-seconds (wall x replicas) among those within kCheapestWithin of that
 // time. `uncertain` names the groups that reached the target within the spread of the fastest one's
-// runs (the rule of "first to reach": a's slowest run before b's fastest).
+// runs (the rule of "first to reach": a's slowest run before b's fastest). A group with runs that
+// collapsed or diverged is never picked, however fast its other runs were: `left_out` names those
+// that reached the target.
 constexpr double kCheapestWithin = 0.10;
 struct Recommendation {
   const GroupStats* fastest = nullptr;  // nullptr when no group reached the target
   const GroupStats* cheapest = nullptr;
   std::vector<const GroupStats*> uncertain;
+  std::vector<const GroupStats*> left_out;
 };
 Recommendation recommend(const ReportData& data);
 

@@ -320,13 +320,15 @@ const char* name(RunStatus status) {
       return "interrupted";
     case RunStatus::kDiverged:
       return "diverged";
+    case RunStatus::kCollapsed:
+      return "collapsed";
   }
   return "unknown";
 }
 
 std::optional<RunStatus> parse_status(const std::string& text) {
-  for (RunStatus s :
-       {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted, RunStatus::kDiverged})
+  for (RunStatus s : {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted,
+                      RunStatus::kDiverged, RunStatus::kCollapsed})
     if (text == name(s)) return s;
   return std::nullopt;
 }

@@ -21,12 +21,15 @@
 namespace ddplab::rundir {
 
 // manifest.json's "status": running while a run is in progress (or was killed), then what ended it.
-enum class RunStatus { kRunning, kDone, kFailed, kInterrupted, kDiverged };
-const char* name(RunStatus status);  // "running", "done", "failed", "interrupted", "diverged"
+// collapsed: it trained to its end but ended near chance (rundir/health.h).
+enum class RunStatus { kRunning, kDone, kFailed, kInterrupted, kDiverged, kCollapsed };
+const char* name(RunStatus status);  // "running", "done", "failed", "interrupted", "diverged", "collapsed"
 // The status spelled `text`; nullopt for anything else (a manifest ddplab did not write).
 std::optional<RunStatus> parse_status(const std::string& text);
-// done and diverged: a sweep skips such a run, and it is not resumed.
-inline bool is_finished(RunStatus status) { return status == RunStatus::kDone || status == RunStatus::kDiverged; }
+// done, diverged and collapsed: a sweep skips such a run, and it is not resumed.
+inline bool is_finished(RunStatus status) {
+  return status == RunStatus::kDone || status == RunStatus::kDiverged || status == RunStatus::kCollapsed;
+}
 
 struct EpochRecord {
   int epoch = 0;                         // 1-based

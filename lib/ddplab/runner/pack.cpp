@@ -295,7 +295,9 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
                                  percent(c.test_acc), took, eta()));
       break;
     case Tally::kDiverged:
-      display_.event(fmt::format("{} diverged {}: {} (after {})", tag(c.index), run.run_id, message, took));
+    case Tally::kCollapsed:
+      display_.event(fmt::format("{} {} {}: {} (after {})", tag(c.index), rundir::name(*manifest_status), run.run_id,
+                                 message, took));
       break;
     case Tally::kFailed:
       display_.event(

@@ -142,7 +142,7 @@ StatusRow run_row(const fs::path& dir, JobAsker& asker) {
 // "" for any other run.
 std::string ending_of(const fs::path& dir, const std::string& state) {
   if (state != rundir::name(RunStatus::kFailed) && state != rundir::name(RunStatus::kInterrupted) &&
-      state != rundir::name(RunStatus::kDiverged))
+      state != rundir::name(RunStatus::kDiverged) && state != rundir::name(RunStatus::kCollapsed))
     return "";
   const auto manifest = rundir::read_manifest(dir);
   const auto text = manifest.find("message");
