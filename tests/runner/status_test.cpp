@@ -86,5 +86,21 @@ TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
       << out;
 }
 
+// Was batch.global=256 before batch.global=64 (sorted as text).
+TEST(RunStatusCommand, RunsAreSortedWithTheirNumbersAsNumbers) {
+  testing::TempDir tmp;
+  for (const char* id : {"batch.global=256,lr=0.2", "batch.global=64,lr=0.2", "batch.global=64,lr=0.05"}) {
+    const auto dir = tmp.path() / "exp" / id;
+    std::filesystem::create_directories(dir);
+    testing::write_file(rundir::manifest_file(dir), R"({"status": "done"})");
+  }
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto at = [&](const char* id) { return out.find(std::string(id) + " "); };
+  EXPECT_LT(at("batch.global=64,lr=0.05"), at("batch.global=64,lr=0.2")) << out;
+  EXPECT_LT(at("batch.global=64,lr=0.2"), at("batch.global=256,lr=0.2")) << out;
+}
+
 }  // namespace
 }  // namespace ddplab::runner
