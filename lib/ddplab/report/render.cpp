@@ -158,7 +158,8 @@ const char* const kNoiseScaleNote =
     "measured from the replicas' local and all-reduced gradients (EMAs over steps); it usually grows as training "
     "goes on. The steps to a given loss scale as S_min (1 + B_noise / B): far below B_noise more replicas (a larger "
     "global batch) cut the steps almost linearly; far above it they buy nothing. The verdict uses the last epoch's "
-    "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
+    "value. Left out: runs that diverged or ended near chance (final training and test accuracy below 1.5 / classes) "
+    "and epochs "
     "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
 
 // Under the tables with a best epoch: which set chose it.

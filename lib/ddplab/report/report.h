@@ -84,8 +84,8 @@ constexpr double kHostLoadFlagPts = 10;
 //   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss, or
 //               near chance after a loss explosion (rundir/health.h);
 //   kCollapsed  its manifest says collapsed, or it finished near chance (rundir::ended_near_chance:
-//               a final test accuracy below 1.5 / classes, or a final training loss within 2% of
-//               ln(classes), the loss of uniform outputs) without a loss explosion;
+//               final training and test accuracies both below 1.5 / classes) without a loss
+//               explosion;
 //   kOk         every other finished run with records.
 // (Runs not finished, with no records, or still running are none of these.)
 enum class RunHealth { kOk, kCollapsed, kDiverged };
@@ -225,7 +225,7 @@ struct GroupStats {
   // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first epoch
   // that has it and at the final epoch (NaN when the final epoch has none, e.g. local SGD after
   // its all-reduce phase, or when no run logged one).
-  // Guarded: runs that diverged or ended near chance (final test accuracy < 1.5 / classes) are
+  // Guarded: runs that diverged or ended near chance (rundir::ended_near_chance) are
   // left out, and so are epochs whose lr is below 10% of the run's peak lr ("last" is the last
   // epoch that is not).
   double noise_scale_first = 0, noise_scale_last = 0;

@@ -13,8 +13,8 @@ double uniform_loss(int64_t classes) { return std::log(static_cast<double>(class
 }  // namespace
 
 bool ended_near_chance(const EpochRecord& last, int64_t classes) {
-  return !(last.test_acc >= kChanceAccFactor / static_cast<double>(classes)) ||
-         last.train_loss >= 0.98 * uniform_loss(classes);
+  const double chance = kChanceAccFactor / static_cast<double>(classes);
+  return !(last.train_acc >= chance) && !(last.test_acc >= chance);
 }
 
 const EpochRecord* loss_explosion(const std::vector<EpochRecord>& records, int64_t classes) {

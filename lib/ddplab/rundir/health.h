@@ -2,8 +2,10 @@
 // place: the runner reads it when a run finishes (manifest status and exit code, runner/outcome.h)
 // and the report when it sorts runs into ok, collapsed and diverged (report::RunHealth).
 //
-//   near chance      the last record's test accuracy is below kChanceAccFactor / classes, or its
-//                    training loss is within 2% of ln(classes), the loss of uniform outputs;
+//   near chance      the last record's training and test accuracies are both below
+//                    kChanceAccFactor / classes: the model learnt nothing, not merely evaluates
+//                    badly (one epoch with BatchNorm's running statistics not yet settled can
+//                    test at 10% while it trains at 20%);
 //   loss explosion   an epoch's mean training loss above kExplodedLossFactor x ln(classes): 23.0
 //                    for 10 classes, 6x what a fresh network starts at (measured 42.7 in epoch 1 at
 //                    lr 0.2, then the run sat at 10%). The trainer stops a run only at 100 x
