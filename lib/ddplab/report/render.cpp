@@ -161,7 +161,8 @@ const char* const kNoiseScaleNote =
     "measured from the replicas' local and all-reduced gradients (EMAs over steps); it usually grows as training "
     "goes on. The steps to a given loss scale as S_min (1 + B_noise / B): far below B_noise more replicas (a larger "
     "global batch) cut the steps almost linearly; far above it they buy nothing. The verdict uses the last epoch's "
-    "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
+    "value. Left out: runs that diverged or ended near chance (final training and test accuracy below 1.5 / classes) "
+    "and epochs "
     "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
 
 // Under the tables with a best epoch: which set chose it.
@@ -268,8 +269,26 @@ std::string verdict_words(const GroupComparison& c, double delta) {
   return kDash;
 }
 
+double failed_share(const GroupStats& g) {
+  const int failed = g.collapsed + g.diverged;
+  return failed == 0 ? 0.0 : failed / static_cast<double>(g.n + failed);
+}
+
+// When one group's runs failed (collapsed or diverged) more often than the other's, that decides:
+// "256 worse: 2 of 3 runs collapsed (64: 0 of 3 runs collapsed; Fisher's exact p = 0.4)"; else "".
+std::string failure_verdict(const ReportData& d, const GroupComparison& c) {
+  const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+  if (!c.bad_runs_p || failed_share(a) == failed_share(b)) return "";
+  const std::string p = fmt::format("Fisher's exact p = {:.2g}", *c.bad_runs_p);
+  if (failed_share(b) > failed_share(a))
+    return fmt::format("{} worse: {} ({}: {}; {})", c.value_b, failed_runs(b), c.value_a, failed_runs(a), p);
+  return fmt::format("{} better: {} had {} ({}: {}; {})", c.value_b, c.value_a, failed_runs(a), c.value_b,
+                     failed_runs(b), p);
+}
+
 // The verdict in a few words and, when runs were left out, how many of each group.
 std::string short_verdict(const ReportData& d, const GroupComparison& c) {
+  if (std::string failed = c.identical ? "" : failure_verdict(d, c); !failed.empty()) return failed;
   std::string words = verdict_words(c, d.equivalence_pts);
   if (!c.bad_runs_p) return words;
   return fmt::format("{} (A: {}; B: {})", words, ok_of_ended(d.groups[c.a]), ok_of_ended(d.groups[c.b]));
@@ -325,19 +344,22 @@ std::vector<size_t> identical_classes(const ReportData& d) {
 // takes part once, as its fastest group, and the others are named beside the fastest.
 Recommendation recommend(const ReportData& d) {
   Recommendation r;
+  std::vector<const GroupStats*> reached;
   for (const auto& g : d.groups)
-    if (std::isfinite(time_to_target(g)) && (!r.fastest || g.target_wall_s < r.fastest->target_wall_s)) r.fastest = &g;
+    if (std::isfinite(time_to_target(g))) (g.collapsed + g.diverged > 0 ? r.left_out : reached).push_back(&g);
+  for (const GroupStats* g : reached)
+    if (!r.fastest || g->target_wall_s < r.fastest->target_wall_s) r.fastest = g;
   if (!r.fastest) return r;
   const std::vector<size_t> cls = identical_classes(d);
   const auto class_of = [&](const GroupStats& g) { return cls[static_cast<size_t>(&g - d.groups.data())]; };
   const auto stands_for_its_class = [&](const GroupStats& g) {
-    return std::none_of(d.groups.begin(), d.groups.end(), [&](const GroupStats& o) {
-      return &o != &g && class_of(o) == class_of(g) && std::isfinite(time_to_target(o)) &&
-             (o.target_wall_s < g.target_wall_s || (o.target_wall_s == g.target_wall_s && &o < &g));
+    return std::none_of(reached.begin(), reached.end(), [&](const GroupStats* o) {
+      return o != &g && class_of(*o) == class_of(g) &&
+             (o->target_wall_s < g.target_wall_s || (o->target_wall_s == g.target_wall_s && o < &g));
     });
   };
-  for (const auto& g : d.groups) {
-    if (!std::isfinite(time_to_target(g))) continue;
+  for (const GroupStats* p : reached) {
+    const GroupStats& g = *p;
     if (&g != r.fastest && class_of(g) == class_of(*r.fastest)) r.identical.push_back(&g);
     if (!stands_for_its_class(g)) continue;
     if (&g != r.fastest && !first_beyond_spread(*r.fastest, g)) r.uncertain.push_back(&g);
@@ -464,8 +486,16 @@ std::string recommendation_line(const ReportData& d, const Recommendation& r) {
   return o + ". Its slowest run reached the target before every other group's fastest.";
 }
 
-// Which group reached the target accuracy first (wall clock), the recommendation, and which
-// reached the target loss in the fewest steps.
+// "Not recommended, though they reached the target: 1 x 256 (2 of 3 runs collapsed)."
+std::string left_out_line(const Recommendation& r) {
+  std::vector<std::string> groups;
+  for (const GroupStats* g : r.left_out) groups.push_back(fmt::format("{} ({})", g->label, failed_runs(*g)));
+  return fmt::format("Not recommended, though {} reached the target: {}.", r.left_out.size() == 1 ? "it" : "they",
+                     fmt::join(groups, ", "));
+}
+
+// Which group reached the target accuracy first (wall clock), the recommendation, which groups
+// with failed runs it leaves out, and which reached the target loss in the fewest steps.
 std::vector<std::string> firsts(const ReportData& d) {
   std::vector<std::string> out;
   const Recommendation r = recommend(d);
@@ -476,8 +506,10 @@ std::vector<std::string> firsts(const ReportData& d) {
     out.push_back(first_to_target(d, r));
     out.push_back(recommendation_line(d, r));
   } else if (d.target_acc) {
-    out.push_back(fmt::format("No group reached {} {} accuracy.", pct(*d.target_acc), chosen_set(d)));
+    out.push_back(fmt::format("No group {}reached {} {} accuracy.", r.left_out.empty() ? "" : "without failed runs ",
+                              pct(*d.target_acc), chosen_set(d)));
   }
+  if (!r.left_out.empty()) out.push_back(left_out_line(r));
   if (fewest)
     out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
                               fewest->label, fixed(fewest->target_loss_steps, 0),

@@ -405,8 +405,8 @@ void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   step_recorder_->at_stop(step, global_step_ + 1, totals.lr, wall_s, partial.loss_sum, partial.correct);
   if (lead()) run_->append_steps(step_recorder_->take());
   write_checkpoint(make_checkpoint_state(epoch, global_step_ + 1, wall_s, totals, partial));
-  throw Interrupted(fmt::format("stopped by {} after step {} (epoch {})", strsignal(sig), global_step_ + 1, epoch + 1),
-                    sig);
+  throw Interrupted(
+      fmt::format("stopped by {} after step {} (epoch {})", signal_name(sig), global_step_ + 1, epoch + 1), sig);
 }
 
 void Trainer::broadcast_buffers() {
