@@ -103,7 +103,10 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.report = app.add_subcommand("report", "Compare runs: report.html, report.md, summary.csv, groups.csv, charts");
   c.report->add_option("dirs", a.report_dirs, "Run or experiment directories (searched recursively)")->required();
   c.report->add_option("--out", a.report_out, "Where to write the report (default: the first directory)");
-  c.report->add_option("--target", a.report_flags.target, "Target test accuracy (0..1) for time-to-accuracy");
+  c.report->add_option(
+      "--target", a.report_flags.target,
+      "Target accuracy (0..1) for time-to-accuracy: validation accuracy when every run has a validation "
+      "split (dataset.validation), else test accuracy (report.target_acc)");
   c.report->add_option("--target-loss", a.report_flags.target_loss,
                        "Target training loss for steps to target (from steps.jsonl; report.target_loss)");
   c.report->add_option("--equivalence-pts", a.report_flags.equivalence_pts,

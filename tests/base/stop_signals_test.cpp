@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,13 @@ TEST(StopSignals, RecordsTheLastSignalAndHowManyAndRestoresTheOldHandler) {
   struct sigaction now{};
   sigaction(SIGTERM, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+// Was "interrupted by Interrupt" (strsignal's name of SIGINT).
+TEST(StopSignals, StopSignalsAreNamedAsAShellUserNamesThem) {
+  EXPECT_EQ(signal_name(SIGINT), "SIGINT (Ctrl-C)");
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(SIGKILL), strsignal(SIGKILL));
 }
 
 TEST(StopSignals, ANewScopeStartsCountingAgain) {

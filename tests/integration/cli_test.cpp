@@ -20,6 +20,14 @@ void expect_user_error(const Workspace& ws, const std::string& spec_path, const 
   EXPECT_FALSE(fs::exists(ws.out() / "bad")) << "a run directory was left behind";
 }
 
+// Was "Target test accuracy", while a report of runs with a validation split reads it on validation.
+TEST(Cli, ReportHelpSaysWhichAccuracyTheTargetIs) {
+  const auto r = run_ddplab("report --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("validation accuracy when every run has a validation"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Target test accuracy"), std::string::npos) << r.output;
+}
+
 TEST(Cli, MalformedJsonNamesFileLineAndColumn) {
   Workspace ws(64, 32);
   auto path = ws.dir().str("broken.json");

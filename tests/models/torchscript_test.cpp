@@ -61,6 +61,17 @@ TEST(TorchscriptModel, AFileThatIsNotTorchscriptIsASpecErrorNamingIt) {
       << what;
 }
 
+// Was LibTorch's "... your checkpoint file is corrupted" for a file torch.save wrote.
+TEST(TorchscriptModel, AFileSavedWithTorchSaveSaysToSaveItWithTorchJitSave) {
+  TempDir dir;
+  const std::vector<char> bytes = torch::pickle_save(torch::ones({2}));  // Python's torch.save format
+  testing::write_file(dir.path() / "state.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string what = error_of([&] { make_model(script_options(dir.str("state.pt")), InputShape{}); });
+  EXPECT_NE(what.find("was saved with torch.save"), std::string::npos) << what;
+  EXPECT_NE(what.find("save it with torch.jit.save(torch.jit.script(model), path)"), std::string::npos) << what;
+  EXPECT_EQ(what.find("corrupted"), std::string::npos) << what;
+}
+
 TEST(TorchscriptModel, AForwardThatDoesNotTakeTheImagesNamesTheFileAndTheShapes) {
   TempDir dir;
   const std::string rgb = testing::save_scripted_cnn(dir, 3, "rgb.pt");

@@ -294,6 +294,21 @@ TEST(CompareHolm, ComparisonsWithoutAPValueDoNotCount) {
   EXPECT_EQ(cs[0].verdict, Verdict::cant_tell);
 }
 
+// m is the family a comparison was tested in: one that tested nothing (too few runs, no p) has
+// m 0, alone and beside tested ones (before: 1, as if it were a family of one).
+TEST(CompareHolm, AComparisonWithoutAPValueHasMZero) {
+  EXPECT_EQ(compare_by_seed({{1, 85}}, {{1, 86}}).m, 0u);
+  EXPECT_EQ(compare_by_seed({{1, 85}, {2, 86}}, {{1, 86}, {2, 88}}).m, 1u);
+  std::vector<Comparison> alone{compare_by_seed({{1, 85}}, {{1, 86}})};
+  adjust_for_multiple_comparisons(alone);
+  EXPECT_EQ(alone[0].m, 0u);
+  std::vector<Comparison> cs{compare_by_seed({{1, 85}}, {{1, 86}}),
+                             compare_by_seed({{1, 80}, {2, 84}, {3, 88}}, {{1, 80.5}, {2, 84.6}, {3, 88.4}})};
+  adjust_for_multiple_comparisons(cs);
+  EXPECT_EQ(cs[0].m, 0u);
+  EXPECT_EQ(cs[1].m, 1u);
+}
+
 TEST(CompareTooFew, OneSeedEachCannotTell) {
   const Comparison c = compare_by_seed({{1, 85}}, {{1, 86}});
   EXPECT_EQ(c.method, CompareMethod::too_few);

@@ -38,7 +38,7 @@ fs::path write_run(const fs::path& root, const FakeRun& r) {
     json rec = {{"epoch", epoch},
                 {"step", epoch * steps_per_epoch},
                 {"lr", r.lr_by_epoch.empty() ? r.lr / epoch : r.lr_by_epoch.at(i)},
-                {"train_loss", 1.0 / epoch},
+                {"train_loss", r.train_loss.empty() ? 1.0 / epoch : r.train_loss.at(i)},
                 {"train_acc", r.test_acc[i]},
                 {"test_loss", 1.2 / epoch},
                 {"test_acc", r.test_acc[i]},

@@ -34,6 +34,7 @@ struct FakeRun {
   int64_t train_samples = 0;        // steps per epoch ceil(train_samples / global batch); 0: 100 steps per epoch
   double lr = 0.01;                 // lr of epoch k is lr / k, unless lr_by_epoch is set
   std::vector<double> lr_by_epoch;  // the lr of each epoch's record; empty: lr / k
+  std::vector<double> train_loss;   // per epoch; empty: 1 / k
 };
 
 // Writes <root>/<name>/<run-id>/{spec.json, manifest.json, epochs.jsonl, steps.jsonl (when r.steps

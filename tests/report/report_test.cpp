@@ -795,6 +795,84 @@ TEST(Report, IdenticalRunsGetNoVerdictAndStayOutOfHolmsFamily) {
   }
 }
 
+// An identical pair tested nothing, and every column says so: no p, no interval (95% or 90%),
+// method "identical", m 0, in comparisons.csv and in report.md's comparisons table (before: p 1,
+// interval 0 to 0, "paired by seed").
+TEST(Report, IdenticalRunsShowNoTestInAnyColumn) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 3; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.test_acc = {0.5, 0.7, 0.8 + 0.01 * seed};
+    write_run(tmp.path() / "runs", r);
+    r.scale_rule = "linear";  // factor 1 at the base batch: the same records
+    write_run(tmp.path() / "runs", r);
+  }
+  ReportOptions o = options_for(tmp);
+  write_report(o);
+  const std::string csv = read_file(o.out_dir / "comparisons.csv");
+  ASSERT_EQ(csv_cell(csv, 0, "verdict"), "identical runs") << csv;
+  EXPECT_EQ(csv_cell(csv, 0, "method"), "identical");
+  EXPECT_EQ(csv_cell(csv, 0, "m"), "0");
+  for (const char* empty : {"p", "p_adjusted", "ci95_low", "ci95_high", "ci90_low", "ci90_high", "equivalence_seeds"})
+    EXPECT_EQ(csv_cell(csv, 0, empty), "") << empty;
+  EXPECT_EQ(csv_cell(csv, 0, "diff_pts"), "0");
+  const std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("| \xE2\x80\x94 | 3 pairs | identical | \xE2\x80\x94 |"), std::string::npos) << md;
+}
+
+// Identical arms that ran at different speeds (the host's load: the records are the same) are
+// out of the summary's speed columns and count once in the first-to-target line and the
+// recommendation, where the others are named beside the fastest; the summary says why. Before,
+// "linear" was compared with "none" on speed and the two overlapped, so no group was first.
+TEST(Report, IdenticalRunsAreOutOfTheSpeedComparisonsAndTheRecommendation) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.wall_per_epoch = seed == 1 ? 8 : 12;  // none: 16 and 24 s to epoch 2
+    write_run(tmp.path() / "runs", r);
+    r.scale_rule = "linear";
+    r.wall_per_epoch = seed == 1 ? 7 : 11;  // linear: 14 and 22 s, the same records
+    r.images_per_s = 150;
+    write_run(tmp.path() / "runs", r);
+    r.scale_rule = "none";
+    r.replicas = 2;
+    r.wall_per_epoch = 20;  // 40 s: beyond the others' spread
+    r.test_acc = {0.5, 0.7, 0.79};
+    write_run(tmp.path() / "runs", r);
+  }
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  const ReportData d = analyze(o);
+  const Recommendation rec = recommend(d);
+  ASSERT_NE(rec.fastest, nullptr);
+  EXPECT_EQ(rec.fastest->label, "replicas.count=1, schedule.scale_rule=linear");
+  ASSERT_EQ(rec.identical.size(), 1u);
+  EXPECT_EQ(rec.identical[0]->label, "replicas.count=1, schedule.scale_rule=none");
+  EXPECT_TRUE(rec.uncertain.empty()) << "an identical group is no competitor";
+  const std::string html = render_html(d);
+  EXPECT_NE(html.find("First to reach 70.00% test accuracy: replicas.count=1, schedule.scale_rule=linear"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("replicas.count=1, schedule.scale_rule=none trained bit-identically to it (identical runs), so "
+                      "it is the same pick: which of them ran faster is the host&#39;s load"),
+            std::string::npos)
+      << html;
+  write_report(o);
+  const std::string md = read_file(o.out_dir / "report.md");
+  const size_t row = md.find("| schedule.scale_rule | linear \xE2\x86\x92 none");
+  ASSERT_NE(row, std::string::npos) << md;
+  const std::string line = md.substr(row, md.find('\n', row) - row);
+  EXPECT_EQ(line.find("\xC3\x97"), std::string::npos) << "no images/s ratio: " << line;
+  EXPECT_EQ(line.find("first"), std::string::npos) << line;
+  EXPECT_NE(line.find("| \xE2\x80\x94 (identical runs: host load) | \xE2\x80\x94 (identical runs: host load) |"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(md.find("its images/s and time to target are not compared, since the difference is the host's load"),
+            std::string::npos);
+}
+
 // One seed of B collapsed to chance (10% on 10 classes) and one diverged: neither enters B's mean
 // or the comparison, the group table and the verdict say how many of how many runs were compared,
 // and the counts are compared by Fisher's exact test. Two spread seeds give a t interval (1 df)
@@ -838,7 +916,9 @@ TEST(Report, CollapsedAndDivergedRunsAreCountedNotAveraged) {
   write_report(o);
   const std::string md = read_file(o.out_dir / "report.md");
   EXPECT_NE(md.find("| replicas.count=2 | 2 of 4 runs (1 collapsed, 1 diverged) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("(A: 3 of 3 runs; B: 2 of 4 runs (1 collapsed, 1 diverged))"), std::string::npos) << md;
+  EXPECT_NE(md.find("2 worse: 2 of 4 runs collapsed or diverged (1: 0 of 3 runs collapsed; Fisher's exact p = 0.43)"),
+            std::string::npos)
+      << md;
   const std::string groups = read_file(o.out_dir / "groups.csv");
   EXPECT_EQ(csv_cell(groups, 1, "group"), "replicas.count=2") << groups;
   EXPECT_EQ(csv_cell(groups, 1, "collapsed"), "1") << groups;

@@ -64,5 +64,43 @@ TEST(RunStatusCommand, AHalfRunSweepListsAllItsRunsAndWhyEachBadOneEnded) {
   EXPECT_NE(out.find("debug.fault=stop,seed=3: interrupted (exit code 1"), std::string::npos) << out;
 }
 
+TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
+  testing::TempDir tmp;
+  const auto dir = tmp.path() / "exp" / "seed=1";
+  std::filesystem::create_directories(dir);
+  testing::write_file(rundir::spec_file(dir), R"({"epochs": 2})");
+  testing::write_file(rundir::epochs_file(dir), "{\"test_acc\": 0.1}\n{\"test_acc\": 0.1015}\n");
+  testing::write_file(rundir::manifest_file(dir), nlohmann::json{{"status", "collapsed"},
+                                                                 {"exit_code", kExitCollapsed},
+                                                                 {"message",
+                                                                  "collapsed to chance: test accuracy "
+                                                                  "10.15% (chance 10.00%)"}}
+                                                      .dump());
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("seed=1  collapsed  2/2    10.15%"), std::string::npos) << out;
+  EXPECT_NE(out.find("ddplab: 1 run: 1 collapsed"), std::string::npos) << out;
+  EXPECT_NE(out.find("seed=1: collapsed (exit code 4): collapsed to chance: test accuracy 10.15% (chance 10.00%)"),
+            std::string::npos)
+      << out;
+}
+
+// Was batch.global=256 before batch.global=64 (sorted as text).
+TEST(RunStatusCommand, RunsAreSortedWithTheirNumbersAsNumbers) {
+  testing::TempDir tmp;
+  for (const char* id : {"batch.global=256,lr=0.2", "batch.global=64,lr=0.2", "batch.global=64,lr=0.05"}) {
+    const auto dir = tmp.path() / "exp" / id;
+    std::filesystem::create_directories(dir);
+    testing::write_file(rundir::manifest_file(dir), R"({"status": "done"})");
+  }
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto at = [&](const char* id) { return out.find(std::string(id) + " "); };
+  EXPECT_LT(at("batch.global=64,lr=0.05"), at("batch.global=64,lr=0.2")) << out;
+  EXPECT_LT(at("batch.global=64,lr=0.2"), at("batch.global=256,lr=0.2")) << out;
+}
+
 }  // namespace
 }  // namespace ddplab::runner

@@ -10,6 +10,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/base/sha256.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::runner {
@@ -77,6 +78,17 @@ TEST(RunnerSweepPolicy, ADivergedRunIsNoFailure) {
   t.count(Tally::kDone, kExitOk, "b");
   EXPECT_EQ(sweep_exit_code(t), kExitOk);
   EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 diverged");
+}
+
+TEST(RunnerSweepPolicy, ACollapsedRunIsCountedSkippedAndNoFailure) {
+  EXPECT_EQ(tally_of(kExitCollapsed, RunStatus::kCollapsed), Tally::kCollapsed);
+  EXPECT_TRUE(skips_run(RunStatus::kCollapsed, false));
+  SweepTally t;
+  t.runs = 2;
+  t.count(Tally::kCollapsed, kExitCollapsed, "a");
+  t.count(Tally::kDone, kExitOk, "b");
+  EXPECT_EQ(sweep_exit_code(t), kExitOk);
+  EXPECT_EQ(sweep_summary("sw", t), "ddplab: sweep sw: 1 done, 0 skipped, 0 failed, 1 collapsed");
 }
 
 // Two swept keys x 3 seeds: the seeds run in rounds, each round holds every arm once, and the
@@ -244,6 +256,29 @@ TEST(RunnerSweep, ADoneRunDropsItsCheckpointUnlessKept) {
   EXPECT_NE(out.find(fmt::format("ddplab: {} holds ", (t.ws.out() / "disk").string())), std::string::npos) << out;
 }
 
+// A run that trains to its end at chance (an lr too small to move the weights) says so: its own
+// status, exit code and words, not "done, test accuracy 10%".
+TEST(RunnerSweep, ARunThatEndsAtChanceIsCollapsedNotDone) {
+  TinySweep t;
+  auto spec = t.spec("chance");
+  spec["optimizer"]["lr"] = 1e-12;
+  const auto path = t.ws.write_spec(spec);
+  const auto [code, out] = sweep_captured(path);
+  EXPECT_EQ(code, kExitCollapsed) << out;
+  const fs::path dir = t.dir("chance", "seed=3");
+  EXPECT_EQ(status_of(dir), RunStatus::kCollapsed);
+  const auto manifest = rundir::read_manifest(dir);
+  EXPECT_EQ(manifest.value("exit_code", 0), kExitCollapsed);
+  EXPECT_EQ(manifest.value("message", "").rfind("collapsed to chance: test accuracy ", 0), 0u) << manifest;
+  EXPECT_EQ(out.find("ddplab: done"), std::string::npos) << out;
+
+  spec["repeats"] = 1;  // as a sweep: counted, skipped when run again, and no failure of the sweep
+  t.ws.write_spec(spec);
+  const auto [again, again_out] = sweep_captured(path);
+  EXPECT_EQ(again, kExitOk);
+  EXPECT_NE(again_out.find("skipping seed=3: collapsed"), std::string::npos) << again_out;
+}
+
 // Runs a sweep expecting the stale-run refusal; returns its message.
 std::string refusal_of(const std::string& path, const std::vector<std::string>& overrides) {
   try {
@@ -253,6 +288,32 @@ std::string refusal_of(const std::string& path, const std::vector<std::string>& 
   }
   ADD_FAILURE() << "the sweep ran";
   return "";
+}
+
+// A data file replaced after a sweep ran: its runs are refused naming the file and both hashes,
+// as a changed spec field is; the file put back, they are reused.
+TEST(RunnerSweep, AReplacedDataFileIsRefusedNamingItAndBothHashes) {
+  TinySweep t;
+  auto spec = t.spec("data");
+  spec["repeats"] = 1;
+  const auto path = t.ws.write_spec(spec);
+  ASSERT_EQ(run_sweep(path, {}, false, false), kExitOk);
+  const fs::path labels = t.ws.data() / "train-labels-idx1-ubyte.gz";
+  const std::string original = testing::read_file(labels);
+  EXPECT_EQ(rundir::read_manifest(t.dir("data", "seed=3"))["inputs"][labels.string()], sha256_hex(original));
+
+  testing::write_tiny_mnist(t.ws.data(), 256, 128, /*gzip=*/true, /*seed=*/99);
+  const std::string replaced = testing::read_file(labels);
+  const std::string message = refusal_of(path, {});
+  EXPECT_NE(message.find(fmt::format("{}: content changed, sha256 {} -> {}", labels.string(), sha256_hex(original),
+                                     sha256_hex(replaced))),
+            std::string::npos)
+      << message;
+
+  testing::write_tiny_mnist(t.ws.data(), 256, 128, /*gzip=*/true);
+  const auto [code, out] = sweep_captured(path);
+  EXPECT_EQ(code, kExitOk);
+  EXPECT_NE(out.find("skipping seed=3: done"), std::string::npos) << out;
 }
 
 // The reproduction: a sweep run again after its spec changed never serves the old runs.

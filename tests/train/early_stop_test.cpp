@@ -32,6 +32,17 @@ TEST(EarlyStop, LowerLossImprovesByMoreThanMinDeltaAndPatienceCountsEpochsSinceT
   EXPECT_TRUE(stop.should_stop(5));
 }
 
+// Was "for 1 epochs".
+TEST(EarlyStop, TheNoteCountsEpochsInTheSingularToo) {
+  config::EarlyStopSpec spec;
+  spec.patience = 1;
+  EarlyStop stop(spec);
+  ASSERT_TRUE(stop.improved(record(1, 0.50, 0.8)));
+  ASSERT_FALSE(stop.improved(record(2, 0.60, 0.8)));
+  EXPECT_EQ(stop.note(2), "stopped early after epoch 2: val_loss has not improved on epoch 1's 0.5000 for 1 epoch");
+  EXPECT_EQ(stop.note(3), "stopped early after epoch 3: val_loss has not improved on epoch 1's 0.5000 for 2 epochs");
+}
+
 TEST(EarlyStop, AccuracyIsMaximizedAndANanNeverImproves) {
   config::EarlyStopSpec spec;
   spec.metric = config::StopMetric::kValAcc;

@@ -123,6 +123,37 @@ TEST(Evaluator, ThePointAtAnEpochsEndWithEveryImageIsTheEpochRecordsAccuracy) {
   }
 }
 
+// Under every replicas.sync the point at an epoch's last step evaluates what the run holds after
+// that step, which is what the epoch's record evaluates: the replicas' mean under local SGD, the
+// center after its elastic step under EASGD (period 2: the epoch's last step makes one; the point
+// was taken before it, a period late). Two ranks over Gloo, every test image.
+TEST(Evaluator, ThePointAtAnEpochsLastStepIsTheEpochRecordUnderEverySyncMethod) {
+  ddplab::testing::Workspace ws(/*train=*/256, /*test=*/64);
+  const std::vector<json> syncs{json("allreduce"), json{{"local_sgd", {{"period", 3}}}},
+                                json{{"local_sgd", {{"period", 2}}}}, json{{"easgd", {{"period", 2}, {"alpha", 0.4}}}}};
+  for (const json& sync : syncs) {
+    SCOPED_TRACE(sync.dump());
+    auto doc = ws.base_spec("sync_points");
+    doc["replicas"]["count"] = 2;
+    doc["replicas"]["sync"] = sync;
+    doc["log"] = {{"eval_every_steps", 2}, {"eval_samples", 0}};
+    const auto spec = config::resolve(doc);
+    train_observed(spec, 2);
+    const auto records = ddplab::testing::read_records(rundir::run_dir(spec));
+    std::vector<json> last_points;
+    for (const auto& l : step_lines(spec))
+      if (l["step"].get<int64_t>() % 4 == 0) last_points.push_back(l);
+    ASSERT_EQ(last_points.size(), records.size());
+    for (size_t e = 0; e < records.size(); ++e) {
+      EXPECT_EQ(last_points[e]["step"], records[e]["step"]);
+      EXPECT_DOUBLE_EQ(last_points[e]["eval_acc"].get<double>(), records[e]["test_acc"].get<double>())
+          << "epoch " << e + 1;
+      EXPECT_NEAR(last_points[e]["eval_loss"].get<double>(), records[e]["test_loss"].get<double>(), 1e-12)
+          << "epoch " << e + 1;
+    }
+  }
+}
+
 // A clean stop between two points, then resume (as trainer_test.cpp's stop test): the points fall
 // at the same steps with the same values as in the run never stopped.
 TEST(Evaluator, AStoppedAndResumedRunKeepsThePoints) {

@@ -1,6 +1,9 @@
 #include "ddplab/base/stop_signals.h"
 
 #include <atomic>
+#include <cstring>
+
+#include <fmt/format.h>
 
 namespace ddplab {
 namespace {
@@ -33,5 +36,12 @@ StopSignals::~StopSignals() {
 
 int StopSignals::last() { return g_last; }
 int StopSignals::count() { return g_count; }
+
+std::string signal_name(int signal) {
+  if (signal == SIGINT) return "SIGINT (Ctrl-C)";
+  if (signal == SIGTERM) return "SIGTERM";
+  const char* text = strsignal(signal);
+  return text != nullptr ? std::string(text) : fmt::format("signal {}", signal);
+}
 
 }  // namespace ddplab

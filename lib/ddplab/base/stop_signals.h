@@ -7,6 +7,8 @@
 #pragma once
 #include <signal.h>
 
+#include <string>
+
 namespace ddplab {
 
 class StopSignals {
@@ -29,5 +31,10 @@ class StopSignals {
  private:
   struct sigaction old_int_{}, old_term_{};
 };
+
+// "SIGINT (Ctrl-C)", "SIGTERM": a stop signal as a shell user names it, for messages such as
+// "interrupted by SIGINT (Ctrl-C)" (strsignal's "Interrupt" made "interrupted by Interrupt");
+// strsignal's text for any other signal.
+std::string signal_name(int signal);
 
 }  // namespace ddplab

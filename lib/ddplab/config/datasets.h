@@ -10,6 +10,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "ddplab/config/settings.h"
 
@@ -66,5 +70,23 @@ static_assert(rows_in_enumerator_order() && kDatasets.size() == SettingNames<Dat
               "kDatasets: one row per DatasetName, in enumerator order");
 
 constexpr const DatasetInfo& dataset_info(DatasetName name) { return kDatasets[static_cast<size_t>(name)]; }
+
+// The path data/ reads for the catalogue's file `base` under `root`: for IDX the raw file when it is
+// a regular file, else "<base>.gz" (raw wins, so a user can unpack in place); CIFAR's as named.
+inline std::filesystem::path dataset_file_read(DatasetReader reader, const std::filesystem::path& root,
+                                               const std::string& base) {
+  std::error_code ec;
+  if (reader != DatasetReader::kIdx || std::filesystem::is_regular_file(root / base, ec)) return root / base;
+  return root / (base + ".gz");
+}
+
+// Every path data/ reads for dataset `name` under `root` (dataset_file_read), train then test.
+inline std::vector<std::filesystem::path> dataset_files_read(DatasetName name, const std::filesystem::path& root) {
+  const DatasetInfo& info = dataset_info(name);
+  std::vector<std::filesystem::path> paths;
+  for (const DatasetFiles* split : {&info.train, &info.test})
+    for (size_t i = 0; i < split->count; ++i) paths.push_back(dataset_file_read(info.reader, root, split->names[i]));
+  return paths;
+}
 
 }  // namespace ddplab::config

@@ -113,13 +113,13 @@ void check_root(const DatasetOptions& spec) {
   }
 }
 
-// The raw file if present, else the ".gz" one; raw wins so a user can unpack in place.
+// The raw file if present, else the ".gz" one (config::dataset_file_read).
 std::string find_file(const DatasetOptions& spec, const std::string& base) {
   fs::path raw = fs::path(spec.root) / base;
   fs::path gz = fs::path(spec.root) / (base + ".gz");
   std::error_code ec;
-  if (fs::is_regular_file(raw, ec)) return raw.string();
-  if (fs::is_regular_file(gz, ec)) return gz.string();
+  const fs::path read = config::dataset_file_read(DatasetReader::kIdx, spec.root, base);
+  if (fs::is_regular_file(read, ec)) return read.string();
   for (const auto& path : {raw, gz})
     if (fs::exists(path, ec))
       throw Error(dataset_label(spec) + ": " + path.string() + " is not a regular file; see docs/data.md");

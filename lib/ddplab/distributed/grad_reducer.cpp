@@ -1,6 +1,7 @@
 #include "ddplab/distributed/grad_reducer.h"
 
 #include <map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -31,6 +32,10 @@ GradReducer::GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> c
       timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
   used_.assign(params_.size(), false);
+  std::unordered_set<const c10::TensorImpl*> distinct;
+  for (const auto& p : params_)
+    TORCH_INTERNAL_ASSERT(distinct.insert(p.unsafeGetTensorImpl()).second,
+                          "GradReducer: a parameter given twice (tied weights are deduplicated before)");
   std::vector<size_t> order;
   for (size_t i = params_.size(); i-- > 0;)
     if (params_[i].requires_grad()) order.push_back(i);

@@ -82,7 +82,8 @@ struct GradReducerOptions {
 
 class GradReducer {
  public:
-  // `params` in registration order (module.parameters()); `comm` may be null (one replica).
+  // `params` in registration order (module.parameters()), each tensor once (tied weights
+  // deduplicated first, as DDP does); `comm` may be null (one replica).
   GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradReducerOptions options = {});
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;

@@ -215,7 +215,7 @@ class Supervisor {
       interrupted_ = true;
       if (!stopping_) {
         result_.exit_code = exit_code_for_signal(StopSignals::last());
-        result_.reason = fmt::format("interrupted by {}", strsignal(StopSignals::last()));
+        result_.reason = fmt::format("interrupted by {}", signal_name(StopSignals::last()));
         start_stopping();
       }
       stop_all(SIGTERM);

@@ -52,6 +52,13 @@ torch::jit::Module load_script(const std::string& path) {
   try {
     return torch::jit::load(path);
   } catch (const std::exception& e) {
+    // A zip archive without TorchScript's constants.pkl is what torch.save writes; LibTorch then
+    // suggests a corrupted file, which it is not.
+    if (error_line(e, /*last=*/false).find("constants.pkl") != std::string::npos)
+      throw config::spec_error(
+          kPointer, fmt::format("\"{}\" was saved with torch.save (a pickled module or state_dict), which C++ cannot "
+                                "load as a module; save it with torch.jit.save(torch.jit.script(model), path)",
+                                path));
     throw config::spec_error(kPointer, fmt::format("\"{}\" is not a TorchScript module (save one from Python with "
                                                    "torch.jit.script(model).save(path)): {}",
                                                    path, error_line(e, /*last=*/false)));

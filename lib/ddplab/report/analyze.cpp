@@ -13,6 +13,7 @@
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/report/report.h"
+#include "ddplab/rundir/health.h"
 #include "ddplab/rundir/run_log.h"
 
 namespace fs = std::filesystem;
@@ -169,12 +170,10 @@ int RunData::classes() const {
 std::optional<RunHealth> RunData::health() const {
   if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
   if (!finished() || epochs.empty()) return std::nullopt;
-  const rundir::EpochRecord& e = epochs.back();
-  if (!std::isfinite(e.train_loss)) return RunHealth::kDiverged;
-  const int classes = this->classes();
-  const double uniform_loss = std::log(static_cast<double>(classes));
-  if (!(e.test_acc >= 1.5 / classes) || e.train_loss >= 0.98 * uniform_loss) return RunHealth::kCollapsed;
-  return RunHealth::kOk;
+  if (!std::isfinite(epochs.back().train_loss)) return RunHealth::kDiverged;
+  const auto failed = rundir::failed_ending(epochs, classes());
+  if (!failed) return status == rundir::RunStatus::kCollapsed ? RunHealth::kCollapsed : RunHealth::kOk;
+  return failed->status == rundir::RunStatus::kDiverged ? RunHealth::kDiverged : RunHealth::kCollapsed;
 }
 
 std::string ok_of_ended(const GroupStats& g) {
@@ -184,6 +183,12 @@ std::string ok_of_ended(const GroupStats& g) {
   const int ended = g.n + g.collapsed + g.diverged;
   return fmt::format("{} of {} run{}{}", g.n, ended, ended == 1 ? "" : "s",
                      bad.empty() ? std::string() : fmt::format(" ({})", fmt::join(bad, ", ")));
+}
+
+std::string failed_runs(const GroupStats& g) {
+  const int failed = g.collapsed + g.diverged, ended = g.n + failed;
+  const char* how = g.diverged == 0 ? "collapsed" : g.collapsed == 0 ? "diverged" : "collapsed or diverged";
+  return fmt::format("{} of {} run{} {}", failed, ended, ended == 1 ? "" : "s", how);
 }
 
 const rundir::EpochRecord* RunData::first_reaching(double target, bool on_validation) const {
@@ -930,6 +935,18 @@ std::string identical_sentence(const GroupComparison& c, const ReportData& data)
       c.value_a, c.value_b);
 }
 
+// Identical runs test nothing: no p, no interval, no verdict's inputs, out of Holm's family (m 0).
+// The difference (0) and the seeds stay.
+void untested(Comparison& s) {
+  s.p = s.p_adjusted = kNaN;
+  s.ci_low = s.ci_high = s.ci90_low = s.ci90_high = kNaN;
+  s.m = 0;
+  s.within_delta = s.borderline = false;
+  s.verdict = Verdict::cant_tell;
+  s.seeds_needed.reset();
+  s.equivalence_seeds.reset();
+}
+
 // " Compared: ... Fisher's exact test ...": the runs left out of a comparison, when there are some.
 std::string bad_runs_sentence(const ReportData& data, const GroupComparison& c) {
   if (!c.bad_runs_p) return "";
@@ -958,8 +975,7 @@ void compare_groups(ReportData& data) {
   for (auto& c : data.comparisons) {
     mark_identical(data, c);
     if (c.identical) {
-      c.stats.m = 0;
-      c.stats.p_adjusted = kNaN;
+      untested(c.stats);
       c.sentence = identical_sentence(c, data);
       continue;
     }

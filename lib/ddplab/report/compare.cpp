@@ -227,6 +227,7 @@ Comparison compare_by_seed(const SeedValues& a, const SeedValues& b, const Compa
     c.diff = mean(vb) - mean(va);
   }
   c.p_adjusted = c.p;
+  c.m = std::isnan(c.p) ? 0 : 1;
   decide(c);
   return c;
 }
@@ -236,7 +237,7 @@ void adjust_for_multiple_comparisons(std::vector<Comparison>& comparisons) {
   for (const Comparison& c : comparisons) p.push_back(c.p);
   const HolmResult holm = holm_adjust(p);
   for (size_t i = 0; i < comparisons.size(); ++i) {
-    comparisons[i].m = std::max<size_t>(holm.m, 1);
+    comparisons[i].m = std::isnan(comparisons[i].p) ? 0 : std::max<size_t>(holm.m, 1);
     comparisons[i].p_adjusted = holm.adjusted[i];
     decide(comparisons[i]);
   }

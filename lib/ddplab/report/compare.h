@@ -64,7 +64,7 @@ struct Comparison {
   double ci90_low = kNaN, ci90_high = kNaN;  // 1 - 2 alpha (90%) interval, for equivalence
   double p = kNaN;                           // two-sided p of "no difference"
   double p_adjusted = kNaN;                  // Holm-adjusted over the m comparisons of a report (= p while m == 1)
-  size_t m = 1;                              // size of the Holm family
+  size_t m = 1;                              // size of the Holm family; 0 when nothing is tested (no p)
   bool within_delta = false;                 // the 90% interval lies inside (-delta, +delta)
   Verdict verdict = Verdict::cant_tell;
   // cant_tell with a spread estimate: about how many seeds (pairs for paired, per group for Welch)
@@ -84,11 +84,11 @@ struct Comparison {
   std::optional<double> resolution_floor;
 };
 
-// Compares B against A (verdict for a single comparison, m = 1).
+// Compares B against A (verdict for a single comparison, m = 1; m = 0 when too_few: no p).
 Comparison compare_by_seed(const SeedValues& a, const SeedValues& b, const CompareOptions& options = {});
 
 // Holm's correction over the comparisons of one report: sets m and p_adjusted on each (those
-// without a p, too_few, do not count in m) and re-decides the verdicts with the adjusted p, so a
+// without a p, too_few, do not count in m, and get m = 0) and re-decides the verdicts with the adjusted p, so a
 // difference whose 95% interval excludes 0 but whose adjusted p >= alpha becomes cant_tell.
 void adjust_for_multiple_comparisons(std::vector<Comparison>& comparisons);
 

@@ -119,6 +119,9 @@ size_t holm_family(const ReportData& d) {
   for (const auto& c : d.comparisons) m = std::max(m, c.stats.m);
   return m;
 }
+// The method and the 95% interval of a comparison: "identical" and none for identical runs.
+std::string method_cell(const GroupComparison& c) { return c.identical ? "identical" : method_cell(c.stats); }
+std::string ci_cell(const GroupComparison& c) { return c.identical ? std::string(kDash) : ci_cell(c.stats); }
 // The verdict column of comparisons.csv: verdict_name, or "identical runs".
 std::string verdict_text(const GroupComparison& c) {
   return c.identical ? std::string("identical runs") : std::string(verdict_name(c.stats.verdict));
@@ -158,7 +161,8 @@ const char* const kNoiseScaleNote =
     "measured from the replicas' local and all-reduced gradients (EMAs over steps); it usually grows as training "
     "goes on. The steps to a given loss scale as S_min (1 + B_noise / B): far below B_noise more replicas (a larger "
     "global batch) cut the steps almost linearly; far above it they buy nothing. The verdict uses the last epoch's "
-    "value. Left out: runs that diverged or ended near chance (final test accuracy below 1.5 / classes) and epochs "
+    "value. Left out: runs that diverged or ended near chance (final training and test accuracy below 1.5 / classes) "
+    "and epochs "
     "whose learning rate fell below 10% of the run's peak. See docs/beyond.md.";
 
 // Under the tables with a best epoch: which set chose it.
@@ -221,8 +225,8 @@ Table comparisons_table(const ReportData& d) {
     std::string what = fmt::format("{}: {} vs {}", c.key, c.value_a, c.value_b);
     for (const auto& f : c.followers) what += fmt::format(" ({} follows)", f);
     if (!c.planned.empty()) what = fmt::format("{} (planned): {}", c.planned, what);
-    t.push_back({what, a.label, b.label, metric_cell(a), metric_cell(b), diff_cell(c.stats), ci_cell(c.stats),
-                 n_pairs_cell(c.stats), method_cell(c.stats), p_cell(c.stats.p_adjusted), c.sentence});
+    t.push_back({what, a.label, b.label, metric_cell(a), metric_cell(b), diff_cell(c.stats), ci_cell(c),
+                 n_pairs_cell(c.stats), method_cell(c), p_cell(c.stats.p_adjusted), c.sentence});
   }
   return t;
 }
@@ -265,8 +269,26 @@ std::string verdict_words(const GroupComparison& c, double delta) {
   return kDash;
 }
 
+double failed_share(const GroupStats& g) {
+  const int failed = g.collapsed + g.diverged;
+  return failed == 0 ? 0.0 : failed / static_cast<double>(g.n + failed);
+}
+
+// When one group's runs failed (collapsed or diverged) more often than the other's, that decides:
+// "256 worse: 2 of 3 runs collapsed (64: 0 of 3 runs collapsed; Fisher's exact p = 0.4)"; else "".
+std::string failure_verdict(const ReportData& d, const GroupComparison& c) {
+  const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
+  if (!c.bad_runs_p || failed_share(a) == failed_share(b)) return "";
+  const std::string p = fmt::format("Fisher's exact p = {:.2g}", *c.bad_runs_p);
+  if (failed_share(b) > failed_share(a))
+    return fmt::format("{} worse: {} ({}: {}; {})", c.value_b, failed_runs(b), c.value_a, failed_runs(a), p);
+  return fmt::format("{} better: {} had {} ({}: {}; {})", c.value_b, c.value_a, failed_runs(a), c.value_b,
+                     failed_runs(b), p);
+}
+
 // The verdict in a few words and, when runs were left out, how many of each group.
 std::string short_verdict(const ReportData& d, const GroupComparison& c) {
+  if (std::string failed = c.identical ? "" : failure_verdict(d, c); !failed.empty()) return failed;
   std::string words = verdict_words(c, d.equivalence_pts);
   if (!c.bad_runs_p) return words;
   return fmt::format("{} (A: {}; B: {})", words, ok_of_ended(d.groups[c.a]), ok_of_ended(d.groups[c.b]));
@@ -299,15 +321,47 @@ bool first_beyond_spread(const GroupStats& a, const GroupStats& b) {
   return b.target_reached == 0 || a.target_wall_s_max < b.target_wall_s_min;
 }
 
+// Each group's class of identical runs (the groups its identical comparisons join it to, directly
+// or through others), named by the class's lowest group index.
+std::vector<size_t> identical_classes(const ReportData& d) {
+  std::vector<size_t> cls(d.groups.size());
+  for (size_t i = 0; i < cls.size(); ++i) cls[i] = i;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& c : d.comparisons) {
+      const size_t low = std::min(cls[c.a], cls[c.b]);
+      if (!c.identical || (cls[c.a] == low && cls[c.b] == low)) continue;
+      cls[c.a] = cls[c.b] = low;
+      changed = true;
+    }
+  }
+  return cls;
+}
+
 }  // namespace
 
+// Identical runs train alike, so their times differ by the host's load alone: a class of them
+// takes part once, as its fastest group, and the others are named beside the fastest.
 Recommendation recommend(const ReportData& d) {
   Recommendation r;
+  std::vector<const GroupStats*> reached;
   for (const auto& g : d.groups)
-    if (std::isfinite(time_to_target(g)) && (!r.fastest || g.target_wall_s < r.fastest->target_wall_s)) r.fastest = &g;
+    if (std::isfinite(time_to_target(g))) (g.collapsed + g.diverged > 0 ? r.left_out : reached).push_back(&g);
+  for (const GroupStats* g : reached)
+    if (!r.fastest || g->target_wall_s < r.fastest->target_wall_s) r.fastest = g;
   if (!r.fastest) return r;
-  for (const auto& g : d.groups) {
-    if (!std::isfinite(time_to_target(g))) continue;
+  const std::vector<size_t> cls = identical_classes(d);
+  const auto class_of = [&](const GroupStats& g) { return cls[static_cast<size_t>(&g - d.groups.data())]; };
+  const auto stands_for_its_class = [&](const GroupStats& g) {
+    return std::none_of(reached.begin(), reached.end(), [&](const GroupStats* o) {
+      return o != &g && class_of(*o) == class_of(g) &&
+             (o->target_wall_s < g.target_wall_s || (o->target_wall_s == g.target_wall_s && o < &g));
+    });
+  };
+  for (const GroupStats* p : reached) {
+    const GroupStats& g = *p;
+    if (&g != r.fastest && class_of(g) == class_of(*r.fastest)) r.identical.push_back(&g);
+    if (!stands_for_its_class(g)) continue;
     if (&g != r.fastest && !first_beyond_spread(*r.fastest, g)) r.uncertain.push_back(&g);
     const bool near = g.target_wall_s <= (1 + kCheapestWithin) * r.fastest->target_wall_s;
     if (near && (!r.cheapest || g.target_device_s < r.cheapest->target_device_s)) r.cheapest = &g;
@@ -345,6 +399,9 @@ double steps_to_loss(const GroupStats& g) {
   return g.target_loss_reached > 0 ? g.target_loss_steps : std::numeric_limits<double>::quiet_NaN();
 }
 
+// The speed cells of a change whose runs are identical: their times differ by the host's load.
+constexpr const char* kIdenticalSpeed = "\xE2\x80\x94 (identical runs: host load)";
+
 // The summary: per swept setting, what each change between neighbouring values did.
 Table summary_table(const ReportData& d) {
   const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
@@ -356,12 +413,13 @@ Table summary_table(const ReportData& d) {
     const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
     const double ta = time_to_target(a), tb = time_to_target(b), sa = steps_to_loss(a), sb = steps_to_loss(b);
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
+    const std::string time =
+        arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b));
     t.push_back(
         {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), effective_change(a.effective, b.effective),
-         change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c.stats)),
-         short_verdict(d, c), ratio_cell(b.images_per_s, a.images_per_s),
-         arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b)),
-         arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
+         change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c)),
+         short_verdict(d, c), c.identical ? kIdenticalSpeed : ratio_cell(b.images_per_s, a.images_per_s),
+         c.identical ? kIdenticalSpeed : time, arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
   }
   return t;
 }
@@ -371,6 +429,17 @@ std::string time_with_spread(const GroupStats& g) {
   if (g.target_reached < 2) return fmt::format("{} ({} s, one run)", g.label, fixed(g.target_wall_s, 1));
   return fmt::format("{} ({} s, {}\xE2\x80\x93{} over {} runs)", g.label, fixed(g.target_wall_s, 1),
                      fixed(g.target_wall_s_min, 1), fixed(g.target_wall_s_max, 1), g.target_reached);
+}
+
+// "; A and B are identical runs to it ...": the groups that trained as the fastest did.
+std::string identical_clause(const Recommendation& r) {
+  if (r.identical.empty()) return "";
+  std::vector<std::string> labels;
+  for (const GroupStats* g : r.identical) labels.push_back(g->label);
+  return fmt::format(
+      "; {} trained bit-identically to it (identical runs), so {} the same pick: which of them ran faster is the "
+      "host's load, not the setting",
+      fmt::join(labels, " and "), labels.size() == 1 ? "it is" : "they are");
 }
 
 // The line on who reached the target accuracy first: the fastest group, unless another group's
@@ -386,10 +455,10 @@ std::string first_to_target(const ReportData& d, const Recommendation& r) {
         pct(*d.target_acc), chosen_set(d), time_with_spread(fastest), fmt::join(inside, ", "));
   return fmt::format(
       "First to reach {} {} accuracy: {} ({} s, epoch {}; mean over its {} of {} runs that reached "
-      "it{}).",
+      "it{}){}.",
       pct(*d.target_acc), chosen_set(d), fastest.label, fixed(fastest.target_wall_s, 1),
       fixed(fastest.target_epochs, 1), fastest.target_reached, fastest.n,
-      fastest.target_reached < 2 ? "; one run, so no spread to weigh the margin against" : "");
+      fastest.target_reached < 2 ? "; one run, so no spread to weigh the margin against" : "", identical_clause(r));
 }
 
 // The recommendation at the target: the fastest group, the cheapest in device-seconds near its
@@ -407,6 +476,7 @@ std::string recommendation_line(const ReportData& d, const Recommendation& r) {
     o += fmt::format("; within {:.0f}% of its time, {} is cheapest ({} s, {} device-s, wall \xC3\x97 replicas)",
                      100 * kCheapestWithin, cheapest.label, fixed(cheapest.target_wall_s, 1),
                      fixed(cheapest.target_device_s, 1));
+  o += identical_clause(r);
   if (!r.uncertain.empty())
     return o + fmt::format(
                    ". Uncertain: {} other group{} reached it within the spread of the fastest one's runs, so other "
@@ -416,8 +486,16 @@ std::string recommendation_line(const ReportData& d, const Recommendation& r) {
   return o + ". Its slowest run reached the target before every other group's fastest.";
 }
 
-// Which group reached the target accuracy first (wall clock), the recommendation, and which
-// reached the target loss in the fewest steps.
+// "Not recommended, though they reached the target: 1 x 256 (2 of 3 runs collapsed)."
+std::string left_out_line(const Recommendation& r) {
+  std::vector<std::string> groups;
+  for (const GroupStats* g : r.left_out) groups.push_back(fmt::format("{} ({})", g->label, failed_runs(*g)));
+  return fmt::format("Not recommended, though {} reached the target: {}.", r.left_out.size() == 1 ? "it" : "they",
+                     fmt::join(groups, ", "));
+}
+
+// Which group reached the target accuracy first (wall clock), the recommendation, which groups
+// with failed runs it leaves out, and which reached the target loss in the fewest steps.
 std::vector<std::string> firsts(const ReportData& d) {
   std::vector<std::string> out;
   const Recommendation r = recommend(d);
@@ -428,8 +506,10 @@ std::vector<std::string> firsts(const ReportData& d) {
     out.push_back(first_to_target(d, r));
     out.push_back(recommendation_line(d, r));
   } else if (d.target_acc) {
-    out.push_back(fmt::format("No group reached {} {} accuracy.", pct(*d.target_acc), chosen_set(d)));
+    out.push_back(fmt::format("No group {}reached {} {} accuracy.", r.left_out.empty() ? "" : "without failed runs ",
+                              pct(*d.target_acc), chosen_set(d)));
   }
+  if (!r.left_out.empty()) out.push_back(left_out_line(r));
   if (fewest)
     out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
                               fewest->label, fixed(fewest->target_loss_steps, 0),
@@ -480,17 +560,31 @@ std::string target_note(const ReportData& d) {
       source, target_rule(d), 100 * kCheapestWithin);
 }
 
+// " A change whose runs are identical ...", when the report has one.
+std::string identical_speed_note(const ReportData& d) {
+  if (std::none_of(d.comparisons.begin(), d.comparisons.end(), [](const GroupComparison& c) { return c.identical; }))
+    return "";
+  return " A change whose runs are identical (the same records, bit for bit, for every shared seed) trained nothing "
+         "differently: its images/s and time to target are not compared, since the difference is the host's load, "
+         "and the recommendation counts such groups once.";
+}
+
 // Below the summary table: what its columns mean.
 std::string summary_note(const ReportData& d) {
   return fmt::format(
-      "Each row changes one swept setting (keys that always change together, a sweep_zip's, count as one) between "
-      "neighbouring values with the other settings fixed; the accuracy difference is the comparison below (paired "
-      "by seed where possible, Holm-corrected). In effect: the global batch, optimizer steps per epoch and learning "
-      "rate (at the first epoch and its peak) read from the runs' records. Time to target: wall-clock seconds to the "
-      "first epoch{} at the target accuracy; steps to target loss: the first step record (log.every_steps) from "
-      "which the training loss, averaged over {:.0f} samples around each record, stays at or below "
-      "report.target_loss.",
-      runs_at_points(d) > 0 ? " (or evaluation point, where runs have them)" : "", kLossWindowSamples);
+             "Each row changes one swept setting (keys that always change together, a sweep_zip's, count as one) "
+             "between "
+             "neighbouring values with the other settings fixed; the accuracy difference is the comparison below "
+             "(paired "
+             "by seed where possible, Holm-corrected). In effect: the global batch, optimizer steps per epoch and "
+             "learning "
+             "rate (at the first epoch and its peak) read from the runs' records. Time to target: wall-clock seconds "
+             "to the "
+             "first epoch{} at the target accuracy; steps to target loss: the first step record (log.every_steps) from "
+             "which the training loss, averaged over {:.0f} samples around each record, stays at or below "
+             "report.target_loss.",
+             runs_at_points(d) > 0 ? " (or evaluation point, where runs have them)" : "", kLossWindowSamples) +
+         identical_speed_note(d);
 }
 
 // The x of a per-epoch chart.
@@ -1058,7 +1152,7 @@ CsvColumns<GroupComparison> comparisons_columns(const ReportData& d) {
       {"n_pairs", [](C c) { return csv_int(c.stats.n_pairs); }},
       {"n_a", [](C c) { return csv_int(c.stats.n_a); }},
       {"n_b", [](C c) { return csv_int(c.stats.n_b); }},
-      {"method", [](C c) { return csv_field(method_cell(c.stats)); }},
+      {"method", [](C c) { return csv_field(method_cell(c)); }},
       {"p", [](C c) { return csv_num(c.stats.p); }},
       {"p_adjusted", [](C c) { return csv_num(c.stats.p_adjusted); }},
       {"m", [](C c) { return csv_int(c.stats.m); }},

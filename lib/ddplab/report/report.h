@@ -81,9 +81,11 @@ constexpr double kLossWindowSamples = 8192;
 constexpr double kHostLoadFlagPts = 10;
 
 // How a run ended, for the statistics: only kOk runs' metrics are averaged and compared.
-//   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss;
-//   kCollapsed  finished, but near chance: a final test accuracy below 1.5 / classes, or a final
-//               training loss within 2% of ln(classes), the loss of uniform outputs;
+//   kDiverged   its manifest says diverged, or it finished with a non-finite final training loss, or
+//               near chance after a loss explosion (rundir/health.h);
+//   kCollapsed  its manifest says collapsed, or it finished near chance (rundir::ended_near_chance:
+//               final training and test accuracies both below 1.5 / classes) without a loss
+//               explosion;
 //   kOk         every other finished run with records.
 // (Runs not finished, with no records, or still running are none of these.)
 enum class RunHealth { kOk, kCollapsed, kDiverged };
@@ -113,7 +115,8 @@ struct RunData {
   nlohmann::json step_eval;
   size_t group = 0;  // index into ReportData::groups
 
-  bool finished() const { return status == rundir::RunStatus::kDone; }
+  // Trained to its end: done, or collapsed (near chance, rundir/health.h).
+  bool finished() const { return status == rundir::RunStatus::kDone || status == rundir::RunStatus::kCollapsed; }
   // The classes of the dataset its spec.json names (config::known_classes); 10 where ddplab does
   // not know them (idx, no spec).
   int classes() const;
@@ -222,7 +225,7 @@ struct GroupStats {
   // Gradient noise scale B_simple (mean over the finished runs that logged one) at the first epoch
   // that has it and at the final epoch (NaN when the final epoch has none, e.g. local SGD after
   // its all-reduce phase, or when no run logged one).
-  // Guarded: runs that diverged or ended near chance (final test accuracy < 1.5 / classes) are
+  // Guarded: runs that diverged or ended near chance (rundir::ended_near_chance) are
   // left out, and so are epochs whose lr is below 10% of the run's peak lr ("last" is the last
   // epoch that is not).
   double noise_scale_first = 0, noise_scale_last = 0;
@@ -240,6 +243,9 @@ struct GroupStats {
 // "2 of 3 runs (1 collapsed)": of a group's ended runs (ok, collapsed, diverged), how many are
 // in its statistics, and why the others are not.
 std::string ok_of_ended(const GroupStats& g);
+// "2 of 3 runs collapsed" (or "diverged", or "collapsed or diverged" for both): of a group's ended
+// runs, how many failed.
+std::string failed_runs(const GroupStats& g);
 
 // A pair of groups that differ in exactly one setting, compared on the metric (GroupStats::metric_by_seed)
 // with compare_by_seed: paired over shared seeds, else Welch; Holm-adjusted over every comparison
@@ -385,12 +391,18 @@ std::optional<double> chosen_target(const ReportData& data);
 // Who to pick at the target accuracy: the group fastest to it on mean wall seconds, and the group
 // with the fewest device-seconds (wall x replicas) among those within kCheapestWithin of that
 // time. `uncertain` names the groups that reached the target within the spread of the fastest one's
-// runs (the rule of "first to reach": a's slowest run before b's fastest).
+// runs (the rule of "first to reach": a's slowest run before b's fastest). Groups of identical
+// runs (GroupComparison::identical, joined transitively) take part once, as the fastest of them:
+// their times differ by the host's load alone. `identical` names those of the fastest's. A group
+// with runs that collapsed or diverged is never picked, however fast its other runs were:
+// `left_out` names those that reached the target.
 constexpr double kCheapestWithin = 0.10;
 struct Recommendation {
   const GroupStats* fastest = nullptr;  // nullptr when no group reached the target
   const GroupStats* cheapest = nullptr;
   std::vector<const GroupStats*> uncertain;
+  std::vector<const GroupStats*> identical;  // groups whose runs are identical to the fastest's
+  std::vector<const GroupStats*> left_out;   // reached the target, but some of their runs failed
 };
 Recommendation recommend(const ReportData& data);
 

@@ -23,6 +23,7 @@
 #include "ddplab/base/version.h"
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/sweep.h"
+#include "ddplab/rundir/inputs.h"
 
 namespace ddplab::rundir {
 namespace fs = std::filesystem;
@@ -319,13 +320,15 @@ const char* name(RunStatus status) {
       return "interrupted";
     case RunStatus::kDiverged:
       return "diverged";
+    case RunStatus::kCollapsed:
+      return "collapsed";
   }
   return "unknown";
 }
 
 std::optional<RunStatus> parse_status(const std::string& text) {
-  for (RunStatus s :
-       {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted, RunStatus::kDiverged})
+  for (RunStatus s : {RunStatus::kRunning, RunStatus::kDone, RunStatus::kFailed, RunStatus::kInterrupted,
+                      RunStatus::kDiverged, RunStatus::kCollapsed})
     if (text == name(s)) return s;
   return std::nullopt;
 }
@@ -391,8 +394,13 @@ nlohmann::json effective_spec(const nlohmann::json& resolved) {
 std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
   std::error_code ec;
   if (!fs::exists(spec_file(dir), ec)) return {};
-  return config::resolved_differences(effective_spec(config::upgraded_spec(read_json(spec_file(dir)))),
-                                      effective_spec(config::upgraded_spec(spec.resolved)));
+  auto changes = config::resolved_differences(effective_spec(config::upgraded_spec(read_json(spec_file(dir)))),
+                                              effective_spec(config::upgraded_spec(spec.resolved)));
+  if (!fs::exists(manifest_file(dir), ec)) return changes;
+  const auto recorded = read_manifest(dir).value("inputs", nlohmann::json());
+  if (!recorded.is_object()) return changes;  // written before the inputs were recorded
+  for (auto& line : input_changes(recorded, input_hashes(spec))) changes.push_back(std::move(line));
+  return changes;
 }
 
 RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
@@ -430,6 +438,7 @@ RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
                              {"threads_per_replica", spec.replicas.threads},
                              {"device", config::name(spec.replicas.device)},
                              {"backend", config::name(spec.replicas.backend)},
+                             {"inputs", input_hashes(spec)},
                              {"start", utc_now()},
                              {"end", nullptr},
                              {"status", name(RunStatus::kRunning)}};

@@ -21,12 +21,15 @@
 namespace ddplab::rundir {
 
 // manifest.json's "status": running while a run is in progress (or was killed), then what ended it.
-enum class RunStatus { kRunning, kDone, kFailed, kInterrupted, kDiverged };
-const char* name(RunStatus status);  // "running", "done", "failed", "interrupted", "diverged"
+// collapsed: it trained to its end but ended near chance (rundir/health.h).
+enum class RunStatus { kRunning, kDone, kFailed, kInterrupted, kDiverged, kCollapsed };
+const char* name(RunStatus status);  // "running", "done", "failed", "interrupted", "diverged", "collapsed"
 // The status spelled `text`; nullopt for anything else (a manifest ddplab did not write).
 std::optional<RunStatus> parse_status(const std::string& text);
-// done and diverged: a sweep skips such a run, and it is not resumed.
-inline bool is_finished(RunStatus status) { return status == RunStatus::kDone || status == RunStatus::kDiverged; }
+// done, diverged and collapsed: a sweep skips such a run, and it is not resumed.
+inline bool is_finished(RunStatus status) {
+  return status == RunStatus::kDone || status == RunStatus::kDiverged || status == RunStatus::kCollapsed;
+}
 
 struct EpochRecord {
   int epoch = 0;                         // 1-based
@@ -141,7 +144,9 @@ nlohmann::json effective_spec(const nlohmann::json& resolved);
 // effective specs as config::resolved_differences writes them ("/epochs: 1 -> 3"); empty when they
 // are equal or `dir` holds no spec.json. A field that spec.json lacks (written by a ddplab from
 // before the field existed) counts as what that ddplab did (config::upgraded_spec): its default,
-// or for dataset.order "torch_sampler". Throws ddplab::Error naming spec.json if it is not JSON.
+// or for dataset.order "torch_sampler". Then, when the manifest records the run's input files
+// (rundir/inputs.h), one line per file whose content changed since: "my_net.pt: content changed,
+// sha256 <recorded> -> <now>". Throws ddplab::Error naming spec.json if it is not JSON.
 std::vector<std::string> spec_changes(const std::filesystem::path& dir, const config::ExperimentSpec& spec);
 
 // Appends `line` + '\n' whole (one write, then fsync). Throws ddplab::Error naming the file.

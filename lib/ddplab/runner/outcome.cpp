@@ -7,6 +7,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/rundir/health.h"
 #include "ddplab/train/trainer.h"
 
 namespace ddplab::runner {
@@ -50,17 +51,27 @@ int exit_code_of(const std::exception_ptr& e) { return outcome_of(e).exit_code; 
 
 void record(const rundir::RunLog& run, const Outcome& outcome) {
   run.update_manifest({{"exit_code", outcome.exit_code}});
-  if (outcome.diverged_epoch || outcome.diverged_step)
-    run.update_manifest(
-        {{"diverged_epoch", outcome.diverged_epoch.value_or(0)}, {"diverged_step", outcome.diverged_step.value_or(0)}});
+  if (outcome.diverged_epoch) run.update_manifest({{"diverged_epoch", *outcome.diverged_epoch}});
+  if (outcome.diverged_step) run.update_manifest({{"diverged_step", *outcome.diverged_step}});
   run.finish(outcome.status, outcome.message);
 }
 
-void record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec) {
-  record(run, done_outcome());
-  if (spec.checkpoint.keep) return;
+Outcome finished_outcome(const rundir::RunLog& run, const config::ExperimentSpec& spec) {
+  const int64_t classes = config::known_classes(spec.dataset.name).value_or(10);
+  const auto failed = rundir::failed_ending(rundir::read_epoch_records(run.dir()), classes);
+  if (!failed) return done_outcome();
+  const bool diverged = failed->status == RunStatus::kDiverged;
+  return Outcome{failed->status, failed->message, diverged ? kExitDiverged : kExitCollapsed, failed->epoch,
+                 std::nullopt};
+}
+
+Outcome record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec) {
+  const Outcome outcome = finished_outcome(run, spec);
+  record(run, outcome);
+  if (spec.checkpoint.keep) return outcome;
   std::error_code ec;
   std::filesystem::remove(rundir::checkpoint_file(run.dir()), ec);
+  return outcome;
 }
 
 }  // namespace ddplab::runner

@@ -3,6 +3,8 @@
 // manifest's status, the manifest's message and the process's exit code (base/exit_codes.h):
 //
 //   returned                     done         ""                     kExitOk
+//     ... near chance            collapsed    "collapsed to chance: ..."  kExitCollapsed  (rundir/health.h)
+//     ... near chance after a loss explosion  diverged  "diverged: ..."  kExitDiverged  (+ epoch)
 //   train::Diverged              diverged     what()                 kExitDiverged  (+ epoch, step)
 //   train::Interrupted           interrupted  what()                 exit_code_for_signal(signal)
 //   ddplab::Error                failed       message_of(e)          kExitUserError
@@ -46,8 +48,13 @@ int exit_code_of(const std::exception_ptr& e);
 // Writes `outcome` to the run's manifest: its exit_code, diverged_epoch/diverged_step when known,
 // then the status and message (RunLog::finish).
 void record(const rundir::RunLog& run, const Outcome& outcome);
-// Records a done run (record of done_outcome()) and removes its checkpoint.pt unless the spec's
-// checkpoint.keep: a finished run is never resumed, and model.pt holds its final model.
-void record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec);
+// How a run whose training returned ended, from its epoch records (rundir::failed_ending, the
+// classes of spec's dataset, 10 where ddplab does not know them, as the report): done_outcome(), or
+// collapsed or diverged with their message and exit code.
+Outcome finished_outcome(const rundir::RunLog& run, const config::ExperimentSpec& spec);
+// Records the finished_outcome of a run whose training returned and removes its checkpoint.pt
+// unless the spec's checkpoint.keep: a finished run is never resumed, and model.pt holds its final
+// model. Returns the outcome.
+Outcome record_done(const rundir::RunLog& run, const config::ExperimentSpec& spec);
 
 }  // namespace ddplab::runner

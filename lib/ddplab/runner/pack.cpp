@@ -295,7 +295,9 @@ void PackedSweep::finish(Child& c, int status, const struct rusage& ru) {
                                  percent(c.test_acc), took, eta()));
       break;
     case Tally::kDiverged:
-      display_.event(fmt::format("{} diverged {}: {} (after {})", tag(c.index), run.run_id, message, took));
+    case Tally::kCollapsed:
+      display_.event(fmt::format("{} {} {}: {} (after {})", tag(c.index), rundir::name(*manifest_status), run.run_id,
+                                 message, took));
       break;
     case Tally::kFailed:
       display_.event(
@@ -329,7 +331,7 @@ void PackedSweep::pass_on_signals() {
     complain(
         "ddplab: sweep {}: {}: stopping the {} running run{} (each checkpoints); run the same command again "
         "to resume",
-        runs_.front().spec.name, strsignal(sig), children_.size(), children_.size() == 1 ? "" : "s");
+        runs_.front().spec.name, signal_name(sig), children_.size(), children_.size() == 1 ? "" : "s");
   for (const auto& c : children_) ::kill(c.pid, sig);
   passed_on_ = StopSignals::count();
   if (tally_.stop_code == 0) tally_.stop_code = exit_code_for_signal(sig);

@@ -74,6 +74,12 @@ void say_what_runs(const config::ExperimentSpec& spec, const rundir::RunLog& run
       spec.per_replica_batch, spec.global_batch, spec.epochs, spec.epochs == 1 ? "" : "s", run.dir().string());
 }
 
+// A run that trained to its end near chance (runner::finished_outcome): says so, not "done".
+int say_failed_ending(const Outcome& outcome, const rundir::RunLog& run) {
+  complain("ddplab: {}; logs in {}", outcome.message, run.dir().string());
+  return outcome.exit_code;
+}
+
 int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog& run, const data::DatasetPair& data,
                         bool resume) {
   std::optional<LiveTensorBoard> tensorboard;
@@ -85,8 +91,9 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
     tensorboard.emplace(spec, distributed::World{}, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     auto result = train::train_replica(spec, distributed::World{}, options);
-    tensorboard->finish(RunStatus::kDone);
-    record_done(run, spec);
+    const Outcome outcome = record_done(run, spec);
+    tensorboard->finish(outcome.status);
+    if (outcome.status != RunStatus::kDone) return say_failed_ending(outcome, run);
     say("ddplab: done, test accuracy {:g}%; logs in {}", 100 * result.final_test_acc, run.dir().string());
     return kExitOk;
   } catch (const std::exception&) {
@@ -107,7 +114,8 @@ int run_in_this_process(const config::ExperimentSpec& spec, const rundir::RunLog
 int finish_launch(const config::ExperimentSpec& spec, const rundir::RunLog& run, const launch::LaunchResult& result) {
   const Outcome outcome = outcome_of(result);
   if (outcome.status == RunStatus::kDone) {
-    record_done(run, spec);
+    if (const Outcome ended = record_done(run, spec); ended.status != RunStatus::kDone)
+      return say_failed_ending(ended, run);
     const auto last = rundir::last_epoch_record(run.dir());
     say("ddplab: done{}; logs in {}", last ? fmt::format(", test accuracy {:g}%", 100 * last->test_acc) : "",
         run.dir().string());

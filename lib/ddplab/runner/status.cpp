@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -59,6 +60,26 @@ bool is_run_dir(const fs::path& dir) {
   return fs::exists(rundir::manifest_file(dir), ec) || fs::exists(rundir::slurm_spec_file(dir), ec);
 }
 
+// Whether run id a sorts before b with the numbers in them compared as numbers, so that
+// batch.global=64 comes before batch.global=256 and lr=0.05 before lr=0.2.
+bool numeric_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      char *end_a = nullptr, *end_b = nullptr;
+      const double x = std::strtod(a.c_str() + i, &end_a), y = std::strtod(b.c_str() + j, &end_b);
+      if (x != y) return x < y;
+      i = static_cast<size_t>(end_a - a.c_str());
+      j = static_cast<size_t>(end_b - b.c_str());
+    } else if (a[i] != b[j]) {
+      return a[i] < b[j];
+    } else {
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 void find_runs(const fs::path& dir, std::vector<fs::path>& out) {
   if (is_run_dir(dir)) {
     out.push_back(dir);
@@ -68,7 +89,8 @@ void find_runs(const fs::path& dir, std::vector<fs::path>& out) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (entry.is_directory(ec)) below.push_back(entry.path());
-  std::sort(below.begin(), below.end());
+  std::sort(below.begin(), below.end(),
+            [](const fs::path& x, const fs::path& y) { return numeric_less(x.filename(), y.filename()); });
   for (const auto& d : below) find_runs(d, out);
 }
 
@@ -142,7 +164,7 @@ StatusRow run_row(const fs::path& dir, JobAsker& asker) {
 // "" for any other run.
 std::string ending_of(const fs::path& dir, const std::string& state) {
   if (state != rundir::name(RunStatus::kFailed) && state != rundir::name(RunStatus::kInterrupted) &&
-      state != rundir::name(RunStatus::kDiverged))
+      state != rundir::name(RunStatus::kDiverged) && state != rundir::name(RunStatus::kCollapsed))
     return "";
   const auto manifest = rundir::read_manifest(dir);
   const auto text = manifest.find("message");

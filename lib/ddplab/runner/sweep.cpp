@@ -40,6 +40,7 @@ Tally tally_of(int exit_code, std::optional<RunStatus> status) {
   if (exit_code == kExitOk) return Tally::kDone;
   if (is_signal_exit_code(exit_code) || status == RunStatus::kInterrupted) return Tally::kInterrupted;
   if (status == RunStatus::kDiverged) return Tally::kDiverged;
+  if (status == RunStatus::kCollapsed) return Tally::kCollapsed;
   return Tally::kFailed;
 }
 
@@ -57,6 +58,9 @@ void SweepTally::count(Tally tally, int exit_code, const std::string& run_id, co
       break;
     case Tally::kDiverged:
       ++diverged;
+      break;
+    case Tally::kCollapsed:
+      ++collapsed;
       break;
     case Tally::kFailed:
       failures.emplace_back(run_id, reason);
@@ -78,6 +82,7 @@ std::string sweep_summary(const std::string& name, const SweepTally& t) {
   std::string line =
       fmt::format("ddplab: sweep {}: {} done, {} skipped, {} failed", name, t.done, t.skipped, t.failures.size());
   if (t.diverged > 0) line += fmt::format(", {} diverged", t.diverged);
+  if (t.collapsed > 0) line += fmt::format(", {} collapsed", t.collapsed);
   if (t.stopped()) line += fmt::format(", stopped after {} of {}", t.ran + t.skipped, t.runs);
   return line;
 }

@@ -4,7 +4,7 @@
 //   - a run directory that holds a run of another effective spec (rundir::effective_spec: a swept
 //     or unswept key, an override or an edit of the file changed since) stops the sweep before
 //     anything runs, naming each such run and its changed keys, unless --force replaces them;
-//   - a run whose manifest says done or diverged is skipped, unless --force;
+//   - a run whose manifest says done, diverged or collapsed is skipped, unless --force;
 //   - an unfinished run (running, failed, interrupted) with a checkpoint is resumed from it;
 //   - any other run starts over in a fresh directory;
 //   - a failed run is counted and the sweep goes on; an interrupted one (SIGINT/SIGTERM) stops
@@ -14,7 +14,8 @@
 // Runs run in run_order, not in expansion order, so that a change of the machine's load during a
 // sweep falls on every arm alike instead of on one end of a swept axis.
 // Exit code: the interrupted run's (128 + signal) when stopped, else kExitFailure when a run
-// failed, else kExitOk (base/exit_codes.h). Diverged runs are not failures.
+// failed, else kExitOk (base/exit_codes.h). Diverged and collapsed runs are not failures of the
+// sweep: they are counted in its summary, and the report names them.
 //
 // --dry-run lists the runs (id and what each changes; "changed" and the changed keys for a
 // directory of another spec) and checks each as the run would before training
@@ -50,7 +51,7 @@ enum class RunStart { kResume, kStartOver };
 RunStart run_start(bool resumable, bool force);
 
 // How a run that ran counts, from its exit code and the status its manifest has after it.
-enum class Tally { kDone, kDiverged, kFailed, kInterrupted };
+enum class Tally { kDone, kDiverged, kCollapsed, kFailed, kInterrupted };
 Tally tally_of(int exit_code, std::optional<rundir::RunStatus> status);
 
 // Why a failed run failed, for the summary: the exception it ended with, else its manifest's
@@ -59,8 +60,8 @@ std::string failure_reason(const std::string& exception_message, const std::stri
 
 struct SweepTally {
   size_t runs = 0;  // in the sweep
-  size_t done = 0, skipped = 0, diverged = 0;
-  size_t ran = 0;                                             // runs started (done, diverged, failed, interrupted)
+  size_t done = 0, skipped = 0, diverged = 0, collapsed = 0;
+  size_t ran = 0;  // runs started (done, diverged, collapsed, failed, interrupted)
   std::vector<std::pair<std::string, std::string>> failures;  // run id, why
   int stop_code = 0;  // non-zero: an interrupted run stopped the sweep with this exit code
 
@@ -81,7 +82,7 @@ std::vector<size_t> run_order(const std::vector<config::SweepRun>& runs);
 // The sweep's exit code (see above).
 int sweep_exit_code(const SweepTally& tally);
 
-// "ddplab: sweep NAME: 2 done, 1 skipped, 1 failed, 1 diverged, stopped after 4 of 6".
+// "ddplab: sweep NAME: 2 done, 1 skipped, 1 failed, 1 diverged, 1 collapsed, stopped after 5 of 6".
 std::string sweep_summary(const std::string& name, const SweepTally& tally);
 
 // "m:ss" of `seconds`, rounded.

@@ -136,9 +136,14 @@ int run_worker(const config::ExperimentSpec& spec) {
     tensorboard.emplace(s, world, options);
     const StopSignals stop(StopSignals::Second::kDefaultAction);
     train::train_replica(s, world, options);
-    tensorboard->finish(RunStatus::kDone);
     if (comm) distributed::shutdown(*comm);
-    if (run.own) record_done(run.own->log, s);
+    // A run that ended near chance is recorded so (finished_outcome; under ddplab's launcher by the
+    // launcher), but the worker exits 0 as its peers do: torchrun and srun would take another code
+    // for a failure to restart.
+    const RunStatus ended = run.own           ? record_done(run.own->log, s).status
+                            : world.rank == 0 ? finished_outcome(rundir::RunLog::open(run.dir), s).status
+                                              : RunStatus::kDone;
+    tensorboard->finish(ended);
   } catch (const std::exception&) {
     if (tensorboard) tensorboard->finish(outcome_of(std::current_exception()).status);
     return report_failure(world, run, comm.get());

@@ -73,6 +73,7 @@ SessionStatus session_status(std::optional<rundir::RunStatus> status) {
       return SessionStatus::kSuccess;
     case rundir::RunStatus::kFailed:
     case rundir::RunStatus::kDiverged:
+    case rundir::RunStatus::kCollapsed:
     case rundir::RunStatus::kInterrupted:
       return SessionStatus::kFailure;
     case rundir::RunStatus::kRunning:

@@ -42,8 +42,9 @@ nlohmann::json EarlyStop::manifest_entry(int64_t epochs_done) const {
 
 std::string EarlyStop::note(int64_t epochs_done) const {
   const int64_t best = best_epoch_.value_or(0);
-  return fmt::format("stopped early after epoch {}: {} has not improved on epoch {}'s {:.4f} for {} epochs",
-                     epochs_done, config::name(spec_.metric), best, best_, epochs_done - best);
+  const int64_t since = epochs_done - best;
+  return fmt::format("stopped early after epoch {}: {} has not improved on epoch {}'s {:.4f} for {} epoch{}",
+                     epochs_done, config::name(spec_.metric), best, best_, since, since == 1 ? "" : "s");
 }
 
 }  // namespace ddplab::train

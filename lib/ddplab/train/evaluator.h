@@ -8,7 +8,9 @@
 //     The same images at every point, so that the points compare; an accuracy on n images has a
 //     sampling error of sqrt(p (1 - p) / n). The manifest names them (manifest_entry).
 // Both take the EpochModel's weights (the replica's own, the replicas' mean under local SGD, the
-// EASGD center, the weight EMA's average with its BatchNorm statistics) and rank 0's BatchNorm
+// EASGD center, the weight EMA's average with its BatchNorm statistics) as they are after the
+// step, its averaging or elastic step included (the Trainer calls at_step after
+// ReplicaSync::after_step), and rank 0's BatchNorm
 // statistics, broadcast first as every training forward does anyway, in eval mode without
 // autograd: no dropout mask is drawn and no statistic moves, and training's own weights are put
 // back, so a run's training is the same with points and without. The epoch's end evaluates last,

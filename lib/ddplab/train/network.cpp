@@ -1,5 +1,7 @@
 #include "ddplab/train/network.h"
 
+#include <unordered_set>
+
 #include <ATen/Context.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -45,6 +47,32 @@ void check_sync_fits_model(const config::ExperimentSpec& spec, torch::nn::Module
                   config::name(spec.replicas.sync.method)));
 }
 
+// A tensor reached by two names (tied weights) is one parameter, under its first name, as
+// PyTorch's named_parameters() and DDP list it: one gradient hook, one bucket slot, one update.
+void add_parameters(Network& net) {
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& item : net.model->named_parameters()) {
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    net.named.emplace_back(item.key(), item.value());
+    net.params.push_back(item.value());
+  }
+}
+
+// Local SGD and EASGD average the parameters as one flat buffer of one dtype (ParamAverager).
+void check_one_dtype_to_average(const config::ExperimentSpec& spec, const NamedTensors& named) {
+  if (spec.replicas.sync.method == config::SyncMethod::kAllreduce || named.empty()) return;
+  const auto& [first, p0] = named.front();
+  for (const auto& [name, p] : named) {
+    if (p.scalar_type() == p0.scalar_type()) continue;
+    throw config::spec_error(
+        "/replicas/sync",
+        fmt::format("{} averages the parameters as one buffer of one dtype, but the model's parameter '{}' is {} "
+                    "where '{}' is {}; use replicas.sync \"allreduce\" or a model whose parameters share one dtype",
+                    config::name(spec.replicas.sync.method), name, c10::getDtypeNames(p.scalar_type()).first, first,
+                    c10::getDtypeNames(p0.scalar_type()).first));
+  }
+}
+
 }  // namespace
 
 std::vector<at::Tensor> Network::floating_buffers() const {
@@ -61,10 +89,8 @@ Network make_network(const config::ExperimentSpec& spec, const data::DatasetPair
   torch::manual_seed(static_cast<uint64_t>(spec.seed) + (spec.debug.has(config::Fault::kSkipBroadcast) ? rank : 0));
   net.model = models::make_model(model_options(spec.model), input_shape(*net.transform, data));
   check_sync_fits_model(spec, *net.model);
-  for (const auto& item : net.model->named_parameters()) {
-    net.named.emplace_back(item.key(), item.value());
-    net.params.push_back(item.value());
-  }
+  add_parameters(net);
+  check_one_dtype_to_average(spec, net.named);
   for (const auto& b : net.model->buffers()) net.buffers.push_back(b);
   net.optimizer = make_optimizer(spec.optimizer, net.named);
   return net;

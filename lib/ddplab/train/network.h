@@ -24,7 +24,8 @@ struct Network {
   std::shared_ptr<const data::Transform> transform;  // the model's input: train and eval alike
   std::shared_ptr<models::Model> model;
   c10::Device device{c10::kCPU};    // where the model lives (place_on_device)
-  NamedTensors named;               // the parameters, in registration (forward) order
+  NamedTensors named;               // the parameters, in registration (forward) order; a tensor
+                                    // two names reach (tied weights) once, under its first
   std::vector<at::Tensor> params;   // the same tensors as `named`
   std::vector<at::Tensor> buffers;  // every module buffer (BatchNorm statistics and batch counts)
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -38,7 +39,8 @@ struct Network {
 // seed (the same on every rank; seed + rank under debug fault skip_broadcast). Throws
 // ddplab::Error for what only building finds: a global batch larger than the training set, an
 // augment crop larger than the images, a model that cannot take the images, local SGD/EASGD with
-// a BatchNorm model, a weight_decay_groups entry that matches no parameter.
+// a BatchNorm model or with parameters of more than one dtype, a weight_decay_groups entry that
+// matches no parameter.
 Network make_network(const config::ExperimentSpec& spec, const data::DatasetPair& data, int rank);
 
 // The generator dropout draws from on `device`: the device's default one (Philox on CUDA), the

@@ -303,15 +303,17 @@ bool Trainer::train_step(int epoch, int64_t step, const at::Tensor& batch_x, con
   bool stop = false;
   auto& readback = this_epoch_->readback;
   while (readback.pending() > (step + 1 < steps() ? 1 : 0)) stop = readback.read(epoch, totals.grad_norm_sum) || stop;
+  const auto averaged =
+      replica_sync_->after_step(global_step_, {stop_wanted, this_epoch_->readback.local_divergence().has_value()});
+  stop = stop || averaged.stop;
+  totals.comm_bytes += averaged.bytes;
+  // After the averaging or elastic step: a point sees what the run holds after this step, as the
+  // epoch's end does (an EASGD center a period late otherwise).
   const auto point = evaluator_->at_step(step);
   if (point) this_epoch_->start += as_duration(point->seconds);  // epoch_s counts training only
   step_recorder_->after_step(step, global_step_ + 1, totals.lr, seconds_since(train_start_), totals.loss_sum,
                              totals.correct, point);
-  const auto averaged =
-      replica_sync_->after_step(global_step_, {stop_wanted, this_epoch_->readback.local_divergence().has_value()});
   if (averaged.diverged) diverge_agreed(epoch);
-  stop = stop || averaged.stop;
-  totals.comm_bytes += averaged.bytes;
   if (audits_.replica_check_deferred() && comm_ && replica_sync_->replicas_agree_after(global_step_)) {
     audits_.run([&] { check_replica_consistency(*comm_, net_.named, epoch, "parameter"); });
     audits_.defer_replica_check(false);
@@ -403,8 +405,8 @@ void Trainer::stop_cleanly(int epoch, int64_t step, EpochTotals& totals) {
   step_recorder_->at_stop(step, global_step_ + 1, totals.lr, wall_s, partial.loss_sum, partial.correct);
   if (lead()) run_->append_steps(step_recorder_->take());
   write_checkpoint(make_checkpoint_state(epoch, global_step_ + 1, wall_s, totals, partial));
-  throw Interrupted(fmt::format("stopped by {} after step {} (epoch {})", strsignal(sig), global_step_ + 1, epoch + 1),
-                    sig);
+  throw Interrupted(
+      fmt::format("stopped by {} after step {} (epoch {})", signal_name(sig), global_step_ + 1, epoch + 1), sig);
 }
 
 void Trainer::broadcast_buffers() {

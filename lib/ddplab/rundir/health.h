@@ -1,0 +1,48 @@
+// Whether a run that trained to its end failed to learn, judged from its epoch records, in one
+// place: the runner reads it when a run finishes (manifest status and exit code, runner/outcome.h)
+// and the report when it sorts runs into ok, collapsed and diverged (report::RunHealth).
+//
+//   near chance      the last record's training and test accuracies are both below
+//                    kChanceAccFactor / classes: the model learnt nothing, not merely evaluates
+//                    badly (one epoch with BatchNorm's running statistics not yet settled can
+//                    test at 10% while it trains at 20%);
+//   loss explosion   an epoch's mean training loss above kExplodedLossFactor x ln(classes): 23.0
+//                    for 10 classes, 6x what a fresh network starts at (measured 42.7 in epoch 1 at
+//                    lr 0.2, then the run sat at 10%). The trainer stops a run only at 100 x
+//                    ln(classes) (train::loss_has_blown_up), since a bad epoch may still recover;
+//                    one that does is not a failure.
+//
+// A run that ended near chance is "diverged" when its loss exploded on the way, else "collapsed".
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ddplab/rundir/run_log.h"
+
+namespace ddplab::rundir {
+
+constexpr double kChanceAccFactor = 1.5;
+constexpr double kExplodedLossFactor = 10;
+
+bool ended_near_chance(const EpochRecord& last, int64_t classes);
+// The first record whose training loss exploded (above), or nullptr.
+const EpochRecord* loss_explosion(const std::vector<EpochRecord>& records, int64_t classes);
+
+// How a run whose training returned ended: nullopt when it learnt something, else status
+// kCollapsed or kDiverged (as above) and the message that says so: "collapsed to chance: test
+// accuracy 10.15% (chance 10.00%), final training loss 2.3026 (ln 10 = 2.3026)", "diverged: the
+// training loss exploded to 42.7 in epoch 1 (over 10 x ln 10 = 23.03; lr 0.2), then the run sat at
+// chance: test accuracy 10.15%". `epoch` is the explosion's.
+struct FailedEnding {
+  RunStatus status = RunStatus::kCollapsed;
+  std::string message;
+  std::optional<int> epoch;
+};
+std::optional<FailedEnding> failed_ending(const std::vector<EpochRecord>& records, int64_t classes);
+
+// The records of <dir>/epochs.jsonl that read (a torn or foreign line is skipped).
+std::vector<EpochRecord> read_epoch_records(const std::filesystem::path& dir);
+
+}  // namespace ddplab::rundir
