@@ -194,11 +194,13 @@ std::vector<at::Tensor> run_steps(Comm& comm, CommHook& hook, const std::vector<
 
 // A hook saved after step 4 and loaded into a new one (new buckets, as a resumed process has)
 // continues with the values of the hook that never stopped: error feedback, warm-start Qs, the
-// iteration and the seed generator all came back. A new hook without the state does not.
-TEST(PowerSgd, SavedStateContinuesAsTheUninterruptedHook) {
+// iteration and, without warm start, the stream of seeds for new Qs all came back. A new hook
+// without the state does not.
+void expect_saved_state_continues(bool warm_start) {
   PowerSgdOptions o;
   o.rank = 2;
   o.start_iter = 2;
+  o.warm_start = warm_start;
   std::vector<std::vector<at::Tensor>> whole(2), resumed(2), fresh(2);
   testing::run_ranks(2, [&](const std::shared_ptr<Comm>& comm) {
     const auto r = static_cast<size_t>(comm->rank);
@@ -219,6 +221,11 @@ TEST(PowerSgd, SavedStateContinuesAsTheUninterruptedHook) {
       EXPECT_TRUE(torch::equal(resumed[r][s], whole[r][4 + s])) << "rank " << r << " step " << 4 + s;
       EXPECT_FALSE(torch::equal(fresh[r][s], whole[r][4 + s])) << "a hook without the state starts over";
     }
+}
+
+TEST(PowerSgd, SavedStateContinuesAsTheUninterruptedHook) {
+  expect_saved_state_continues(/*warm_start=*/true);
+  expect_saved_state_continues(/*warm_start=*/false);
   EXPECT_FALSE(allreduce_hook()->save_state().defined()) << "a stateless hook saves nothing";
 }
 

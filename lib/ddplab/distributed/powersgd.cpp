@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <iterator>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "ddplab/distributed/comm_hook.h"
@@ -20,12 +20,29 @@ namespace {
 
 // NumPy's legacy RandomState(seed).randint(10**9), which seeds PyTorch's Q draws: MT19937 seeded
 // by init_genrand (std::mt19937's seeding), each 32-bit output masked to 30 bits, values above
-// 10^9 - 1 drawn again.
-uint64_t next_seed(std::mt19937& rng) {
-  constexpr uint32_t kMask = (1u << 30) - 1, kMax = 999'999'999;
-  for (;;)
-    if (const uint32_t v = static_cast<uint32_t>(rng()) & kMask; v <= kMax) return v;
-}
+// 10^9 - 1 drawn again. Its state is the seed and the number of outputs drawn.
+class SeedStream {
+ public:
+  explicit SeedStream(uint32_t seed) : seed_(seed), mt_(seed) {}
+  uint64_t next() {
+    constexpr uint32_t kMask = (1u << 30) - 1, kMax = 999'999'999;
+    for (;;) {
+      ++draws_;
+      if (const uint32_t v = static_cast<uint32_t>(mt_()) & kMask; v <= kMax) return v;
+    }
+  }
+  int64_t draws() const { return draws_; }
+  void restore(int64_t draws) {
+    mt_.seed(seed_);
+    mt_.discard(static_cast<unsigned long long>(draws));
+    draws_ = draws;
+  }
+
+ private:
+  uint32_t seed_;
+  std::mt19937 mt_;
+  int64_t draws_ = 0;
+};
 
 // PyTorch's _orthogonalize of a batch of b x n x r matrices (r <= n), in place: Gram-Schmidt
 // (each column normalized, then removed from the columns after it) for r <= 2 or half dtypes,
@@ -140,7 +157,7 @@ class PowerSgdHook final : public CommHook {
   void prepare_qs(State& s, const BucketView& bucket);
 
   PowerSgdOptions options_;
-  std::mt19937 rng_;  // PowerSGDState.rng
+  SeedStream rng_;    // PowerSGDState.rng
   int64_t iter_ = 0;  // reduced steps so far (PowerSGDState.iter)
   std::vector<State> states_;
 };
@@ -233,7 +250,7 @@ void PowerSgdHook::prepare_qs(State& s, const BucketView& bucket) {
     for (const Matrix& x : s.matrices) orthogonalize(x.q, options_.orthogonalization_epsilon);
     return;
   }
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(next_seed(rng_));
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(rng_.next());
   for (const Matrix& x : s.matrices) {
     x.q.copy_(at::randn({1, x.cols, x.rank}, generator, options.device(at::kCPU)));
     orthogonalize(x.q, options_.orthogonalization_epsilon);
@@ -249,20 +266,15 @@ std::string serialized(torch::serialize::OutputArchive& archive) {
   return bytes;
 }
 
-// iter, the seed generator's state (as text), and per bucket its Q and error where defined.
+// iter, the seed stream's draws, and per bucket its Q and error where defined.
 at::Tensor PowerSgdHook::save_state() const {
   torch::serialize::OutputArchive archive;
   archive.write("iter", torch::tensor(iter_, torch::kInt64));
-  std::ostringstream rng;
-  rng << rng_;
-  const std::string text = rng.str();
-  archive.write(
-      "rng",
-      torch::from_blob(const_cast<char*>(text.data()), {static_cast<int64_t>(text.size())}, torch::kUInt8).clone());
+  archive.write("draws", torch::tensor(rng_.draws(), torch::kInt64));
   archive.write("buckets", torch::tensor(static_cast<int64_t>(states_.size()), torch::kInt64));
   for (size_t b = 0; b < states_.size(); ++b) {
-    if (states_[b].q.defined()) archive.write("q" + std::to_string(b), states_[b].q.cpu());
-    if (states_[b].error.defined()) archive.write("error" + std::to_string(b), states_[b].error.cpu());
+    if (states_[b].q.defined()) archive.write(fmt::format("q{}", b), states_[b].q.cpu());
+    if (states_[b].error.defined()) archive.write(fmt::format("error{}", b), states_[b].error.cpu());
   }
   const std::string bytes = serialized(archive);
   return torch::from_blob(const_cast<char*>(bytes.data()), {static_cast<int64_t>(bytes.size())}, torch::kUInt8).clone();
@@ -280,14 +292,12 @@ void PowerSgdHook::load_state(const at::Tensor& blob) {
   torch::serialize::InputArchive archive;
   archive.load_from(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
   iter_ = read_tensor(archive, "iter").item<int64_t>();
-  const at::Tensor text = read_tensor(archive, "rng");
-  std::istringstream rng(std::string(reinterpret_cast<const char*>(text.data_ptr<uint8_t>()), text.numel()));
-  rng >> rng_;
+  rng_.restore(read_tensor(archive, "draws").item<int64_t>());
   states_.clear();
   states_.resize(static_cast<size_t>(read_tensor(archive, "buckets").item<int64_t>()));
   for (size_t b = 0; b < states_.size(); ++b) {
-    if (at::Tensor q; archive.try_read("q" + std::to_string(b), q)) states_[b].q = q;
-    if (at::Tensor error; archive.try_read("error" + std::to_string(b), error)) states_[b].error = error;
+    if (at::Tensor q; archive.try_read(fmt::format("q{}", b), q)) states_[b].q = q;
+    if (at::Tensor error; archive.try_read(fmt::format("error{}", b), error)) states_[b].error = error;
   }
 }
 
