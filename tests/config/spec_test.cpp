@@ -468,6 +468,51 @@ TEST(Spec, PrecisionAndGradDtype) {
   EXPECT_EQ(msg.rfind("/precision: ", 0), 0u) << msg;
   msg = resolve_error(with("replicas.grad_dtype=int8"));
   EXPECT_EQ(msg.rfind("/replicas/grad_dtype: ", 0), 0u) << msg;
+  EXPECT_STREQ(config::name(resolve(with("replicas.grad_dtype=fp16")).replicas.grad_dtype), "fp16");
+}
+
+TEST(Spec, PowerSgdIsChosenByCompressionAndTakesItsSettings) {
+  ExperimentSpec s = resolve(minimal());
+  EXPECT_EQ(s.replicas.compression, Compression::kNone);
+  EXPECT_EQ(s.resolved["replicas"]["powersgd"]["start_iter"], 1000) << "PyTorch's defaults, filled in";
+  json doc = with("replicas.compression=powersgd");
+  apply_override(doc, "replicas.powersgd.rank=4");
+  apply_override(doc, "replicas.powersgd.start_iter=10");
+  apply_override(doc, "replicas.powersgd.warm_start=false");
+  s = resolve(doc);
+  EXPECT_EQ(s.replicas.compression, Compression::kPowerSgd);
+  EXPECT_EQ(s.replicas.powersgd.rank, 4);
+  EXPECT_EQ(s.replicas.powersgd.start_iter, 10);
+  EXPECT_FALSE(s.replicas.powersgd.warm_start);
+  EXPECT_TRUE(s.replicas.powersgd.error_feedback);
+  EXPECT_EQ(s.replicas.powersgd.min_compression_rate, 2.0);
+}
+
+TEST(Spec, PowerSgdRefusesWhatItCannotDoNamingTheField) {
+  std::string msg = resolve_error(with("replicas.compression=topk"));
+  EXPECT_EQ(msg.rfind("/replicas/compression: ", 0), 0u) << msg;
+  json doc = with("replicas.compression=powersgd");
+  apply_override(doc, "replicas.grad_dtype=bf16");
+  msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/grad_dtype: PowerSGD", 0), 0u) << msg;
+  doc = with("replicas.compression=powersgd");
+  apply_override(doc, "replicas.mode=simulated");
+  apply_override(doc, "replicas.count=2");
+  msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/compression: simulated replicas", 0), 0u) << msg;
+  doc = with("replicas.compression=powersgd");
+  apply_override(doc, "replicas.powersgd.start_iter=1");
+  msg = resolve_error(doc);
+  EXPECT_EQ(msg.rfind("/replicas/powersgd/start_iter: must be >= 2", 0), 0u) << msg;
+  apply_override(doc, "replicas.powersgd.error_feedback=false");
+  apply_override(doc, "replicas.powersgd.warm_start=false");
+  EXPECT_EQ(resolve(doc).replicas.powersgd.start_iter, 1) << "without state PowerSGD may start at once";
+  msg = resolve_error(with("replicas.powersgd.rank=0"));
+  EXPECT_EQ(msg.rfind("/replicas/powersgd/rank: ", 0), 0u) << msg;
+  msg = resolve_error(with("replicas.powersgd.ranks=2"));
+  EXPECT_EQ(msg.rfind("/replicas/powersgd/ranks: unknown key", 0), 0u) << msg;
+  EXPECT_EQ(resolve(with("replicas.powersgd.start_iter=1")).replicas.compression, Compression::kNone)
+      << "settings PowerSGD would refuse are not checked while it is off";
 }
 
 TEST(Spec, IdxNeedsRoot) {

@@ -24,7 +24,7 @@ class MaxHook final : public CommHook {
     options.reduceOp = c10d::ReduceOp::MAX;
     return {comm.backend->allreduce(tensors, options)};
   }
-  void finish(const BucketView&) override { ++calls_; }
+  void finish(Comm&, const BucketView&) override { ++calls_; }
   int64_t payload_bytes(const BucketView& bucket) const override { return bucket.flat.numel(); }
 
  private:

@@ -232,7 +232,8 @@ struct TwoRankStep {
   int64_t payload = 0;
 };
 
-TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16 = false) {
+TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank,
+                          config::WireDtype wire = config::WireDtype::kFp32) {
   TwoRankStep out;
   out.reduced_a.resize(2);
   out.reduced_b.resize(2);
@@ -249,7 +250,7 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank, bool bf16
     std::vector<at::Tensor> ps{a, b};
     GradReducerOptions options = small_buckets();
     options.mean = mean;
-    options.compress_bf16 = bf16;
+    options.grad_dtype = wire;
     GradReducer sync(ps, comm, options);
     EXPECT_EQ(sync.bucket_count(), 2);
     sync.set_require_sync(require_sync);
@@ -412,7 +413,7 @@ TEST(GradReducer, SumReductionGivesTheSameNormsOfTheMeanGradient) {
 }
 
 TEST(GradReducer, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
-  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, /*bf16=*/true);
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, config::WireDtype::kBf16);
   const double n = 300000;
   const double local_mean = (n * 5 + n * 45) / 2;
   for (int r = 0; r < 2; ++r) {
@@ -426,10 +427,12 @@ TEST(GradReducer, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
   EXPECT_EQ(s.payload, 2 * 300000 * 2 + (2 + 2) * 4) << "gradients in bfloat16, the control and used slots in fp32";
 }
 
-// One step of the bf16 wire, element for element: each rank's gradient divided by N in fp32,
-// cast to bfloat16, the two summed in bfloat16 (one rounding per element, in either order), cast
-// back. Random gradients, so most elements round.
-TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
+// One step of a bf16 or fp16 wire, element for element: each rank's gradient divided by N in
+// fp32, cast to the wire's dtype, the two summed in that dtype (one rounding per element, in either
+// order), cast back. Random gradients, so most elements round; each within the wire's rounding of
+// the fp32 mean: unit roundoff u (2^-8 bf16, 2^-11 fp16) of each contribution and of the sum, plus
+// half of fp16's smallest subnormal.
+void expect_wire_rounds_as_the_reference(config::WireDtype wire_dtype, at::ScalarType wire, int significant_bits) {
   const int64_t n = 300000;
   auto gradient = [&](int rank, int param) {
     auto gen = at::detail::createCPUGenerator(100 + 10 * rank + param);
@@ -442,7 +445,7 @@ TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
     auto b = torch::zeros({n}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
     GradReducerOptions options = small_buckets();
-    options.compress_bf16 = true;
+    options.grad_dtype = wire_dtype;
     GradReducer sync(ps, comm, options);
     EXPECT_EQ(sync.bucket_count(), 2);
     sync.prepare_for_backward();
@@ -452,11 +455,35 @@ TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
   });
   for (int param = 0; param < 2; ++param) {
     const auto g0 = gradient(0, param), g1 = gradient(1, param);
-    const auto expect = ((g0 / 2).to(torch::kBFloat16) + (g1 / 2).to(torch::kBFloat16)).to(torch::kFloat32);
+    const auto expect = ((g0 / 2).to(wire) + (g1 / 2).to(wire)).to(torch::kFloat32);
     for (int r = 0; r < 2; ++r)
       EXPECT_TRUE(torch::equal(reduced[r][param], expect)) << "rank " << r << " param " << param;
-    EXPECT_FALSE(torch::equal(expect, g0 / 2 + g1 / 2)) << "the wire rounded";
+    const auto exact = g0 / 2 + g1 / 2;
+    EXPECT_FALSE(torch::equal(expect, exact)) << "the wire rounded";
+    const double u = std::ldexp(1.0, -significant_bits);
+    const auto bound = u * ((g0 / 2).abs() + (g1 / 2).abs() + exact.abs()) + std::ldexp(1.0, -25);
+    EXPECT_TRUE(((reduced[0][param] - exact).abs() <= bound).all().item<bool>()) << "param " << param;
   }
+}
+
+TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
+  expect_wire_rounds_as_the_reference(config::WireDtype::kBf16, torch::kBFloat16, 8);
+}
+
+// DDP's fp16_compress_hook (replicas.grad_dtype "fp16"): 11 significant bits.
+TEST(GradReducer, Fp16WireRoundsEachElementAsTheReferenceDoes) {
+  expect_wire_rounds_as_the_reference(config::WireDtype::kFp16, torch::kHalf, 11);
+}
+
+TEST(GradReducer, Fp16CompressionSendsHalfTheBytesAndKeepsTheControlSlotsExact) {
+  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, config::WireDtype::kFp16);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f);
+    EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);
+    EXPECT_EQ(s.local_mean[r], (300000.0 * 5 + 300000.0 * 45) / 2) << "7.5e6 overflows fp16; the slots are fp32";
+    EXPECT_TRUE(s.stop[r]);
+  }
+  EXPECT_EQ(s.payload, 2 * 300000 * 2 + (2 + 2) * 4);
 }
 
 // DDP's no_sync(): backwards without sync accumulate, the next synced backward reduces the sum

@@ -240,6 +240,33 @@ TEST(Reliability, ThreeProcessesWithSeveralBucketsResumeExactly) {
   }
 }
 
+// PowerSGD keeps state from step to step: each rank's error feedback, the warm-start Qs, its
+// iteration count and the generator of its random Qs' seeds. A run stopped mid-epoch (after
+// PowerSGD started at step 3) and resumed gives the uninterrupted run's records, its traffic too;
+// and PowerSGD did change the training (the fp32 run's records differ) and its bytes.
+TEST(Reliability, PowerSgdResumesExactly) {
+  Workspace ws(1024, 100);
+  auto spec = reliability_spec(ws, "full", 2);
+  spec["model"]["dropout"] = 0.0;
+  auto plain = run_ddplab("run " + ws.write_spec(spec, "plain.json") + " name=plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  spec["replicas"]["compression"] = "powersgd";
+  spec["replicas"]["powersgd"] = {{"rank", 1}, {"start_iter", 3}};
+  auto full = run_ddplab("run " + ws.write_spec(spec, "full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  stop_then_resume(ws, spec, "stopped", 1, 13);
+  const auto full_records = read_records(run_dir(ws, "full"));
+  const auto resumed_records = read_records(run_dir(ws, "stopped"));
+  const auto plain_records = read_records(run_dir(ws, "plain"));
+  expect_same_metrics(full_records, resumed_records);
+  ASSERT_EQ(full_records.size(), plain_records.size());
+  for (size_t e = 0; e < full_records.size() && e < resumed_records.size(); ++e) {
+    EXPECT_EQ(full_records[e]["comm_bytes"], resumed_records[e]["comm_bytes"]) << "epoch " << e + 1;
+    EXPECT_LT(full_records[e]["comm_bytes"].get<double>(), plain_records[e]["comm_bytes"].get<double>() / 4);
+    EXPECT_NE(full_records[e]["train_loss"], plain_records[e]["train_loss"]) << "epoch " << e + 1;
+  }
+}
+
 // Local SGD and EASGD keep a model and momentum per replica. A stop between two averaging points
 // (rank 1 asks in step 13, every rank agrees at the next averaging point) and a resume continue
 // each replica from its own state: the records equal the uninterrupted run's. Before, every rank

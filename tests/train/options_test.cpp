@@ -31,7 +31,36 @@ TEST(Options, GradReducerOptionsDefaultAsTheSpec) {
   const distributed::GradReducerOptions from_spec = grad_reducer_options(config::ReplicasSpec{});
   EXPECT_EQ(own.bucket_mb, from_spec.bucket_mb);
   EXPECT_EQ(own.mean, from_spec.mean);
-  EXPECT_EQ(own.compress_bf16, from_spec.compress_bf16);
+  EXPECT_EQ(own.grad_dtype, from_spec.grad_dtype);
+  EXPECT_EQ(own.powersgd.has_value(), from_spec.powersgd.has_value());
+}
+
+// replicas.powersgd's fields reach PowerSgdOptions, and its defaults are the hook's (PyTorch's).
+TEST(Options, PowerSgdSettingsReachTheHooksOptions) {
+  config::ReplicasSpec replicas;
+  replicas.compression = config::Compression::kPowerSgd;
+  const distributed::PowerSgdOptions defaults;
+  const auto from_defaults = grad_reducer_options(replicas).powersgd;
+  ASSERT_TRUE(from_defaults.has_value());
+  EXPECT_EQ(from_defaults->rank, defaults.rank);
+  EXPECT_EQ(from_defaults->start_iter, defaults.start_iter);
+  EXPECT_EQ(from_defaults->min_compression_rate, defaults.min_compression_rate);
+  EXPECT_EQ(from_defaults->error_feedback, defaults.error_feedback);
+  EXPECT_EQ(from_defaults->warm_start, defaults.warm_start);
+  EXPECT_EQ(from_defaults->orthogonalization_epsilon, defaults.orthogonalization_epsilon);
+  EXPECT_EQ(from_defaults->seed, defaults.seed);
+  replicas.powersgd = {4, 10, 1.5, false, false, 1e-8, 4294967295};
+  replicas.grad_dtype = config::WireDtype::kFp16;
+  const auto o = grad_reducer_options(replicas);
+  EXPECT_EQ(o.grad_dtype, config::WireDtype::kFp16);
+  ASSERT_TRUE(o.powersgd.has_value());
+  EXPECT_EQ(o.powersgd->rank, 4);
+  EXPECT_EQ(o.powersgd->start_iter, 10);
+  EXPECT_EQ(o.powersgd->min_compression_rate, 1.5);
+  EXPECT_FALSE(o.powersgd->error_feedback);
+  EXPECT_FALSE(o.powersgd->warm_start);
+  EXPECT_EQ(o.powersgd->orthogonalization_epsilon, 1e-8);
+  EXPECT_EQ(o.powersgd->seed, 4294967295u);
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ TEST(SimulatedReplicas, Bf16WireRoundsEachShardsContributionAndTheirSum) {
     net.forward(s).pow(2).sum().backward();
     per_shard.push_back(grads_of(net));
   }
-  SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, /*mean=*/true, torch::kCPU, /*bf16_wire=*/true);
+  SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, /*mean=*/true, torch::kCPU, /*wire=*/torch::kBFloat16);
   simulated_step(net, sim, shards);
   auto params = net.parameters();
   bool rounded = false;

@@ -22,7 +22,8 @@ enum class Decay { kConstant, kStep, kMultistep, kExponential, kCosine };
 enum class Device { kCpu, kCuda };
 enum class Backend { kGloo, kNccl };  // the schema's "auto" is resolved before parsing
 enum class Reduce { kMean, kSum };
-enum class WireDtype { kFp32, kBf16 };  // replicas.grad_dtype
+enum class WireDtype { kFp32, kBf16, kFp16 };  // replicas.grad_dtype
+enum class Compression { kNone, kPowerSgd };   // replicas.compression (distributed/comm_hook.h)
 enum class ReplicaMode { kProcesses, kSimulated };
 enum class SyncMethod { kAllreduce, kLocalSgd, kEasgd };
 enum class Precision { kFp32, kBf16 };
@@ -93,7 +94,11 @@ struct SettingNames<Reduce> {
 };
 template <>
 struct SettingNames<WireDtype> {
-  static constexpr std::array names{"fp32", "bf16"};
+  static constexpr std::array names{"fp32", "bf16", "fp16"};
+};
+template <>
+struct SettingNames<Compression> {
+  static constexpr std::array names{"none", "powersgd"};
 };
 template <>
 struct SettingNames<ReplicaMode> {

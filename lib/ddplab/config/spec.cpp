@@ -391,6 +391,27 @@ void check_sync(const json& doc, int64_t count) {
   }
 }
 
+// PowerSGD sends fp32 factors between processes, and keeps state (error feedback, Q) from its
+// start on that a bucket rebuild after the first step would throw away (PyTorch refuses the same).
+void check_compression(const json& replicas) {
+  if (replicas["compression"] != "powersgd") return;
+  if (replicas["grad_dtype"] != "fp32")
+    throw Error(
+        "/replicas/grad_dtype: PowerSGD (replicas.compression \"powersgd\") sends its matrices in fp32; use "
+        "grad_dtype \"fp32\", got " +
+        replicas["grad_dtype"].dump());
+  if (replicas["mode"] == "simulated")
+    throw Error(
+        "/replicas/compression: simulated replicas (replicas.mode \"simulated\") sum their gradients exactly; "
+        "PowerSGD needs replicas.mode \"processes\", got \"powersgd\"");
+  const json& p = replicas["powersgd"];
+  if (p["start_iter"].get<int64_t>() < 2 && (p["error_feedback"] == true || p["warm_start"] == true))
+    throw Error(
+        "/replicas/powersgd/start_iter: must be >= 2 with error_feedback or warm_start (the gradient buckets are "
+        "rebuilt after the first step, which would drop their state; PyTorch's PowerSGDState refuses it too), got " +
+        p["start_iter"].dump());
+}
+
 // What a captured step cannot hold (train/graphed_step.h): collectives of 2+ replicas, autocast's
 // cast cache, micro-batches, the weight EMA's update.
 void check_cuda_graph(const json& doc, int64_t count) {
@@ -549,6 +570,7 @@ void check_cross_fields(json& doc) {
   check_weight_decay_groups(doc["optimizer"]["weight_decay_groups"]);
   check_model(doc["model"]);
   check_sync(doc, count);
+  check_compression(replicas);
   check_cuda_graph(doc, count);
   check_early_stop(doc);
   check_placement(doc["dataset"]);

@@ -99,14 +99,28 @@ struct SyncSpec {
   double alpha = 0.0;       // easgd: moving rate (<= 1 / replicas.count)
 };
 
+// replicas.powersgd: PowerSGD's settings (distributed::PowerSgdOptions, PyTorch's PowerSGDState
+// defaults); read under replicas.compression "powersgd" only.
+struct PowerSgdSpec {
+  int64_t rank = 1;                   // matrix_approximation_rank
+  int64_t start_iter = 1000;          // reduced steps all-reduced as they are first
+  double min_compression_rate = 2.0;  // compress a matrix when (n + m) r * this < n m
+  bool error_feedback = true;
+  bool warm_start = true;
+  double orthogonalization_epsilon = 0.0;
+  int64_t seed = 0;  // the Q draws' seed (PowerSGDState's random_seed)
+};
+
 struct ReplicasSpec {
   int count = 1;
   Device device = Device::kCpu;
   Backend backend = Backend::kGloo;  // schema "auto": nccl on cuda, gloo on cpu
   Reduce reduce = Reduce::kMean;
   double bucket_mb = 25.0;
-  WireDtype grad_dtype = WireDtype::kFp32;  // all-reduce wire format
-  int threads = 0;                          // resolved: >= 1 after resolve()
+  WireDtype grad_dtype = WireDtype::kFp32;       // all-reduce wire format
+  Compression compression = Compression::kNone;  // powersgd: PowerSGD with `powersgd`'s settings
+  PowerSgdSpec powersgd;
+  int threads = 0;  // resolved: >= 1 after resolve()
   double timeout_s = 300.0;
   int max_restarts = 0;
   ReplicaMode mode = ReplicaMode::kProcesses;  // simulated: count replicas in one process
@@ -240,6 +254,14 @@ void for_each_field(Spec& spec, Visit&& visit) {
   visit("/replicas/backend", spec.replicas.backend);
   visit("/replicas/reduce", spec.replicas.reduce);
   visit("/replicas/grad_dtype", spec.replicas.grad_dtype);
+  visit("/replicas/compression", spec.replicas.compression);
+  visit("/replicas/powersgd/rank", spec.replicas.powersgd.rank);
+  visit("/replicas/powersgd/start_iter", spec.replicas.powersgd.start_iter);
+  visit("/replicas/powersgd/min_compression_rate", spec.replicas.powersgd.min_compression_rate);
+  visit("/replicas/powersgd/error_feedback", spec.replicas.powersgd.error_feedback);
+  visit("/replicas/powersgd/warm_start", spec.replicas.powersgd.warm_start);
+  visit("/replicas/powersgd/orthogonalization_epsilon", spec.replicas.powersgd.orthogonalization_epsilon);
+  visit("/replicas/powersgd/seed", spec.replicas.powersgd.seed);
   visit("/replicas/bucket_mb", spec.replicas.bucket_mb);
   visit("/replicas/threads", spec.replicas.threads);
   visit("/replicas/timeout_s", spec.replicas.timeout_s);

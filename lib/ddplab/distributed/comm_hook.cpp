@@ -13,12 +13,13 @@ class AllreduceHook final : public CommHook {
     std::vector<at::Tensor> tensors{bucket.flat};
     return {comm.backend->allreduce(tensors)};
   }
-  void finish(const BucketView&) override {}
+  void finish(Comm&, const BucketView&) override {}
   int64_t payload_bytes(const BucketView& bucket) const override { return bytes_of(bucket.flat); }
 };
 
-class Bf16CompressHook final : public CommHook {
+class CastCompressHook final : public CommHook {
  public:
+  explicit CastCompressHook(at::ScalarType wire) : wire_(wire) {}
   std::vector<c10::intrusive_ptr<c10d::Work>> launch(Comm& comm, const BucketView& bucket) override {
     Buffers& b = buffers(bucket);
     b.wire.copy_(bucket.grads);
@@ -30,19 +31,19 @@ class Bf16CompressHook final : public CommHook {
     works.push_back(comm.backend->allreduce(control));
     return works;
   }
-  void finish(const BucketView& bucket) override {
+  void finish(Comm&, const BucketView& bucket) override {
     Buffers& b = buffers(bucket);
     bucket.grads.copy_(b.wire);
     if (bucket.control.defined()) bucket.control.copy_(b.control);
   }
   int64_t payload_bytes(const BucketView& bucket) const override {
-    return bucket.grads.numel() * c10::elementSize(c10::kBFloat16) + bytes_of(bucket.control);
+    return bucket.grads.numel() * c10::elementSize(wire_) + bytes_of(bucket.control);
   }
   void reset() override { buffers_.clear(); }
 
  private:
   struct Buffers {
-    at::Tensor wire;     // bf16, as many as the bucket's gradients
+    at::Tensor wire;     // in wire_, as many as the bucket's gradients
     at::Tensor control;  // fp32 copy of the control slots (last bucket)
   };
   // Made at a bucket's first launch and kept: no allocation per step.
@@ -50,17 +51,34 @@ class Bf16CompressHook final : public CommHook {
     if (buffers_.size() <= static_cast<size_t>(bucket.index)) buffers_.resize(static_cast<size_t>(bucket.index) + 1);
     Buffers& b = buffers_[static_cast<size_t>(bucket.index)];
     if (!b.wire.defined()) {
-      b.wire = torch::empty({bucket.grads.numel()}, bucket.grads.options().dtype(torch::kBFloat16));
+      b.wire = torch::empty({bucket.grads.numel()}, bucket.grads.options().dtype(wire_));
       if (bucket.control.defined()) b.control = torch::empty_like(bucket.control);
     }
     return b;
   }
+  at::ScalarType wire_;
   std::vector<Buffers> buffers_;
 };
 
 }  // namespace
 
 std::unique_ptr<CommHook> allreduce_hook() { return std::make_unique<AllreduceHook>(); }
-std::unique_ptr<CommHook> bf16_compress_hook() { return std::make_unique<Bf16CompressHook>(); }
+
+std::unique_ptr<CommHook> cast_compress_hook(at::ScalarType wire) {
+  TORCH_INTERNAL_ASSERT(wire == at::kBFloat16 || wire == at::kHalf, "a cast wire is bf16 or fp16, got ", wire);
+  return std::make_unique<CastCompressHook>(wire);
+}
+
+at::ScalarType wire_scalar_type(config::WireDtype dtype) {
+  switch (dtype) {
+    case config::WireDtype::kFp32:
+      return at::kFloat;
+    case config::WireDtype::kBf16:
+      return at::kBFloat16;
+    case config::WireDtype::kFp16:
+      return at::kHalf;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown wire dtype");
+}
 
 }  // namespace ddplab::distributed

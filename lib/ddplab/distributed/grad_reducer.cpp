@@ -13,6 +13,15 @@
 namespace ddplab::distributed {
 namespace {
 
+std::unique_ptr<CommHook> make_hook(const GradReducerOptions& options) {
+  if (options.powersgd) {
+    TORCH_INTERNAL_ASSERT(options.grad_dtype == config::WireDtype::kFp32, "PowerSGD sends fp32");
+    return powersgd_hook(*options.powersgd);
+  }
+  if (options.grad_dtype == config::WireDtype::kFp32) return allreduce_hook();
+  return cast_compress_hook(wire_scalar_type(options.grad_dtype));
+}
+
 class ReadyHook : public torch::autograd::PostAccumulateGradHook {
  public:
   explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
@@ -28,7 +37,7 @@ GradReducer::GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> c
     : params_(std::move(params)),
       comm_(std::move(comm)),
       options_(options),
-      hook_(options.compress_bf16 ? bf16_compress_hook() : allreduce_hook()),
+      hook_(make_hook(options)),
       timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
   used_.assign(params_.size(), false);
@@ -110,7 +119,7 @@ void GradReducer::register_comm_hook(std::unique_ptr<CommHook> hook) {
 
 BucketView GradReducer::bucket_view(size_t b) const {
   const Bucket& bucket = buckets_[b];
-  return BucketView{static_cast<int>(b), bucket.flat, bucket.grads, bucket.control};
+  return BucketView{static_cast<int>(b), bucket.flat, bucket.grads, bucket.control, bucket.grad_views};
 }
 
 void GradReducer::prepare_for_backward(bool accumulate) {
@@ -180,7 +189,7 @@ void GradReducer::finalize() {
     timer_.stop();
   }
   for (size_t b = 0; b < buckets_.size(); ++b)
-    if (!buckets_[b].works.empty()) hook_->finish(bucket_view(b));
+    if (!buckets_[b].works.empty()) hook_->finish(*comm_, bucket_view(b));
   // Autograd may have replaced a .grad (e.g. a sparse or differently strided gradient); put the
   // reduced values back where the optimizer reads them.
   for (auto& b : buckets_)

@@ -39,13 +39,15 @@
 // the gradient noise scale's |G_small|^2, see noise_scale.h), again without an extra collective.
 //
 // How a launched bucket travels is its CommHook (comm_hook.h), DDP's register_comm_hook: by
-// default allreduce_hook(), one all-reduce of the bucket. compress_bf16 (replicas.grad_dtype
-// "bf16") is bf16_compress_hook(), DDP's bf16_compress_hook: the bucket is divided by the world
-// size in fp32, its gradients cast into a persistent bfloat16 buffer, all-reduced in bf16 (half
-// the bytes), and cast back into the fp32 bucket in finalize(). The extra slots of the last
-// bucket are not gradients and stay fp32: they travel in a second, small fp32 all-reduce issued
-// right after the last bucket's (bf16 would round the local squared norm that the noise scale
-// magnifies; the stop flag would survive, but one path serves both).
+// default allreduce_hook(), one all-reduce of the bucket. grad_dtype bf16 or fp16
+// (replicas.grad_dtype) is cast_compress_hook(), DDP's bf16_compress_hook / fp16_compress_hook:
+// the bucket is divided by the world size in fp32, its gradients cast into a persistent bfloat16
+// (float16) buffer, all-reduced in that dtype (half the bytes), and cast back into the fp32
+// bucket in finalize(). The extra slots of the last bucket are not gradients and stay fp32: they
+// travel in a second, small fp32 all-reduce issued right after the last bucket's (bf16 would
+// round the local squared norm that the noise scale magnifies; the stop flag would survive, but
+// one path serves both). `powersgd` (replicas.compression "powersgd") is powersgd_hook(), DDP's
+// powerSGD_hook; its extra slots travel in fp32 with the gradients it sends uncompressed.
 //
 // set_require_sync(false) is DDP's require_backward_grad_sync = False: buckets are filled but not
 // reduced (local SGD and EASGD between their averaging points); no stop is agreed and no local
@@ -59,6 +61,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,7 +80,8 @@ struct GradReducerOptions {
   double first_bucket_mb = 1.0;
   bool mean = true;  // false: sum
   bool rebuild_buckets = true;
-  bool compress_bf16 = false;  // all-reduce in bfloat16: bf16_compress_hook() (see above)
+  config::WireDtype grad_dtype = config::WireDtype::kFp32;  // bf16, fp16: cast_compress_hook() (see above)
+  std::optional<PowerSgdOptions> powersgd;                  // set: powersgd_hook() (grad_dtype fp32 only)
 };
 
 class GradReducer {
@@ -102,10 +106,13 @@ class GradReducer {
   double take_comm_wait_s() { return timer_.take_seconds(); }
 
   const GradReducerOptions& options() const { return options_; }
-  // Replaces how buckets travel (comm_hook.h; by default allreduce_hook(), or
-  // bf16_compress_hook() under compress_bf16), as DDP's register_comm_hook. Before the first
-  // backward.
+  // Replaces how buckets travel (comm_hook.h; by default the hook the options name), as DDP's
+  // register_comm_hook. Before the first backward.
   void register_comm_hook(std::unique_ptr<CommHook> hook);
+  // This rank's comm hook state for a checkpoint (CommHook::save_state(); undefined when the hook
+  // keeps none), and loading it into a resumed run, after restore_layout().
+  at::Tensor comm_hook_state() const { return hook_->save_state(); }
+  void load_comm_hook_state(const at::Tensor& state) { hook_->load_state(state); }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
   // Parameter indices (into `params`) of bucket b, in bucket order.
   const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }

@@ -102,7 +102,10 @@ at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer&
 
 std::vector<at::Tensor> gather_replica_states(distributed::Comm& comm, torch::nn::Module& model,
                                               torch::optim::Optimizer& optimizer) {
-  const at::Tensor blob = replica_state_blob(model, optimizer);
+  return gather_blobs(comm, replica_state_blob(model, optimizer));
+}
+
+std::vector<at::Tensor> gather_blobs(distributed::Comm& comm, const at::Tensor& blob) {
   const auto sizes = distributed::allgather(comm, torch::tensor({blob.numel()}, torch::kInt64));
   int64_t longest = 0;
   for (const auto& n : sizes) longest = std::max(longest, n.item<int64_t>());
@@ -154,6 +157,7 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   write_tensor_list(archive, "weight_ema", s.weight_ema);
   write_tensor_list(archive, "weight_ema_buffers", s.weight_ema_buffers);
   write_tensor_list(archive, "replica_states", s.replica_states);
+  write_tensor_list(archive, "comm_hook_states", s.comm_hook_states);
   if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
   rundir::write_file_atomic(file, bytes_of(archive));  // keeps the previous checkpoint until it is whole
 }
@@ -192,6 +196,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
     s.weight_ema = read_tensor_list(archive, "weight_ema");
     s.weight_ema_buffers = read_tensor_list(archive, "weight_ema_buffers");
     s.replica_states = read_tensor_list(archive, "replica_states");
+    s.comm_hook_states = read_tensor_list(archive, "comm_hook_states");
     if (at::Tensor layout; archive.try_read("bucket_layout", layout)) {
       layout = layout.cpu();
       s.bucket_layout.assign(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel());

@@ -3,10 +3,10 @@
 // Written by rank 0 every `checkpoint.every_epochs` epochs, at the end, and when a clean stop
 // (SIGINT/SIGTERM) interrupts an epoch: model parameters and buffers, optimizer state (momentum,
 // Adam moments), the position (epochs done, step within the epoch, global step), the partial
-// metrics of an interrupted epoch, the number of records in epochs.jsonl, and the CPU RNG state
-// of every rank (dropout masks). The data order needs no state: it is a function of
-// (seed, epoch, step). Checkpoints written before a field existed load with its default. The file
-// is written to a temp file beside it, fsynced, then renamed over checkpoint.pt, so the previous
+// metrics of an interrupted epoch, the number of records in epochs.jsonl, the CPU RNG state of
+// every rank (dropout masks) and every rank's gradient compression state (PowerSGD). The data
+// order needs no state: it is a function of (seed, epoch, step). Checkpoints written before a field existed load with
+// its default. The file is written to a temp file beside it, fsynced, then renamed over checkpoint.pt, so the previous
 // checkpoint stays whole until the new one is (a full disk throws ddplab::Error naming the file).
 #pragma once
 #include <cstdint>
@@ -50,6 +50,9 @@ struct CheckpointState {
   // GradReducer's rebuilt bucket layout (GradReducer::rebuilt_layout()); empty before the rebuild, for
   // one replica, and in checkpoints that predate it.
   std::vector<int64_t> bucket_layout;
+  // The gradient comm hook's state (GradReducer::comm_hook_state(): PowerSGD's iteration, Q
+  // matrices and error feedback), index = rank; empty for a hook that keeps none.
+  std::vector<at::Tensor> comm_hook_states;
   // The best epoch so far on validation (train/early_stop.h) and its metric; 0: none yet.
   int64_t best_epoch = 0;
   double best_metric = 0;
@@ -58,8 +61,10 @@ struct CheckpointState {
 // One replica's model and optimizer state, serialized as save_checkpoint writes rank 0's, in a
 // uint8 tensor (on the CPU) that can be gathered to rank 0.
 at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
-// Every rank's replica_state_blob, index = rank, on every rank (a collective; blobs of unequal
-// length are padded for the all-gather and cut back): what differs between the replicas of local
+// Every rank's `blob` (a 1-D uint8 tensor), index = rank, on every rank (a collective; blobs of
+// unequal length are padded for the all-gather and cut back).
+std::vector<at::Tensor> gather_blobs(distributed::Comm& comm, const at::Tensor& blob);
+// Every rank's replica_state_blob (gather_blobs): what differs between the replicas of local
 // SGD / EASGD, for CheckpointState::replica_states.
 std::vector<at::Tensor> gather_replica_states(distributed::Comm& comm, torch::nn::Module& model,
                                               torch::optim::Optimizer& optimizer);

@@ -28,7 +28,18 @@ distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec&
   distributed::GradReducerOptions o;
   o.bucket_mb = replicas.bucket_mb;
   o.mean = replicas.reduce == config::Reduce::kMean;
-  o.compress_bf16 = replicas.grad_dtype == config::WireDtype::kBf16;
+  o.grad_dtype = replicas.grad_dtype;
+  if (replicas.compression == config::Compression::kPowerSgd) {
+    const config::PowerSgdSpec& p = replicas.powersgd;
+    distributed::PowerSgdOptions& q = o.powersgd.emplace();
+    q.rank = p.rank;
+    q.start_iter = p.start_iter;
+    q.min_compression_rate = p.min_compression_rate;
+    q.error_feedback = p.error_feedback;
+    q.warm_start = p.warm_start;
+    q.orthogonalization_epsilon = p.orthogonalization_epsilon;
+    q.seed = static_cast<uint32_t>(p.seed);
+  }
   return o;
 }
 

@@ -16,7 +16,8 @@ data::DatasetOptions dataset_options(const config::DatasetSpec& dataset);
 // model.{name, layers, torchscript, dropout, hidden, sync_bn}.
 models::ModelOptions model_options(const config::ModelSpec& model);
 
-// replicas.{bucket_mb, reduce, grad_dtype}; the other fields keep GradReducerOptions' defaults.
+// replicas.{bucket_mb, reduce, grad_dtype, compression, powersgd}; the other fields keep
+// GradReducerOptions' defaults.
 distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec& replicas);
 
 }  // namespace ddplab::train

@@ -10,12 +10,9 @@
 namespace ddplab::train {
 
 SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
-                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device, bool bf16_wire)
-    : model_(model),
-      params_(std::move(params)),
-      mean_(mean),
-      bf16_wire_(bf16_wire),
-      generator_(dropout_generator(device)) {
+                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device,
+                                     std::optional<at::ScalarType> wire)
+    : model_(model), params_(std::move(params)), mean_(mean), wire_(wire), generator_(dropout_generator(device)) {
   TORCH_INTERNAL_ASSERT(!seeds.empty(), "SimulatedReplicas needs at least one replica");
   std::lock_guard<std::mutex> lock(generator_.mutex());
   const at::Tensor saved = generator_.get_state();
@@ -36,8 +33,7 @@ void SimulatedReplicas::begin_step() {
   torch::NoGradGuard no_grad;
   step_buffers_ = clone_all(model_.buffers());
   if (grad_sum_.empty())
-    for (const auto& p : params_)
-      grad_sum_.push_back(torch::zeros_like(p.detach(), bf16_wire_ ? torch::kBFloat16 : p.scalar_type()));
+    for (const auto& p : params_) grad_sum_.push_back(torch::zeros_like(p.detach(), wire_.value_or(p.scalar_type())));
   for (auto& g : grad_sum_) g.zero_();
   used_.assign(params_.size(), false);
   norm_sum_ = torch::zeros({}, params_.empty() ? torch::TensorOptions().dtype(torch::kFloat64)
@@ -62,10 +58,10 @@ void SimulatedReplicas::end_replica(int k) {
     if (!g.defined()) continue;
     used_[i] = true;
     norm_sum_ += g.pow(2).sum().to(torch::kFloat64);
-    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; the bf16 wire then rounds
-    // the contribution, and bf16 + bf16 rounds the sum, as the all-reduce's bf16 reduction.
+    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; a bf16 (fp16) wire then
+    // rounds the contribution, and bf16 + bf16 rounds the sum, as the all-reduce's reduction.
     const auto contribution = mean_ ? g.div(count()) : g;
-    grad_sum_[i].add_(bf16_wire_ ? contribution.to(torch::kBFloat16) : contribution);
+    grad_sum_[i].add_(wire_ ? contribution.to(*wire_) : contribution);
   }
 }
 

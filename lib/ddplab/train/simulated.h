@@ -10,9 +10,9 @@
 // all-reduce would have left: sum_k g_k / N under `mean` (each shard's gradient divided by N
 // first, as DDP does), sum_k g_k under `sum`. Then the optimizer steps once.
 //
-// With `bf16_wire` (replicas.grad_dtype "bf16") each shard's contribution is rounded as the wire
-// rounds it: (g_k / N) cast to bfloat16, the contributions summed in bfloat16 in replica order
-// (one rounding per addition), the sum cast back to fp32. For two replicas that is bit for bit
+// With a `wire` dtype (replicas.grad_dtype "bf16" or "fp16") each shard's contribution is rounded as
+// the wire rounds it: (g_k / N) cast to bfloat16 (float16), the contributions summed in that dtype
+// in replica order (one rounding per addition), the sum cast back to fp32. For two replicas that is bit for bit
 // what a bf16 all-reduce of two processes leaves (one addition, commutative); for more, a ring
 // all-reduce adds in another order per chunk, so the result matches to bf16 rounding, not bits.
 //
@@ -29,6 +29,7 @@
 // process (local_norm_squared_mean(); train/noise_scale.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -44,9 +45,9 @@ class SimulatedReplicas {
  public:
   // `params`: the model's parameters (their .grad are read and written); `seeds[k]`: replica k's
   // dropout seed (what process k passes to torch::manual_seed); `mean`: replicas.reduce == "mean";
-  // `bf16_wire`: replicas.grad_dtype == "bf16" (see above).
+  // `wire`: kBFloat16 or kHalf under replicas.grad_dtype "bf16" or "fp16" (see above); none: fp32.
   SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params, const std::vector<uint64_t>& seeds,
-                    bool mean, c10::Device device, bool bf16_wire = false);
+                    bool mean, c10::Device device, std::optional<at::ScalarType> wire = std::nullopt);
 
   int count() const { return static_cast<int>(rng_states_.size()); }
 
@@ -71,10 +72,10 @@ class SimulatedReplicas {
   torch::nn::Module& model_;
   std::vector<at::Tensor> params_;
   bool mean_;
-  bool bf16_wire_;
+  std::optional<at::ScalarType> wire_;
   at::Generator generator_;
   std::vector<at::Tensor> rng_states_;
-  std::vector<at::Tensor> grad_sum_;       // per parameter: sum_k g_k (/ N under mean), bf16 under bf16_wire
+  std::vector<at::Tensor> grad_sum_;       // per parameter: sum_k g_k (/ N under mean), in wire_ when set
   std::vector<bool> used_;                 // per parameter: some shard's backward reached it
   at::Tensor norm_sum_;                    // sum_k |g_k|^2
   std::vector<at::Tensor> step_buffers_;   // rank 0's buffers at the start of the step

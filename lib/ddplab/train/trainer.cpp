@@ -40,6 +40,16 @@ std::shared_ptr<const data::DatasetPair> dataset_of(const config::ExperimentSpec
   return std::make_shared<const data::DatasetPair>(data::load_dataset(dataset_options(spec.dataset)));
 }
 
+// This rank's entry of a checkpoint's per-rank list (`what`: "the states of {} replicas"); an
+// Error naming the file when the list is not one entry per process.
+const at::Tensor& own_entry(const std::filesystem::path& file, const std::vector<at::Tensor>& entries, const char* what,
+                            const distributed::World& world) {
+  if (static_cast<int>(entries.size()) != world.size)
+    throw Error(fmt::format("{}: holds {}, this run has {} processes; `ddplab run --force` starts the run over",
+                            file.string(), fmt::format(fmt::runtime(what), entries.size()), world.size));
+  return entries[static_cast<size_t>(world.rank)];
+}
+
 }  // namespace
 
 void check_setup(const config::ExperimentSpec& spec, const data::DatasetPair& data) {
@@ -161,14 +171,12 @@ void Trainer::resume() {
   const auto file = rundir::checkpoint_file(options_.run_dir);
   resumed_ = load_checkpoint(file, *net_.model, *net_.optimizer);
   if (!resumed_.bucket_layout.empty()) reducer_->restore_layout(resumed_.bucket_layout);
-  if (!resumed_.replica_states.empty()) {
-    if (static_cast<int>(resumed_.replica_states.size()) != world_.size)
-      throw Error(
-          fmt::format("{}: holds the states of {} replicas, this run has {} processes; `ddplab run --force` "
-                      "starts the run over",
-                      file.string(), resumed_.replica_states.size(), world_.size));
-    load_replica_state_blob(resumed_.replica_states[static_cast<size_t>(world_.rank)], *net_.model, *net_.optimizer);
-  }
+  if (!resumed_.comm_hook_states.empty())
+    reducer_->load_comm_hook_state(
+        own_entry(file, resumed_.comm_hook_states, "the gradient compression states of {} ranks", world_));
+  if (!resumed_.replica_states.empty())
+    load_replica_state_blob(own_entry(file, resumed_.replica_states, "the states of {} replicas", world_), *net_.model,
+                            *net_.optimizer);
   const auto& states = resumed_.rng_states;
   if (!replicas_->set_dropout_states(states) && lead())
     observer_->on_note(fmt::format(
@@ -508,6 +516,9 @@ void Trainer::write_checkpoint(CheckpointState state) {
   state.easgd_center = replica_sync_->center();
   epoch_model_->save_to(state);
   state.bucket_layout = reducer_->rebuilt_layout();
+  // PowerSGD's error feedback is each rank's own.
+  if (const at::Tensor hook = reducer_->comm_hook_state(); hook.defined())
+    state.comm_hook_states = comm_ && world_.size > 1 ? gather_blobs(*comm_, hook) : std::vector<at::Tensor>{hook};
   state.best_epoch = early_stop_.best_epoch().value_or(0);
   state.best_metric = early_stop_.best();
   // Local SGD / EASGD over processes: every replica holds weights and momentum of its own.
