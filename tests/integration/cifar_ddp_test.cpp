@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "ddplab/base/exit_codes.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/data/loader.h"
 #include "ddplab/data/transform.h"
@@ -53,15 +54,17 @@ RunOutput run_spec(const Workspace& ws, nlohmann::json spec, const std::string& 
   return out;
 }
 
-// The same spec on 1 replica and on 2 (runs <prefix>_one and <prefix>_two); both must succeed.
+// The same spec on 1 replica and on 2 (runs <prefix>_one and <prefix>_two); both must finish. The
+// tiny random images leave them at chance, which ends a run as collapsed (exit code 4): what is
+// compared here is the replicas' arithmetic, not learning.
 std::pair<RunOutput, RunOutput> run_on_one_and_two(const Workspace& ws, nlohmann::json spec, const std::string& prefix,
                                                    const models::InputShape& shape) {
   spec["replicas"]["count"] = 1;
   auto one = run_spec(ws, spec, prefix + "_one", shape);
-  EXPECT_EQ(one.command.exit_code, 0) << one.command.output;
+  EXPECT_TRUE(one.command.exit_code == kExitOk || one.command.exit_code == kExitCollapsed) << one.command.output;
   spec["replicas"]["count"] = 2;
   auto two = run_spec(ws, spec, prefix + "_two", shape);
-  EXPECT_EQ(two.command.exit_code, 0) << two.command.output;
+  EXPECT_TRUE(two.command.exit_code == kExitOk || two.command.exit_code == kExitCollapsed) << two.command.output;
   return {std::move(one), std::move(two)};
 }
 

@@ -46,7 +46,7 @@ struct SyntheticRun {
   int seed = 1;
   int epochs = 0;  // 0: enough to pass the target by half again
   std::string status = "done";
-  bool collapse = false;             // end near chance (final test accuracy 5%)
+  bool collapse = false;             // end near chance (final training accuracy 10%, test 5%)
   bool never = false;                // the loss never reaches the target
   json spec_patch = json::object();  // merged into spec.json (the lr rule)
   double noise_scale = kBcrit;       // B_simple in its epoch records (2+ replicas)
@@ -100,7 +100,7 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
                   {"step", e * spe},
                   {"lr", 0.1},
                   {"train_loss", r.collapse ? 2.3 : 0.3},
-                  {"train_acc", 0.9},
+                  {"train_acc", r.collapse ? 0.1 : 0.9},
                   {"test_loss", 0.4},
                   {"test_acc", r.collapse ? 0.05 : 0.88},
                   {"epoch_s", spe * step_s},
