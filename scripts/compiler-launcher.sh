@@ -11,6 +11,10 @@
 # replaces -Werror there: the same compile flags for the quickstart and the tests, so the test
 # command reuses every object the quickstart built (docs/performance.md, "The front door").
 set -uo pipefail
+# As scripts/bootstrap.sh sets them, so that a build started by hand (cmake --build) can use the
+# cache too: without these ccache refuses every compile that includes the precompiled header.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 object=""
 prev=""
 for arg in "$@"; do
