@@ -26,7 +26,7 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
   EXPECT_NE(r.output.find("ddplab plan: calibration of 3 sweeps"), std::string::npos) << r.output;
   const json plan = json::parse(read_file(out / "plan.json"));
   ASSERT_EQ(plan["cells"].size(), 6u) << plan.dump(2);
-  EXPECT_EQ(plan["hash"].get<std::string>().size(), 16u);
+  EXPECT_EQ(plan["hash"].get<std::string>().size(), 64u) << "SHA-256, hex";
   EXPECT_FALSE(plan["fastest"].is_null()) << plan.dump(2);
   EXPECT_TRUE(fs::exists(out / "plan.md"));
   EXPECT_TRUE(fs::exists(out / "plan.html"));
@@ -60,10 +60,13 @@ TEST(PlanIntegration, TinyCalibrationWritesAPlanThatChecks) {
                              (out / "calibration").string(), (out / "again").string()));
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("reusing the all-reduce probe"), std::string::npos) << again.output;
-  EXPECT_EQ(json::parse(read_file(out / "again" / "plan.json"))["hash"], plan["hash"]);
+  EXPECT_EQ(json::parse(read_file(out / "again" / "plan.json"))["predictions"], plan["predictions"]);
+  // The calibration's own runs started before the plan: --check refuses them, naming each.
   const auto check = run_ddplab(fmt::format("plan --check {} {}", (out / "plan.json").string(), steps.string()));
   ASSERT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find(plan["hash"].get<std::string>()), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("2 runs refused, not scored"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("before the plan was written"), std::string::npos) << check.output;
   EXPECT_TRUE(fs::exists(out / "check.md"));
 }
 

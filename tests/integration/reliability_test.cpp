@@ -168,7 +168,8 @@ TEST(Reliability, AStopInTheLastStepOfAnEpochResumesExactly) {
   auto spec = reliability_spec(ws, "stopped", 2);
   spec["debug"] = {{"fault", "stop"}, {"rank", 1}, {"step", 126}};
   auto path = ws.write_spec(spec, "stopped.json");
-  auto first = run_ddplab("run " + path);
+  // Started with --force, which the command that resumes must leave out: it would start over.
+  auto first = run_ddplab("run " + path + " --force");
   EXPECT_NE(first.exit_code, 0) << first.output;
   auto m = manifest(ws, "stopped");
   EXPECT_EQ(m["status"], "interrupted") << first.output;

@@ -50,7 +50,17 @@ struct SyntheticRun {
   bool never = false;                // the loss never reaches the target
   json spec_patch = json::object();  // merged into spec.json (the lr rule)
   double noise_scale = kBcrit;       // B_simple in its epoch records (2+ replicas)
+  std::string day = "2026-01-01";    // of its manifest's start and end (kHeldOutDay: after any plan made here)
 };
+
+// The day of held-out runs: after the plans the tests make (now), as `--check` requires.
+constexpr const char* kHeldOutDay = "2099-01-01";
+
+SyntheticRun held_out(int replicas, int64_t batch, int seed = 1) {
+  SyntheticRun r{replicas, batch, seed};
+  r.day = kHeldOutDay;
+  return r;
+}
 
 // Step records every 5 steps with a training loss falling linearly through the target at
 // true_steps(B) (a line, so the report's centred running mean crosses where the line does).
@@ -118,13 +128,12 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
   testing::write_file(dir / "epochs.jsonl", lines);
   testing::write_file(dir / "steps.jsonl", step_lines(r, epochs * spe, step_s));
   const auto end = static_cast<int>(std::ceil(wall + kStartupS));
-  testing::write_file(
-      dir / "manifest.json",
-      json{{"status", r.status},
-           {"run_id", dir.filename().string()},
-           {"start", "2026-01-01T00:00:00Z"},
-           {"end", fmt::format("2026-01-01T{:02d}:{:02d}:{:02d}Z", end / 3600, end / 60 % 60, end % 60)}}
-          .dump());
+  testing::write_file(dir / "manifest.json",
+                      json{{"status", r.status},
+                           {"run_id", dir.filename().string()},
+                           {"start", r.day + "T00:00:00Z"},
+                           {"end", fmt::format("{}T{:02d}:{:02d}:{:02d}Z", r.day, end / 3600, end / 60 % 60, end % 60)}}
+                          .dump());
   return dir;
 }
 
@@ -168,8 +177,8 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
         << cell.replicas << " x " << cell.global_batch;
   ASSERT_TRUE(p.fastest && p.cheapest);
   EXPECT_LE(p.cells[*p.cheapest].time_to_target_s, 1.1 * p.cells[*p.fastest].time_to_target_s);
-  EXPECT_EQ(p.hash, predictions_hash(p.cells));
-  EXPECT_EQ(p.hash.size(), 16u);
+  EXPECT_EQ(p.hash, seal_of(p.to_json()));
+  EXPECT_EQ(p.hash.size(), 64u);
 }
 
 TEST(Plan, StepsComeFromTheFitWithinTheCalibratedBatchesAndFromTheNoiseScaleBeyondThem) {
@@ -379,7 +388,7 @@ TEST(PlanCheck, ScoresHeldOutCellsAndShowsTheHash) {
   const Plan p = make_plan(c, parse_grid({"replicas=1,2", "batch=64,128,512"}));
   write_plan(p, tmp.path() / "plan");
   for (int seed : {1, 2})
-    for (int64_t b : {128, 512}) write_synthetic(tmp.path() / "held", {2, b, seed});
+    for (int64_t b : {128, 512}) write_synthetic(tmp.path() / "held", held_out(2, b, seed));
   const CheckResult r = check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"});
   EXPECT_EQ(r.plan_hash, p.hash);
   EXPECT_TRUE(r.hash_matches);
@@ -396,15 +405,81 @@ TEST(PlanCheck, ScoresHeldOutCellsAndShowsTheHash) {
   EXPECT_NE(md.find(p.hash), std::string::npos);
 }
 
-TEST(PlanCheck, AnEditedPlanDoesNotMatchItsHash) {
+// The seal covers all that --check reads: a prediction, a cell's calibrated flag, the creation
+// time and the spec each break it when edited; the plan as written keeps it.
+TEST(PlanCheck, AnEditedPlanDoesNotMatchItsSeal) {
   testing::TempDir tmp;
   const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
   write_plan(make_plan(c, parse_grid({"replicas=2", "batch=128"})), tmp.path() / "plan");
-  json plan = json::parse(testing::read_file(tmp.path() / "plan" / "plan.json"));
-  plan["predictions"][0]["time_to_target_s"] = 1.0;
-  testing::write_file(tmp.path() / "plan" / "plan.json", plan.dump());
-  write_synthetic(tmp.path() / "held", {2, 128});
-  EXPECT_FALSE(check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"}).hash_matches);
+  const fs::path file = tmp.path() / "plan" / "plan.json";
+  const json plan = json::parse(testing::read_file(file));
+  write_synthetic(tmp.path() / "held", held_out(2, 128));
+  EXPECT_TRUE(check_plan(file, {tmp.path() / "held"}).hash_matches);
+  const std::vector<std::pair<std::string, json>> edits = {{"/predictions/0/time_to_target_s", 1.0},
+                                                           {"/cells/0/calibrated", true},
+                                                           {"/cells/0/time_to_target_s", 1.0},
+                                                           {"/created", "2020-01-01T00:00:00.000Z"},
+                                                           {"/spec/epochs", 99}};
+  for (const auto& [pointer, value] : edits) {
+    json edited = plan;
+    edited[json::json_pointer(pointer)] = value;
+    testing::write_file(file, edited.dump(2));
+    const CheckResult r = check_plan(file, {tmp.path() / "held"});
+    EXPECT_TRUE(r.sealed);
+    EXPECT_FALSE(r.hash_matches) << pointer;
+    EXPECT_NE(render_check_markdown(r).find("edited after it was written"), std::string::npos) << pointer;
+  }
+}
+
+// A plan of an older ddplab (no "spec"; its hash is FNV-1a of the predictions) is still verified,
+// saying what its hash does not cover.
+TEST(PlanCheck, AnOlderPlansHashCoversItsPredictionsOnly) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  write_plan(make_plan(c, parse_grid({"replicas=2", "batch=128"})), tmp.path() / "plan");
+  const fs::path file = tmp.path() / "plan" / "plan.json";
+  json plan = json::parse(testing::read_file(file));
+  plan.erase("spec");
+  plan["hash"] = legacy_predictions_hash(plan["predictions"]);
+  testing::write_file(file, plan.dump(2));
+  write_synthetic(tmp.path() / "held", held_out(2, 128));
+  const CheckResult r = check_plan(file, {tmp.path() / "held"});
+  EXPECT_FALSE(r.sealed);
+  EXPECT_TRUE(r.hash_matches);
+  EXPECT_NE(render_check_markdown(r).find("covers its predictions only"), std::string::npos);
+}
+
+// Runs that started before the plan was written are not held out: refused, named, not scored.
+TEST(PlanCheck, RefusesRunsThatStartedBeforeThePlan) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  write_plan(make_plan(c, parse_grid({"replicas=1,2", "batch=128,512"})), tmp.path() / "plan");
+  write_synthetic(tmp.path() / "held", {2, 512});  // dated 2026-01-01, before the plan
+  write_synthetic(tmp.path() / "held", held_out(2, 128));
+  const CheckResult r = check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"});
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("batch=512"), std::string::npos) << r.refused[0];
+  EXPECT_NE(r.refused[0].find("before the plan was written"), std::string::npos) << r.refused[0];
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].global_batch, 128);
+  EXPECT_NE(render_check_markdown(r).find("1 run refused, not scored"), std::string::npos);
+}
+
+// A held-out run may differ from the calibration in replicas, batch and seed only: another lr
+// is another workload, refused with the field named; another seed and batch are scored.
+TEST(PlanCheck, RefusesRunsOfAnotherSpec) {
+  testing::TempDir tmp;
+  const Calibration c = read_calibration({write_calibration(tmp.path() / "cal")}, loss_target());
+  write_plan(make_plan(c, parse_grid({"replicas=1,2", "batch=128,512"})), tmp.path() / "plan");
+  SyntheticRun other = held_out(2, 512);
+  other.spec_patch = {{"optimizer", {{"lr", 0.4}}}};
+  write_synthetic(tmp.path() / "held", other);
+  write_synthetic(tmp.path() / "held", held_out(1, 128, 7));
+  const CheckResult r = check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"});
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("/optimizer/lr: 0.01 -> 0.4"), std::string::npos) << r.refused[0];
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].replicas, 1);
 }
 
 }  // namespace

@@ -227,9 +227,14 @@ Calibration read_calibration(const std::vector<fs::path>& dirs, Target target) {
         "plan: no target: give --target-loss (a training loss, from step records) or --target-acc, or set the "
         "specs' report.target_loss");
   c.target = target;
+  bool spec_reached = false;  // c.spec is that of a run that reached the target
   for (const auto& r : runs) {
-    if (c.spec.is_null() && r.spec.is_object()) c.spec = r.spec;
     c.runs.push_back(measure_run(r, target));
+    const bool reached = c.runs.back().time_to_target_s.has_value();
+    if (r.spec.is_object() && (c.spec.is_null() || (reached && !spec_reached))) {
+      c.spec = r.spec;
+      spec_reached = reached;
+    }
     if (!c.runs.back().left_out.empty())
       c.notes.push_back(
           fmt::format("{}: left out of the steps fit: {}", c.runs.back().dir.string(), c.runs.back().left_out));

@@ -75,7 +75,9 @@ struct Calibration {
   std::vector<MeasuredRun> runs;
   std::vector<std::string> notes;  // "<run>: left out of the steps fit: collapsed", and report's warnings
   Target target;
-  nlohmann::json spec;  // spec.json of the first run (schedule, dataset), null when none
+  // spec.json of the first run that reached the target, else of the first run (schedule, dataset;
+  // a timing run's epochs and train_limit are the calibration's own); null when none.
+  nlohmann::json spec;
 };
 
 // Reads and measures every run below `dirs` (report::find_run_dirs). `target` unset: the runs'

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/sweep.h"
 #include "ddplab/plan/calibration.h"
 #include "ddplab/plan/fit.h"
 #include "ddplab/plan/plan.h"
@@ -81,6 +82,21 @@ PredictorScore score(const std::vector<CellCheck>& cells, double CellCheck::* pr
   return s;
 }
 
+// Why `run` cannot be scored as held out for `plan` (check.h); empty when it can.
+std::string refusal(const json& plan, const report::RunData& run) {
+  const auto created = rundir::manifest_time(plan, "created");
+  const auto start = rundir::manifest_time(rundir::read_manifest(run.dir), "start");
+  if (!start) return "its manifest has no start time, so it cannot show that it came after the plan";
+  if (created && *start < *created)
+    return fmt::format("started {} s before the plan was written ({}): not held out", std::lround(*created - *start),
+                       plan.value("created", ""));
+  if (!plan.contains("spec") || plan["spec"].is_null()) return "";
+  const auto changes = config::resolved_differences(plan["spec"], planned_spec(run.spec));
+  if (changes.empty()) return "";
+  return fmt::format("its spec differs from the plan's other than in replicas, batch and seed: {}",
+                     fmt::join(changes, "; "));
+}
+
 CellCheck planned_cell(const json& p) {
   CellCheck c;
   c.replicas = p.value("replicas", 1);
@@ -99,14 +115,22 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
   const json plan = read_plan(plan_file);
   CheckResult result;
   result.plan_hash = plan.value("hash", "");
-  result.hash_matches = hash_of(plan["predictions"]) == result.plan_hash;
+  result.plan_created = plan.value("created", "");
+  result.sealed = plan.contains("spec");
+  result.hash_matches =
+      (result.sealed ? seal_of(plan) : legacy_predictions_hash(plan["predictions"])) == result.plan_hash;
   const Target target = Target::from_json(plan["target"]);
   result.target_text = target.describe();
   std::map<std::pair<int, int64_t>, std::vector<const MeasuredRun*>> by_cell;
   std::vector<MeasuredRun> measured;
   std::vector<report::RunData> loaded;
   for (const auto& dir : report::find_run_dirs(run_dirs)) loaded.push_back(report::load_run(dir, result.notes));
-  for (const auto& r : loaded) measured.push_back(measure_run(r, target));
+  for (const auto& r : loaded) {
+    if (const std::string why = refusal(plan, r); !why.empty())
+      result.refused.push_back(fmt::format("{}: {}", r.dir.string(), why));
+    else
+      measured.push_back(measure_run(r, target));
+  }
   for (const auto& m : measured) {
     by_cell[{m.replicas, m.global_batch}].push_back(&m);
     if (!m.left_out.empty()) result.notes.push_back(fmt::format("{}: {}", m.dir.string(), m.left_out));
@@ -151,6 +175,17 @@ std::string cells_table(const CheckResult& r) {
   return out;
 }
 
+std::string seal_line(const CheckResult& r) {
+  if (!r.sealed)
+    return fmt::format(
+        "Plan hash `{}` ({}; a plan of an older ddplab: the hash covers its predictions only, not its "
+        "cells' calibrated flags, its creation time or its spec, which are not checked).",
+        r.plan_hash, r.hash_matches ? "matches its predictions" : "does NOT match its predictions: edited?");
+  return fmt::format(
+      "Plan sealed {}, SHA-256 `{}`: {}.", r.plan_created, r.plan_hash,
+      r.hash_matches ? "matches plan.json" : "does NOT match plan.json: **edited after it was written**");
+}
+
 std::string score_row(const char* name, const PredictorScore& s, int judged) {
   return fmt::format("| {} | {} | {} of {} | {} | {} |\n", name, pct(s.mean_abs_error).substr(1), s.within_tolerance,
                      judged, num(s.spearman), num(s.regret, 3));
@@ -166,8 +201,11 @@ json score_json(const PredictorScore& s) {
 }  // namespace
 
 std::string render_check_markdown(const CheckResult& r) {
-  std::string out = fmt::format("# Plan check: time to {}\n\nPlan hash `{}` ({}).\n\n", r.target_text, r.plan_hash,
-                                r.hash_matches ? "matches its predictions" : "does NOT match its predictions: edited?");
+  std::string out = fmt::format("# Plan check: time to {}\n\n{}\n\n", r.target_text, seal_line(r));
+  if (!r.refused.empty())
+    out += fmt::format(
+        "**{} run{} refused, not scored** (a plan is scored only on runs made after it, of its spec):\n\n- {}\n\n",
+        r.refused.size(), r.refused.size() == 1 ? "" : "s", fmt::join(r.refused, "\n- "));
   out += fmt::format(
       "Held-out cells judged: {} ({} cannot be judged: a run missed the target or the seed-to-seed CV of time "
       "to target is above {:.0f}%).\n\n",
@@ -202,6 +240,9 @@ std::vector<fs::path> write_check(const CheckResult& r, const fs::path& out_dir)
                      {"judged", c.judged}});
   const json j = {{"plan_hash", r.plan_hash},
                   {"hash_matches", r.hash_matches},
+                  {"sealed", r.sealed},
+                  {"plan_created", r.plan_created},
+                  {"refused", r.refused},
                   {"target", r.target_text},
                   {"judged", r.judged},
                   {"cannot_judge", r.cannot_judge},

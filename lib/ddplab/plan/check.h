@@ -6,6 +6,9 @@
 // not calibrate), Spearman's rank correlation of predicted and measured time, the regret and the
 // same for the plan's two baselines. A cell whose seed-to-seed coefficient of variation of time to
 // target exceeds kJudgeableCv "cannot be judged": it is shown, never counted for or against.
+// Only runs made after the plan count: a run that started before the plan was sealed (or whose
+// start is unknown), or whose spec differs from the plan's other than in the grid's axes and seeds
+// (planned_spec), is refused: named with its reason, never scored.
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -39,8 +42,11 @@ struct PredictorScore {
 };
 
 struct CheckResult {
-  std::string plan_hash;      // as plan.json states it
-  bool hash_matches = false;  // recomputed from plan.json's predictions
+  std::string plan_hash;             // as plan.json states it
+  bool hash_matches = false;         // recomputed (seal_of; legacy_predictions_hash for an older plan)
+  bool sealed = false;               // the hash covers all of plan.json, not its predictions only (older plans)
+  std::string plan_created;          // plan.json's "created"
+  std::vector<std::string> refused;  // "<run dir>: <why it is not held out>", not scored
   std::string target_text;
   std::vector<CellCheck> cells;
   int judged = 0, cannot_judge = 0;

@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/base/sha256.h"
+#include "ddplab/config/defaults.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
@@ -376,7 +378,9 @@ Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid
   answer_doubled_batch(calibration, references, grid, p);
   note_steps_gap(p);
   recommend(p);
-  p.hash = predictions_hash(p.cells);
+  p.spec = planned_spec(calibration.spec);
+  p.created = rundir::utc_now();
+  p.hash = seal_of(p.to_json());
   return p;
 }
 
@@ -402,15 +406,26 @@ json predictions_json(const std::vector<CellPlan>& cells) {
   return out;
 }
 
-std::string predictions_hash(const std::vector<CellPlan>& cells) { return hash_of(predictions_json(cells)); }
+std::string seal_of(json plan_document) {
+  plan_document.erase("hash");
+  return sha256_hex(plan_document.dump());
+}
 
-std::string hash_of(const json& predictions) {
+std::string legacy_predictions_hash(const json& predictions) {
   uint64_t h = 1469598103934665603ULL;
   for (const unsigned char ch : predictions.dump()) {
     h ^= ch;
     h *= 1099511628211ULL;
   }
   return fmt::format("{:016x}", h);
+}
+
+json planned_spec(const json& spec) {
+  if (spec.is_null()) return spec;
+  json j = rundir::effective_spec(config::upgraded_spec(spec));
+  for (const char* key : {"seed", "repeats", "sweep", "sweep_zip", "batch"}) j.erase(key);
+  if (j.contains("replicas") && j["replicas"].is_object()) j["replicas"].erase("count");
+  return j;
 }
 
 }  // namespace ddplab::plan

@@ -2,8 +2,9 @@
 // replica counts x global batches: step time, steps and time to the target, device-seconds,
 // scaling efficiency, the two baselines, flags where the models extrapolate, the recommendation
 // (fastest; cheapest in device-seconds within kCheapestWithin of the fastest) and the seed
-// question in the plan's terms (DoubledBatch). Written as plan.json (with a hash of its
-// predictions, so that a later `ddplab plan --check` shows they came first), plan.md and plan.html
+// question in the plan's terms (DoubledBatch). Written as plan.json, sealed (seal_of: a hash of
+// all of it, its creation time and the spec held-out runs must share included, so that a later
+// `ddplab plan --check` shows that it came first and was not edited), plan.md and plan.html
 // (self-contained, with the chart of predicted time to target). docs/planner.md describes the
 // models and their assumptions.
 #pragma once
@@ -114,7 +115,11 @@ struct Plan {
   std::optional<size_t> fastest, cheapest;  // indices into cells
   std::vector<std::string> notes;           // runs left out and why, model caveats
   std::vector<std::string> calibration_runs;
-  std::string hash;  // predictions_hash of the cells' predictions
+  // The calibration's spec as a held-out run must share it (planned_spec of a run that reached the
+  // target: a timing run's epochs and train_limit are the calibration's own); null when unknown.
+  nlohmann::json spec;
+  std::string created;  // when make_plan ran (rundir::utc_now)
+  std::string hash;     // seal_of(to_json())
 
   nlohmann::json to_json() const;
 };
@@ -127,12 +132,21 @@ struct Plan {
 Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid,
                const std::optional<AllReduceProbe>& probe = std::nullopt);
 
-// FNV-1a (64 bit) of the predictions (replicas, batch, step time, steps, time to target and the
-// baselines of every cell, as compact JSON with numbers printed to 6 significant digits), in hex.
-std::string predictions_hash(const std::vector<CellPlan>& cells);
+// The predictions (replicas, batch, step time, steps, time to target and the baselines of every
+// cell, numbers to 6 significant digits): plan.json's summary of what it predicts.
 nlohmann::json predictions_json(const std::vector<CellPlan>& cells);
-// The FNV-1a hash of predictions_json's compact text (what predictions_hash computes).
-std::string hash_of(const nlohmann::json& predictions);
+// plan.json's seal: SHA-256, in hex, of `plan_document`'s compact JSON without its "hash" key:
+// every cell (predictions, calibrated flags, lrs, flags), the target, the models, "created" and
+// "spec". A plan.json read back gives the seal it was written with (nlohmann prints a double as
+// the shortest text that reads back to it).
+std::string seal_of(nlohmann::json plan_document);
+// What the plans of ddplab before 2026-12-07 hashed: FNV-1a (64 bit) of predictions_json's compact
+// text, in hex (16 digits); `--check` still verifies such plans, saying that it covers less.
+std::string legacy_predictions_hash(const nlohmann::json& predictions);
+// The part of a run's spec.json (resolved) that a run held out for a plan must share with the
+// plan's calibration: rundir::effective_spec (what a resume compares) without the grid's axes
+// (replicas.count, batch) and the seeds (seed, repeats, sweep, sweep_zip). Null for null.
+nlohmann::json planned_spec(const nlohmann::json& spec);
 
 std::string render_plan_markdown(const Plan& plan);
 // A self-contained page (the report's CSS and inline SVG, nothing fetched): the recommendation,

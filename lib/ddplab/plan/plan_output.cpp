@@ -274,7 +274,9 @@ std::vector<std::string> doubled_basis(const Plan& p) {
 
 std::vector<Section> plan_sections(const Plan& p) {
   std::vector<Section> s;
-  s.push_back({"", {paragraph(fmt::format("Predictions hash {} (ddplab plan --check shows it).", p.hash))}});
+  s.push_back({"",
+               {paragraph(fmt::format("Sealed {}: SHA-256 {} of plan.json (ddplab plan --check verifies it).",
+                                      p.created, p.hash))}});
   s.push_back({"Recommendation", {bullets(recommendation_lines(p)), Block{Block::Kind::kChart, {}, {}}}});
   s.push_back({"Predictions", {table(cells_table(p))}});
   s.push_back({"The seed question: 2 replicas at twice the global batch",
@@ -388,7 +390,8 @@ json Plan::to_json() const {
             {"samples_per_epoch", samples_per_epoch},
             {"notes", notes},
             {"calibration_runs", calibration_runs},
-            {"created", rundir::utc_now()}};
+            {"created", created},
+            {"spec", spec}};
   if (probe) j["probe"] = probe->to_json();
   if (step_time_fitted) j["step_time_fitted"] = step_time_json(*step_time_fitted);
   j["fastest"] = fastest ? json(*fastest) : json(nullptr);

@@ -37,11 +37,13 @@ bool runs_in_this_process(const config::ExperimentSpec& spec) {
   return spec.replicas.count == 1 || spec.replicas.mode == config::ReplicaMode::kSimulated;
 }
 
-// The command line of this process, each argument quoted for a POSIX shell where it needs it.
+// The command line of this process that goes on from what this run left, each argument quoted for
+// a POSIX shell where it needs it. Without --force, which would throw the checkpoint away.
 std::string this_command() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string command;
   for (std::string arg; std::getline(in, arg, '\0');) {
+    if (arg == "--force") continue;
     const bool plain = !arg.empty() && arg.find_first_not_of(
                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                            "0123456789_-+=.,/:@%") == std::string::npos;
