@@ -3,6 +3,7 @@
 // predictions of cells the calibration did not run land within the stated tolerances.
 #include "ddplab/plan/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -50,6 +51,8 @@ struct SyntheticRun {
   bool never = false;                // the loss never reaches the target
   json spec_patch = json::object();  // merged into spec.json (the lr rule)
   double noise_scale = kBcrit;       // B_simple in its epoch records (2+ replicas)
+  double cpu_wait_pct = 1;           // host_cpu_wait_pct of every epoch record
+  double slowdown = 1;               // its step times are the model's times this
   std::string day = "2026-01-01";    // of its manifest's start and end (kHeldOutDay: after any plan made here)
 };
 
@@ -88,7 +91,7 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
   const StepTimeModel m = truth();
   const int64_t spe = (kTrainSamples + r.global_batch - 1) / r.global_batch;
   const double b = static_cast<double>(r.global_batch) / r.replicas;
-  const double step_s = m.step_s(r.replicas, b), wait_s = m.exposed_comm_s(r.replicas, b);
+  const double step_s = r.slowdown * m.step_s(r.replicas, b), wait_s = m.exposed_comm_s(r.replicas, b);
   const int epochs = r.epochs > 0
                          ? r.epochs
                          : static_cast<int>(std::ceil(1.5 * true_steps(static_cast<double>(r.global_batch)) / spe));
@@ -121,7 +124,9 @@ fs::path write_synthetic(const fs::path& root, const SyntheticRun& r) {
                   {"grad_noise_scale", r.replicas > 1 ? json(r.noise_scale) : json()},
                   {"comm_bytes", static_cast<int64_t>(spe * ring_factor(r.replicas) * m.payload_bytes)},
                   {"replicas", r.replicas},
-                  {"global_batch", r.global_batch}}
+                  {"global_batch", r.global_batch},
+                  {"host_cpu_wait_pct", r.cpu_wait_pct},
+                  {"host_steal_pct", 0.0}}
                  .dump() +
              "\n";
   }
@@ -179,6 +184,43 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
   EXPECT_LE(p.cells[*p.cheapest].time_to_target_s, 1.1 * p.cells[*p.fastest].time_to_target_s);
   EXPECT_EQ(p.hash, seal_of(p.to_json()));
   EXPECT_EQ(p.hash.size(), 64u);
+}
+
+// Timing runs on a busy host (one replica's at 95% CPU wait, 3 x slower): every cell whose step
+// time they set is flagged, the scaling efficiency above 1 that they cause is flagged with that
+// cause, and the plan's notes say so; a quiet calibration has none of these flags.
+TEST(Plan, ACalibrationOnABusyHostIsFlagged) {
+  testing::TempDir tmp;
+  for (int64_t b : {64, 256}) write_synthetic(tmp.path() / "busy", {2, b});
+  for (int64_t b : {32, 128}) {
+    SyntheticRun r{1, b, 1, 1};
+    r.cpu_wait_pct = 95;
+    r.slowdown = 3;
+    write_synthetic(tmp.path() / "busy", r);
+  }
+  const auto grid = parse_grid({"replicas=1,2", "batch=64,128,256"});
+  const Plan busy = make_plan(read_calibration({tmp.path() / "busy"}, loss_target()), grid);
+  const auto has = [](const CellPlan& c, const std::string& text) {
+    return std::any_of(c.flags.begin(), c.flags.end(), [&](const auto& f) { return f.find(text) != f.npos; });
+  };
+  int above_one = 0;
+  for (const auto& cell : busy.cells) {
+    EXPECT_EQ(has(cell, "step time at 1 replica timed under load (replicas=1,"), cell.replicas == 1)
+        << fmt::format("{}", fmt::join(cell.flags, "; "));
+    if (cell.replicas == 2 && cell.scaling_efficiency > 1) {
+      ++above_one;
+      EXPECT_TRUE(has(cell, "above 1: one replica's step time was timed under load"))
+          << fmt::format("{}", fmt::join(cell.flags, "; "));
+    }
+  }
+  EXPECT_EQ(above_one, 3) << "2 replicas are predicted faster than a slowed single one at every batch";
+  EXPECT_TRUE(std::any_of(busy.notes.begin(), busy.notes.end(),
+                          [](const auto& n) { return n.find("measured on a busy host") != n.npos; }));
+  const Plan quiet = make_plan(read_calibration({write_calibration(tmp.path() / "quiet")}, loss_target()), grid);
+  for (const auto& cell : quiet.cells) {
+    EXPECT_FALSE(has(cell, "under load")) << cell.replicas << " x " << cell.global_batch;
+    EXPECT_FALSE(has(cell, "above 1")) << cell.replicas << " x " << cell.global_batch;
+  }
 }
 
 TEST(Plan, StepsComeFromTheFitWithinTheCalibratedBatchesAndFromTheNoiseScaleBeyondThem) {

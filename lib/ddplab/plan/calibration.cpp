@@ -190,6 +190,8 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
     return m;
   }
   measure_timing(records, m);
+  m.host_cpu_wait_pct = run.mean_host_cpu_wait_pct();
+  m.host_steal_pct = run.mean_host_steal_pct();
   m.lr = rule_lr(run.spec, static_cast<double>(m.global_batch));
   json manifest;
   try {

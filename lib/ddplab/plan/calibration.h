@@ -59,6 +59,10 @@ struct MeasuredRun {
   // Whether its step time counts: finished with records and not diverged (a collapsed run trains
   // as fast as any).
   bool timed = false;
+  // How loaded rank 0's host was while it trained: means over its epochs of host_cpu_wait_pct and
+  // host_steal_pct (rundir::EpochRecord), in percent; NaN where the records do not hold them.
+  double host_cpu_wait_pct = std::numeric_limits<double>::quiet_NaN();
+  double host_steal_pct = std::numeric_limits<double>::quiet_NaN();
   // The lr its spec gives at its global batch (rule_lr); NaN when the spec does not resolve.
   double lr = std::numeric_limits<double>::quiet_NaN();
 };

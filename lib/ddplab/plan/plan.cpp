@@ -206,9 +206,40 @@ std::string lr_flag(const Plan& p, const CellPlan& cell) {
   return "";
 }
 
+// "RUN: CPU wait 95%, steal 0%" for a timed run of `replicas` over kLoadedTimingPct (the busiest),
+// else "".
+std::string loaded_timing(const Calibration& c, int replicas) {
+  const MeasuredRun* worst = nullptr;
+  const auto load = [](const MeasuredRun& r) {
+    return std::max(std::isfinite(r.host_cpu_wait_pct) ? r.host_cpu_wait_pct : 0.0,
+                    std::isfinite(r.host_steal_pct) ? r.host_steal_pct : 0.0);
+  };
+  for (const auto& r : c.runs)
+    if (r.timed && r.replicas == replicas && load(r) > kLoadedTimingPct && (!worst || load(r) > load(*worst)))
+      worst = &r;
+  if (!worst) return "";
+  return fmt::format("{}: CPU wait {:.0f}%, steal {:.0f}%", worst->run_id, worst->host_cpu_wait_pct,
+                     worst->host_steal_pct);
+}
+
+// A step time the host's load or a disagreement of the timings made: under load, or N replicas
+// predicted faster per image than one.
+void load_flags(const CellPlan& cell, const Calibration& c, std::vector<std::string>& flags) {
+  if (const std::string busy = loaded_timing(c, cell.replicas); !busy.empty())
+    flags.push_back(fmt::format("step time at {} replica{} timed under load ({})", cell.replicas,
+                                cell.replicas == 1 ? "" : "s", busy));
+  if (cell.replicas == 1 || !(cell.scaling_efficiency > 1)) return;
+  const std::string one = loaded_timing(c, 1);
+  flags.push_back(fmt::format(
+      "scaling efficiency {:.2f} above 1: {}", cell.scaling_efficiency,
+      one.empty() ? fmt::format("the step times timed at 1 and {} replicas disagree (time them again)", cell.replicas)
+                  : fmt::format("one replica's step time was timed under load ({})", one)));
+}
+
 // Where the cell lies outside what the calibration measured.
 std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const Calibration& c) {
   std::vector<std::string> flags;
+  load_flags(cell, c, flags);
   const auto ranges = timed_ranges(c);
   const auto range = ranges.find(cell.replicas);
   if (!p.step_time.compute.count(cell.replicas))
@@ -375,6 +406,14 @@ Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid
     cell.flags = cell_flags(p, cell, calibration);
     p.cells.push_back(cell);
   }
+  std::set<int> counts;
+  for (const auto& r : calibration.runs) counts.insert(r.replicas);
+  for (int n : counts)
+    if (const std::string busy = loaded_timing(calibration, n); !busy.empty())
+      p.notes.push_back(fmt::format(
+          "step times at {} replica{} were measured on a busy host ({}; over {:.0f}% is load, not the step): the "
+          "cells at {} are flagged; calibrate on a quiet host",
+          n, n == 1 ? "" : "s", busy, kLoadedTimingPct, n));
   answer_doubled_batch(calibration, references, grid, p);
   note_steps_gap(p);
   recommend(p);

@@ -44,6 +44,11 @@ constexpr double kFarAboveCriticalBatch = 4;
 // nearest of them: the steps model was fitted at those lrs and does not know another.
 constexpr double kLrFarFactor = 2;
 
+// A timed calibration run whose host was busier than this (mean CPU wait or steal, percent) timed
+// the load as well as the step: the cells whose step time its replica count sets are flagged, and
+// so is a scaling efficiency above 1 that it explains.
+constexpr double kLoadedTimingPct = report::kHostLoadFlagPts;
+
 struct CellPlan {
   int replicas = 1;
   int64_t global_batch = 0;
