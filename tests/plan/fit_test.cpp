@@ -219,6 +219,22 @@ TEST(PlanFit, TimeToTargetAddsEvaluationAndStartUp) {
   EXPECT_DOUBLE_EQ(time_to_target(1000, 0.05, 3, 2.0, 4.0), 50 + 6 + 4);
 }
 
+// Evaluations on the way to the target, counted in whole steps: a loss target reached at the last
+// step of epoch 1 (step 96 of 96) is read before that epoch's evaluation, an accuracy target at it;
+// a predicted 96 that a fit printed as 96.00000000001 or 95.99999999999 counts as 96.
+TEST(PlanFit, EvaluationsToATargetCountWholeSteps) {
+  for (double at_boundary : {96.0, 96.00000000001, 95.99999999999}) {
+    EXPECT_EQ(evaluations_to_target(at_boundary, 96, true), 0) << at_boundary;
+    EXPECT_EQ(evaluations_to_target(at_boundary, 96, false), 1) << at_boundary;
+  }
+  EXPECT_EQ(evaluations_to_target(96.5, 96, true), 1) << "reached in step 97, after epoch 1's evaluation";
+  EXPECT_EQ(evaluations_to_target(96.5, 96, false), 2) << "read at the end of epoch 2";
+  EXPECT_EQ(evaluations_to_target(1, 96, true), 0);
+  EXPECT_EQ(evaluations_to_target(1, 96, false), 1);
+  EXPECT_EQ(evaluations_to_target(288, 96, true), 2);
+  EXPECT_EQ(evaluations_to_target(288, 96, false), 3);
+}
+
 TEST(PlanFit, SpearmanOfRanks) {
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);

@@ -232,6 +232,13 @@ double noise_scale_steps(const std::vector<ProgressSpan>& reference, double refe
   return steps;
 }
 
+int64_t evaluations_to_target(double steps, int64_t steps_per_epoch, bool loss_target) {
+  TORCH_INTERNAL_ASSERT(steps_per_epoch > 0);
+  if (!std::isfinite(steps) || steps <= 0) return 0;
+  const auto n = static_cast<int64_t>(std::ceil(steps * (1 - 1e-9)));
+  return loss_target ? (n - 1) / steps_per_epoch : (n + steps_per_epoch - 1) / steps_per_epoch;
+}
+
 double time_to_target(double steps, double step_s, double evaluations, double eval_s, double startup_s) {
   return steps * step_s + evaluations * eval_s + startup_s;
 }

@@ -119,6 +119,15 @@ struct ProgressSpan {
 // `reference` ends where the reference run reached the target.
 double noise_scale_steps(const std::vector<ProgressSpan>& reference, double reference_batch, double batch);
 
+// The evaluations a run spends before it reaches the target at `steps` (predicted, real-valued)
+// with `steps_per_epoch` steps an epoch, counted in whole steps as a run reaches a target: at step
+// n = ceil(steps), a value within 1e-9 (relative) above a whole number taken as it, so that the last
+// bits of a fit never decide. A training-loss target is read from step records written before the
+// epoch's evaluation: the evaluations of the epochs ended before step n, (n - 1) / steps_per_epoch.
+// An accuracy target is read at an evaluation: that of the epoch holding step n too, ceil(n /
+// steps_per_epoch). What calibration.h measures counts the same way.
+int64_t evaluations_to_target(double steps, int64_t steps_per_epoch, bool loss_target);
+
 // Time to target: steps x step time, plus `evaluations` evaluations of `eval_s` each, plus the
 // start-up `startup_s`.
 double time_to_target(double steps, double step_s, double evaluations, double eval_s, double startup_s);

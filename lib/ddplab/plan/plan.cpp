@@ -154,11 +154,6 @@ Overheads overheads_of(const Calibration& c) {
   return o;
 }
 
-double evaluations_to(double steps, double steps_per_epoch, bool loss_target) {
-  const double epochs = steps / steps_per_epoch;
-  return loss_target ? std::floor(epochs) : std::ceil(epochs - 1e-9);
-}
-
 void set_reference(const Calibration& c, Plan& p) {
   std::map<std::pair<int, int64_t>, std::vector<const MeasuredRun*>> cells;
   for (const auto& r : c.runs)
@@ -299,15 +294,17 @@ CellPlan predict_cell(const Plan& p, const GridCell& g, const Overheads& o,
   const double steps_per_epoch = std::ceil(p.samples_per_epoch / batch);
   const double eval_s = nearest_mean(o.eval_s, g.replicas), startup_s = nearest_mean(o.startup_s, g.replicas);
   const double startup = std::isfinite(startup_s) ? startup_s : 0.0;
-  cell.evaluations = evaluations_to(cell.steps, steps_per_epoch, loss_target);
+  const auto whole_epoch = static_cast<int64_t>(steps_per_epoch);
+  cell.evaluations = static_cast<double>(evaluations_to_target(cell.steps, whole_epoch, loss_target));
   cell.time_to_target_s = time_to_target(cell.steps, cell.step_s, cell.evaluations, eval_s, startup);
   cell.device_s = cell.time_to_target_s * g.replicas;
   cell.images_per_s = batch / cell.step_s;
   cell.scaling_efficiency = p.step_time.step_s(1, cell.per_replica_batch) / cell.step_s;
   cell.linear_ttt_s = p.reference_ttt_s * p.reference.replicas / g.replicas;
   const double fixed_steps = p.reference_epochs * steps_per_epoch;
-  cell.throughput_ttt_s = time_to_target(fixed_steps, cell.step_s,
-                                         evaluations_to(fixed_steps, steps_per_epoch, loss_target), eval_s, startup);
+  cell.throughput_ttt_s = time_to_target(
+      fixed_steps, cell.step_s, static_cast<double>(evaluations_to_target(fixed_steps, whole_epoch, loss_target)),
+      eval_s, startup);
   return cell;
 }
 
