@@ -292,6 +292,24 @@ TEST(Spec, UnknownKeySuggestsClosest) {
             "/optimizer/momentun: unknown key; did you mean \"momentum\"?");
 }
 
+// A value mistyped as a near neighbour of a listed one gets the same hint as a key; a short value
+// far from every option (an edit per 3 characters allowed) gets the list alone.
+TEST(Spec, MistypedValueSuggestsClosest) {
+  json doc = minimal();
+  doc["model"] = {{"layers", json::array({{{"type", "conv"}, {"channels", 8}, {"kernel", 3}},
+                                          {{"type", "rellu"}},
+                                          {{"type", "flatten"}},
+                                          {{"type", "linear"}, {"features", 10}}})}};
+  const std::string layer = resolve_error(doc);
+  EXPECT_EQ(layer.rfind("/model/layers/1/type: must be one of \"conv\"", 0), 0u) << layer;
+  EXPECT_NE(layer.find(R"(got "rellu"; did you mean "relu"?)"), std::string::npos) << layer;
+  EXPECT_EQ(resolve_error(with("dataset.augment=standrd")),
+            "/dataset/augment: must be one of \"none\", \"standard\", \"tf_tutorial\", got \"standrd\"; did you mean "
+            "\"standard\"?");
+  EXPECT_EQ(resolve_error(with("replicas.reduce=avg")),
+            "/replicas/reduce: must be one of \"mean\", \"sum\", got \"avg\"");
+}
+
 TEST(Spec, UnknownKeyWithoutNearMatchListsAllowed) {
   std::string msg = resolve_error(with("replicas.zzzzzzzz=1"));
   EXPECT_EQ(msg.rfind("/replicas/zzzzzzzz: unknown key; allowed keys: ", 0), 0u) << msg;
@@ -577,8 +595,9 @@ TEST(Spec, WeightEmaDecay) {
 }
 
 TEST(Spec, BadSyncValuesNameThePointer) {
-  EXPECT_EQ(resolve_error(with("replicas.sync=allreduc")),
-            R"(/replicas/sync: must be one of "allreduce", {"local_sgd": {...}}, {"easgd": {...}}, got "allreduc")");
+  EXPECT_EQ(
+      resolve_error(with("replicas.sync=allreduc")),
+      R"(/replicas/sync: must be one of "allreduce", {"local_sgd": {...}}, {"easgd": {...}}, got "allreduc"; did you mean "allreduce"?)");
   EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":0}})")),
             "/replicas/sync/local_sgd/period: must be >= 1, got 0");
   EXPECT_EQ(resolve_error(with(R"(replicas.sync={"local_sgd":{"period":4,"start_epoch":-1}})")),

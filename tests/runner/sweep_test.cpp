@@ -11,6 +11,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/sha256.h"
+#include "ddplab/rundir/run_log.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::runner {
@@ -136,7 +137,30 @@ TEST(RunnerSweepPolicy, FailureReasonAndEta) {
   EXPECT_EQ(minutes_seconds(0), "0:00");
   EXPECT_EQ(minutes_seconds(3599.6), "60:00");
   EXPECT_EQ(eta(0, 0, 3), "-:--");
-  EXPECT_EQ(eta(10, 1, 3), "0:20");
+  EXPECT_EQ(eta(10, 1, 2), "0:20");
+  EXPECT_EQ(eta(10, 0.5, 3), "1:00") << "half an epoch in 10 s, 3 epochs left";
+}
+
+// A run that resumes has only the epochs after its checkpoint left to train (2.5 of 4 done at
+// 10 steps an epoch leaves 1.5); with --force, or without a checkpoint, all of them.
+TEST(RunnerSweepPolicy, ARunThatResumesHasTheEpochsAfterItsCheckpointLeft) {
+  testing::TempDir tmp;
+  const nlohmann::json doc = {
+      {"name", "eta"}, {"epochs", 4}, {"output", tmp.str("runs")}, {"batch", {{"per_replica", 32}}}};
+  const auto runs = config::expand_sweep(doc, "eta.json", {});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(epochs_to_train(runs[0], false), 4) << "a run not made yet";
+  const fs::path dir = rundir::run_dir(runs[0].spec);
+  fs::create_directories(dir);
+  testing::write_file(dir / "spec.json", runs[0].spec.resolved.dump());
+  testing::write_file(dir / "manifest.json",
+                      nlohmann::json{{"status", "interrupted"},
+                                     {"checkpoint", {{"epochs_done", 2}, {"step_in_epoch", 5}, {"global_step", 25}}}}
+                          .dump());
+  EXPECT_DOUBLE_EQ(epochs_to_train(runs[0], false), 4) << "no checkpoint.pt";
+  testing::write_file(dir / "checkpoint.pt", "x");
+  EXPECT_DOUBLE_EQ(epochs_to_train(runs[0], false), 1.5);
+  EXPECT_DOUBLE_EQ(epochs_to_train(runs[0], true), 4) << "--force starts over";
 }
 
 // run_sweep with its standard output captured.

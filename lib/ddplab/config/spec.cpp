@@ -104,6 +104,34 @@ std::string alternatives_text(const json& schema) {
   return out;
 }
 
+// The known name nearest to `name` (the first of equals) within edit distance `within`; "" when none.
+std::string nearest_name(const std::string& name, const std::vector<std::string>& known, size_t within) {
+  std::string best;
+  size_t best_distance = within + 1;
+  for (const auto& k : known)
+    if (const size_t d = levenshtein(name, k); d < best_distance) best_distance = d, best = k;
+  return best;
+}
+
+// "; did you mean \"relu\"?" for a string `value` that is near one of the strings `schema` lists
+// (its enum, or its alternatives' enums), else "". Near: an edit for every 3 characters (at least
+// one), so that a short value is not "corrected" to another word ("avg" is not "sum").
+std::string suggestion(const json& value, const json& schema) {
+  if (!value.is_string()) return "";
+  std::vector<std::string> options;
+  const auto add = [&](const json& node) {
+    if (node.contains("enum"))
+      for (const auto& v : node["enum"])
+        if (v.is_string()) options.push_back(v.get<std::string>());
+  };
+  add(schema);
+  if (schema.contains("oneOf"))
+    for (const auto& alt : schema["oneOf"]) add(alt);
+  const std::string& got = value.get_ref<const std::string&>();
+  const std::string best = nearest_name(got, options, std::max<size_t>(1, got.size() / 3));
+  return best.empty() || best == got ? "" : fmt::format("; did you mean \"{}\"?", best);
+}
+
 // The properties a node may hold: its own, or (oneOf) those of every object alternative.
 json known_properties(const json& schema) {
   if (schema.contains("properties")) return schema["properties"];
@@ -139,15 +167,14 @@ void precheck(const json& doc, const json& node_schema, const std::string& point
       continue;
     }
     if (!closed) continue;
-    std::string best;
-    size_t best_distance = 4;
+    std::vector<std::string> known;
     std::string allowed;
-    for (const auto& [known, unused] : props.items()) {
-      size_t d = levenshtein(key, known);
-      if (d < best_distance) best_distance = d, best = known;
-      allowed += (allowed.empty() ? "" : ", ") + known;
+    for (const auto& [name, unused] : props.items()) {
+      known.push_back(name);
+      allowed += (allowed.empty() ? "" : ", ") + name;
     }
-    if (!best.empty()) throw Error(child + ": unknown key; did you mean \"" + best + "\"?");
+    if (const std::string best = nearest_name(key, known, 3); !best.empty())
+      throw Error(child + ": unknown key; did you mean \"" + best + "\"?");
     throw Error(child + ": unknown key; allowed keys: " + allowed);
   }
 }
@@ -271,7 +298,9 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
   }
   if (value != nullptr && schema != nullptr && schema->contains("oneOf")) {
     const json* branch = branch_for(*value, *schema);
-    if (branch == nullptr) return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump();
+    if (branch == nullptr)
+      return pointer + ": must be one of " + alternatives_text(*schema) + ", got " + value->dump() +
+             suggestion(*value, *schema);
     schema = branch;
   }
   if (value != nullptr && schema != nullptr) {
@@ -280,7 +309,7 @@ std::string describe(const json& doc, const valijson::ValidationResults::Error& 
         if (!value->contains(key.get<std::string>())) return pointer + "/" + key.get<std::string>() + ": is required";
     }
     std::string what = expectation(*value, *schema);
-    if (!what.empty()) return pointer + ": " + what + ", got " + value->dump();
+    if (!what.empty()) return pointer + ": " + what + ", got " + value->dump() + suggestion(*value, *schema);
   }
   return (pointer.empty() ? "/" : pointer) + ": " + error.description;
 }

@@ -129,9 +129,23 @@ std::string minutes_seconds(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-std::string eta(double spent_s, size_t ran, size_t to_run) {
-  if (ran == 0) return "-:--";
-  return minutes_seconds(spent_s / static_cast<double>(ran) * static_cast<double>(to_run - ran));
+double epochs_to_train(const config::SweepRun& run, bool force) {
+  const double all = run.spec.epochs;
+  const auto dir = rundir::run_dir(run.spec);
+  if (force || !rundir::holds_resumable_run(dir)) return all;
+  const auto mark = rundir::CheckpointMark::of(rundir::read_manifest(dir));
+  if (!mark) return all;
+  const double done = static_cast<double>(mark->epochs_done);
+  const double in_epoch = mark->epochs_done > 0
+                              ? static_cast<double>(mark->step_in_epoch) /
+                                    (static_cast<double>(mark->global_step - mark->step_in_epoch) / done)
+                              : 0.0;
+  return std::max(0.0, all - done - std::min(in_epoch, 1.0));
+}
+
+std::string eta(double spent_s, double trained_epochs, double left_epochs) {
+  if (trained_epochs <= 0) return "-:--";
+  return minutes_seconds(spent_s / trained_epochs * left_epochs);
 }
 
 // A sweep with --force runs every run, whatever its directory holds. A malformed manifest is an
@@ -293,7 +307,10 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
     to_run += skips_run(statuses.back(), force) ? 0 : 1;
   }
   say("ddplab: sweep {}: {} runs, {} already done", name, tally.runs, tally.runs - to_run);
-  double spent_s = 0;
+  double spent_s = 0, trained = 0, left = 0;
+  std::vector<double> epochs(runs.size(), 0.0);
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (!skips_run(statuses[i], force)) left += epochs[i] = epochs_to_train(runs[i], force);
   const auto order = run_order(runs);
   for (size_t k = 0; k < runs.size() && !tally.stopped(); ++k) {
     const size_t i = order[k];
@@ -303,10 +320,12 @@ int run_all(const std::vector<config::SweepRun>& runs, bool force) {
       tally.count_skipped();
       continue;
     }
-    say("[{}/{}] {} (ETA {})", k + 1, tally.runs, run.run_id, eta(spent_s, tally.ran, to_run));
+    say("[{}/{}] {} (ETA {})", k + 1, tally.runs, run.run_id, eta(spent_s, trained, left));
     const auto start = std::chrono::steady_clock::now();
     run_and_count(run, force, tally);
     spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    trained += epochs[i];
+    left -= epochs[i];
     if (tally.stopped())
       complain(
           "ddplab: sweep {} interrupted during {}; run it again to finish the remaining runs (done runs are "

@@ -87,8 +87,13 @@ std::string sweep_summary(const std::string& name, const SweepTally& tally);
 
 // "m:ss" of `seconds`, rounded.
 std::string minutes_seconds(double seconds);
-// Estimated time left after `ran` of `to_run` runs took `spent_s`: "-:--" before the first.
-std::string eta(double spent_s, size_t ran, size_t to_run);
+// The time left at the pace so far: `spent_s` / `trained_epochs` x `left_epochs`, as "m:ss";
+// "-:--" before any epoch was trained.
+std::string eta(double spent_s, double trained_epochs, double left_epochs);
+// The epochs `run` has left to train: all of them, or, when it resumes (an unfinished run with a
+// checkpoint and no `force`), those after its checkpoint, fractional (a run resumed near its end
+// takes seconds; counted as a whole run, it made the ETA of the runs after it that short).
+double epochs_to_train(const config::SweepRun& run, bool force);
 
 // `ddplab run` of the spec file at `path` with `overrides`; returns the exit code. A packed
 // sweep (pack.packed()) runs `ddplab run <run's spec> --run-id <id>` per run (self_executable),

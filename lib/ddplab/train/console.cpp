@@ -34,9 +34,15 @@ void Console::on_step(const StepProgress& p) {
   if (!(tty_ || plain_progress_) || !(el - last_line_s_ > every_s)) return;
   last_line_s_ = el;
   const double ips = static_cast<double>((p.step + 1) * spec_.global_batch) / el;
-  const std::string where =
-      fmt::format("epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}", p.epoch + 1, spec_.epochs, p.step + 1, p.steps, ips,
-                  format_duration(el / static_cast<double>(p.step + 1) * static_cast<double>(p.steps - p.step - 1)));
+  // The epoch's pace, over the steps left in it and (evaluations aside) in the epochs after it.
+  const double step_s = el / static_cast<double>(p.step + 1);
+  const double epoch_left_s = step_s * static_cast<double>(p.steps - p.step - 1);
+  const int epochs_after = spec_.epochs - p.epoch - 1;
+  std::string where = fmt::format("epoch {}/{}  step {}/{}  {:.0f} img/s  ETA {}", p.epoch + 1, spec_.epochs,
+                                  p.step + 1, p.steps, ips, format_duration(epoch_left_s));
+  if (epochs_after > 0)
+    where += fmt::format(" (run {})", format_duration(epoch_left_s + step_s * static_cast<double>(p.steps) *
+                                                                         static_cast<double>(epochs_after)));
   if (tty_) {
     fmt::print("\r  {}   ", where);
   } else {
