@@ -53,6 +53,7 @@ struct SyntheticRun {
   double noise_scale = kBcrit;       // B_simple in its epoch records (2+ replicas)
   double cpu_wait_pct = 1;           // host_cpu_wait_pct of every epoch record
   double slowdown = 1;               // its step times are the model's times this
+  double steps_factor = 1;           // it reaches the target at true_steps x this
   std::string day = "2026-01-01";    // of its manifest's start and end (kHeldOutDay: after any plan made here)
 };
 
@@ -69,7 +70,7 @@ SyntheticRun held_out(int replicas, int64_t batch, int seed = 1) {
 // true_steps(B) (a line, so the report's centred running mean crosses where the line does).
 std::string step_lines(const SyntheticRun& r, int64_t total_steps, double step_s) {
   std::string out;
-  const double s = true_steps(static_cast<double>(r.global_batch));
+  const double s = r.steps_factor * true_steps(static_cast<double>(r.global_batch));
   for (int64_t k = 5; k <= total_steps; k += 5) {
     const double loss = r.never ? 1.0 : std::max(0.05, kTargetLoss + 0.5 * (s - k) / s);
     out +=
@@ -184,6 +185,48 @@ TEST(Plan, RecoversTheModelsAndPredictsHeldOutCells) {
   EXPECT_LE(p.cells[*p.cheapest].time_to_target_s, 1.1 * p.cells[*p.fastest].time_to_target_s);
   EXPECT_EQ(p.hash, seal_of(p.to_json()));
   EXPECT_EQ(p.hash.size(), 64u);
+}
+
+// Two seeds a batch, one 10% slower to the target: the seed CV pools them (0.1 / sqrt 2 / 1.05 at
+// every batch, within the records' 5-step grain), every cell's 80% interval holds its prediction and spans z x that CV
+// either way beyond the steps models' range, and the recommendation says how sure it is; held-out runs at the true
+// steps fall inside, and --check counts them, scoring each steps rule alone beside the plan.
+TEST(Plan, IntervalsHoldTheSeedSpreadAndCheckCountsTheirCoverage) {
+  testing::TempDir tmp;
+  for (int64_t b : {64, 256})
+    for (int seed : {1, 2}) {
+      SyntheticRun r{2, b, seed};
+      r.steps_factor = seed == 1 ? 1.0 : 1.1;
+      write_synthetic(tmp.path() / "cal", r);
+    }
+  for (int64_t b : {32, 128}) write_synthetic(tmp.path() / "cal", {1, b, 1, 1});
+  const Plan p =
+      make_plan(read_calibration({tmp.path() / "cal"}, loss_target()), parse_grid({"replicas=1,2", "batch=128,512"}));
+  const double cv = 0.1 / std::sqrt(2.0) / 1.05;
+  EXPECT_NEAR(p.spread.seed_cv, cv, 3e-3) << "steps to the target read from records every 5 steps";
+  EXPECT_EQ(p.spread.seed_batches, 2);
+  for (const auto& c : p.cells) {
+    EXPECT_LE(c.ttt_low_s, c.time_to_target_s) << c.replicas << " x " << c.global_batch;
+    EXPECT_GE(c.ttt_high_s, c.time_to_target_s) << c.replicas << " x " << c.global_batch;
+    const double width = kIntervalZ * std::hypot(p.spread.seed_cv, p.spread.step_log_rms);
+    const double lo = std::min({c.time_to_target_s, c.fit_ttt_s, c.noise_ttt_s});
+    const double hi = std::max({c.time_to_target_s, c.fit_ttt_s, c.noise_ttt_s});
+    EXPECT_NEAR(std::log(c.ttt_low_s / lo), -width, 1e-3) << c.replicas << " x " << c.global_batch;
+    EXPECT_NEAR(std::log(c.ttt_high_s / hi), width, 1e-3) << c.replicas << " x " << c.global_batch;
+  }
+  EXPECT_NE(render_plan_markdown(p).find("How sure: 80% interval"), std::string::npos);
+  write_plan(p, tmp.path() / "plan");
+  for (int seed : {1, 2})
+    for (int64_t b : {128, 512}) write_synthetic(tmp.path() / "held", held_out(2, b, seed));
+  const CheckResult r = check_plan(tmp.path() / "plan" / "plan.json", {tmp.path() / "held"});
+  EXPECT_EQ(r.coverage.cells, 2);
+  EXPECT_EQ(r.coverage.covered, 2);
+  EXPECT_EQ(r.fit_only.cells, 2);
+  EXPECT_EQ(r.noise_only.cells, 2);
+  EXPECT_EQ(r.planner_unfiltered.cells, 2);
+  EXPECT_NE(render_check_markdown(r).find("The 80% intervals held the measured mean time to target in 2 of 2"),
+            std::string::npos)
+      << render_check_markdown(r);
 }
 
 // Timing runs on a busy host (one replica's at 95% CPU wait, 3 x slower): every cell whose step

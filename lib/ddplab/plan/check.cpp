@@ -60,15 +60,31 @@ void measure_cell(const std::vector<const MeasuredRun*>& runs, CellCheck& c) {
   c.ttt_error = relative_error(c.predicted_ttt_s, c.ttt_s);
   c.linear_error = relative_error(c.linear_ttt_s, c.ttt_s);
   c.throughput_error = relative_error(c.throughput_ttt_s, c.ttt_s);
-  c.judged = !c.calibrated && c.reached > 0 && c.reached == c.runs && c.ttt_cv <= kJudgeableCv;
+  c.fit_error = relative_error(c.fit_ttt_s, c.ttt_s);
+  c.noise_error = relative_error(c.noise_ttt_s, c.ttt_s);
+  c.scorable = !c.calibrated && c.reached > 0 && c.reached == c.runs;
+  c.judged = c.scorable && c.ttt_cv <= kJudgeableCv;
+  c.covered = c.ttt_s >= c.ttt_low_s && c.ttt_s <= c.ttt_high_s;
 }
 
-PredictorScore score(const std::vector<CellCheck>& cells, double CellCheck::* predicted, double CellCheck::* error) {
+Coverage coverage(const std::vector<CellCheck>& cells, bool CellCheck::* counted) {
+  Coverage out;
+  for (const auto& c : cells)
+    if (c.*counted && std::isfinite(c.ttt_low_s)) {
+      ++out.cells;
+      out.covered += c.covered ? 1 : 0;
+    }
+  return out;
+}
+
+PredictorScore score(const std::vector<CellCheck>& cells, double CellCheck::* predicted, double CellCheck::* error,
+                     bool CellCheck::* counted = &CellCheck::judged) {
   PredictorScore s;
   std::vector<double> errors, pred, meas;
   const CellCheck *best_predicted = nullptr, *best_measured = nullptr;
   for (const auto& c : cells) {
-    if (!c.judged) continue;
+    if (!(c.*counted) || !std::isfinite(c.*predicted)) continue;
+    ++s.cells;
     errors.push_back(std::abs(c.*error));
     if (std::abs(c.*error) <= kErrorTolerance) ++s.within_tolerance;
     pred.push_back(c.*predicted);
@@ -107,6 +123,10 @@ CellCheck planned_cell(const json& p) {
   c.predicted_ttt_s = number_of(p, "time_to_target_s");
   c.linear_ttt_s = number_of(p, "linear_ttt_s");
   c.throughput_ttt_s = number_of(p, "throughput_ttt_s");
+  c.fit_ttt_s = number_of(p, "fit_ttt_s");
+  c.noise_ttt_s = number_of(p, "noise_ttt_s");
+  c.ttt_low_s = number_of(p, "ttt_low_s");
+  c.ttt_high_s = number_of(p, "ttt_high_s");
   return c;
 }
 }  // namespace
@@ -142,6 +162,7 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
     measure_cell(it->second, c);
     by_cell.erase(it);
     if (!c.calibrated) (c.judged ? result.judged : result.cannot_judge) += 1;
+    result.scorable += c.scorable ? 1 : 0;
     result.cells.push_back(c);
   }
   for (const auto& [cell, runs] : by_cell)
@@ -150,6 +171,12 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
   result.planner = score(result.cells, &CellCheck::predicted_ttt_s, &CellCheck::ttt_error);
   result.linear = score(result.cells, &CellCheck::linear_ttt_s, &CellCheck::linear_error);
   result.throughput = score(result.cells, &CellCheck::throughput_ttt_s, &CellCheck::throughput_error);
+  result.fit_only = score(result.cells, &CellCheck::fit_ttt_s, &CellCheck::fit_error);
+  result.noise_only = score(result.cells, &CellCheck::noise_ttt_s, &CellCheck::noise_error);
+  result.planner_unfiltered =
+      score(result.cells, &CellCheck::predicted_ttt_s, &CellCheck::ttt_error, &CellCheck::scorable);
+  result.coverage = coverage(result.cells, &CellCheck::judged);
+  result.coverage_unfiltered = coverage(result.cells, &CellCheck::scorable);
   return result;
 }
 
@@ -162,15 +189,21 @@ std::string num(double x, int digits = 2) {
 std::string cells_table(const CheckResult& r) {
   std::string out =
       "| replicas | global batch | held out | runs (reached) | step ms meas. / pred. | error | steps meas. / pred. | "
-      "error | TTT s meas. / pred. | error | CV | linear err. | throughput err. | judged |\n"
-      "|---:|---:|---|---|---|---:|---|---:|---|---:|---:|---:|---:|---|\n";
+      "error | TTT s meas. / pred. | error | 80% interval (s) | in it | CV | fit alone err. | noise alone err. | "
+      "linear err. | throughput err. | judged |\n"
+      "|---:|---:|---|---|---|---:|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---|\n";
   for (const auto& c : r.cells) {
     const char* judged = c.calibrated ? "calibrated" : c.judged ? "yes" : "cannot be judged";
-    out += fmt::format("| {} | {} | {} | {} ({}) | {} / {} | {} | {} / {} | {} | {} / {} | {} | {} | {} | {} | {} |\n",
-                       c.replicas, c.global_batch, c.calibrated ? "no" : "yes", c.runs, c.reached, num(1e3 * c.step_s),
-                       num(1e3 * c.predicted_step_s), pct(c.step_error), num(c.steps, 0), num(c.predicted_steps, 0),
-                       pct(c.steps_error), num(c.ttt_s, 1), num(c.predicted_ttt_s, 1), pct(c.ttt_error),
-                       pct(c.ttt_cv).substr(1), pct(c.linear_error), pct(c.throughput_error), judged);
+    out += fmt::format(
+        "| {} | {} | {} | {} ({}) | {} / {} | {} | {} / {} | {} | {} / {} | {} | {} to {} | {} | {} | {} | {} | {} | "
+        "{} "
+        "| {} |\n",
+        c.replicas, c.global_batch, c.calibrated ? "no" : "yes", c.runs, c.reached, num(1e3 * c.step_s),
+        num(1e3 * c.predicted_step_s), pct(c.step_error), num(c.steps, 0), num(c.predicted_steps, 0),
+        pct(c.steps_error), num(c.ttt_s, 1), num(c.predicted_ttt_s, 1), pct(c.ttt_error), num(c.ttt_low_s, 1),
+        num(c.ttt_high_s, 1), std::isfinite(c.ttt_low_s) && c.reached > 0 ? (c.covered ? "yes" : "no") : "-",
+        pct(c.ttt_cv).substr(1), pct(c.fit_error), pct(c.noise_error), pct(c.linear_error), pct(c.throughput_error),
+        judged);
   }
   return out;
 }
@@ -186,9 +219,14 @@ std::string seal_line(const CheckResult& r) {
       r.hash_matches ? "matches plan.json" : "does NOT match plan.json: **edited after it was written**");
 }
 
-std::string score_row(const char* name, const PredictorScore& s, int judged) {
-  return fmt::format("| {} | {} | {} of {} | {} | {} |\n", name, pct(s.mean_abs_error).substr(1), s.within_tolerance,
-                     judged, num(s.spearman), num(s.regret, 3));
+std::string score_row(const char* name, const PredictorScore& s) {
+  return fmt::format("| {} | {} | {} | {} of {} | {} | {} |\n", name, s.cells, pct(s.mean_abs_error).substr(1),
+                     s.within_tolerance, s.cells, num(s.spearman), num(s.regret, 3));
+}
+
+std::string coverage_text(const Coverage& c) {
+  if (c.cells == 0) return "no cell with an interval";
+  return fmt::format("{} of {} ({:.0f}%)", c.covered, c.cells, 100.0 * c.covered / c.cells);
 }
 
 json score_json(const PredictorScore& s) {
@@ -196,7 +234,8 @@ json score_json(const PredictorScore& s) {
   return {{"mean_abs_error", n(s.mean_abs_error)},
           {"spearman", n(s.spearman)},
           {"regret", n(s.regret)},
-          {"within_tolerance", s.within_tolerance}};
+          {"within_tolerance", s.within_tolerance},
+          {"cells", s.cells}};
 }
 }  // namespace
 
@@ -210,9 +249,18 @@ std::string render_check_markdown(const CheckResult& r) {
       "Held-out cells judged: {} ({} cannot be judged: a run missed the target or the seed-to-seed CV of time "
       "to target is above {:.0f}%).\n\n",
       r.judged, r.cannot_judge, 100 * kJudgeableCv);
-  out += "| predictor | mean abs. TTT error | within 15% | Spearman rho | regret |\n|---|---:|---:|---:|---:|\n";
-  out += score_row("planner", r.planner, r.judged) + score_row("linear speedup", r.linear, r.judged) +
-         score_row("throughput only", r.throughput, r.judged);
+  out +=
+      "| predictor | cells | mean abs. TTT error | within 15% | Spearman rho | regret "
+      "|\n|---|---:|---:|---:|---:|---:|\n";
+  out += score_row("planner", r.planner) + score_row("McCandlish fit alone", r.fit_only) +
+         score_row("noise scale alone", r.noise_only) + score_row("linear speedup", r.linear) +
+         score_row("throughput only", r.throughput) +
+         score_row("planner, no CV filter (every held-out cell reached by all its runs)", r.planner_unfiltered);
+  out += fmt::format(
+      "\nThe 80% intervals held the measured mean time to target in {} (judged cells) and {} (no CV "
+      "filter); an interval is for one run, so a mean of several runs should fall inside more often "
+      "than 80%.\n",
+      coverage_text(r.coverage), coverage_text(r.coverage_unfiltered));
   out += "\n## Cells\n\nErrors are predicted / measured - 1.\n\n" + cells_table(r);
   if (!r.notes.empty()) out += fmt::format("\n## Notes\n\n- {}\n", fmt::join(r.notes, "\n- "));
   return out;
@@ -237,20 +285,32 @@ std::vector<fs::path> write_check(const CheckResult& r, const fs::path& out_dir)
                      {"ttt_error", n(c.ttt_error)},
                      {"linear_error", n(c.linear_error)},
                      {"throughput_error", n(c.throughput_error)},
+                     {"fit_error", n(c.fit_error)},
+                     {"noise_error", n(c.noise_error)},
+                     {"ttt_low_s", n(c.ttt_low_s)},
+                     {"ttt_high_s", n(c.ttt_high_s)},
+                     {"covered", c.covered},
+                     {"scorable", c.scorable},
                      {"judged", c.judged}});
-  const json j = {{"plan_hash", r.plan_hash},
-                  {"hash_matches", r.hash_matches},
-                  {"sealed", r.sealed},
-                  {"plan_created", r.plan_created},
-                  {"refused", r.refused},
-                  {"target", r.target_text},
-                  {"judged", r.judged},
-                  {"cannot_judge", r.cannot_judge},
-                  {"planner", score_json(r.planner)},
-                  {"linear", score_json(r.linear)},
-                  {"throughput", score_json(r.throughput)},
-                  {"cells", cells},
-                  {"notes", r.notes}};
+  const json j = {
+      {"plan_hash", r.plan_hash},
+      {"hash_matches", r.hash_matches},
+      {"sealed", r.sealed},
+      {"plan_created", r.plan_created},
+      {"refused", r.refused},
+      {"target", r.target_text},
+      {"judged", r.judged},
+      {"cannot_judge", r.cannot_judge},
+      {"planner", score_json(r.planner)},
+      {"linear", score_json(r.linear)},
+      {"throughput", score_json(r.throughput)},
+      {"fit_only", score_json(r.fit_only)},
+      {"noise_only", score_json(r.noise_only)},
+      {"planner_no_cv_filter", score_json(r.planner_unfiltered)},
+      {"coverage", {{"covered", r.coverage.covered}, {"cells", r.coverage.cells}}},
+      {"coverage_no_cv_filter", {{"covered", r.coverage_unfiltered.covered}, {"cells", r.coverage_unfiltered.cells}}},
+      {"cells", cells},
+      {"notes", r.notes}};
   const fs::path json_file = out_dir / "check.json", md_file = out_dir / "check.md";
   rundir::write_file_atomic(json_file, j.dump(2) + "\n");
   rundir::write_file_atomic(md_file, render_check_markdown(r));

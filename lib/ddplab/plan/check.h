@@ -30,8 +30,14 @@ struct CellCheck {
   double step_s = 0, steps = 0, ttt_s = 0, ttt_cv = 0;  // measured means over the runs that reached the target
   double predicted_step_s = 0, predicted_steps = 0, predicted_ttt_s = 0;
   double linear_ttt_s = 0, throughput_ttt_s = 0;  // the baselines' predictions
+  double fit_ttt_s = 0, noise_ttt_s = 0;          // each steps rule alone (NaN: the plan had none)
+  double ttt_low_s = 0, ttt_high_s = 0;           // the plan's 80% interval (NaN: a plan without intervals)
   double step_error = 0, steps_error = 0, ttt_error = 0, linear_error = 0, throughput_error = 0;  // NaN: no measurement
-  bool judged = false;  // held out, reached by 2+ runs... (any run when 1) with CV <= kJudgeableCv
+  double fit_error = 0, noise_error = 0;
+  // Held out and reached by every run: scored without the CV filter.
+  bool scorable = false;
+  bool judged = false;   // scorable with CV <= kJudgeableCv
+  bool covered = false;  // the measured mean time to target lies in [ttt_low_s, ttt_high_s]
 };
 
 // One predictor over the judged cells: mean |TTT error|, Spearman rho of predicted against
@@ -39,6 +45,12 @@ struct CellCheck {
 struct PredictorScore {
   double mean_abs_error = 0, spearman = 0, regret = 0;
   int within_tolerance = 0;  // cells with |error| <= kErrorTolerance
+  int cells = 0;             // the cells scored (those with a prediction)
+};
+
+// The plan's interval over a set of cells: how many held their measured mean.
+struct Coverage {
+  int covered = 0, cells = 0;
 };
 
 struct CheckResult {
@@ -50,8 +62,12 @@ struct CheckResult {
   std::string target_text;
   std::vector<CellCheck> cells;
   int judged = 0, cannot_judge = 0;
-  PredictorScore planner, linear, throughput;
-  std::vector<std::string> notes;  // runs of no cell, runs left out and why
+  int scorable = 0;  // held-out cells every run of which reached the target, whatever their CV
+  // Over the judged cells: the plan, each steps rule alone, and the two baselines; then the plan
+  // without the CV filter (over the scorable cells).
+  PredictorScore planner, fit_only, noise_only, linear, throughput, planner_unfiltered;
+  Coverage coverage, coverage_unfiltered;  // of the 80% intervals, judged and scorable cells
+  std::vector<std::string> notes;          // runs of no cell, runs left out and why
 };
 
 // Throws ddplab::Error when `plan_file` is not a plan.json ddplab wrote.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -280,6 +281,38 @@ double steps_estimate(const Plan& p, const std::vector<const MeasuredRun*>& refe
   return noise_estimate(references, b);
 }
 
+// The pooled seed-to-seed CV of steps to the target (PredictionSpread) and the step-time model's
+// residual.
+PredictionSpread spread_of(const Calibration& c, const StepTimeModel& m) {
+  std::map<int64_t, std::vector<double>> by_batch;
+  for (const auto& r : c.runs)
+    if (r.left_out.empty() && r.steps_to_target) by_batch[r.global_batch].push_back(*r.steps_to_target);
+  PredictionSpread s;
+  double squares = 0, dof = 0;
+  for (const auto& [b, steps] : by_batch) {
+    if (steps.size() < 2) continue;
+    const double cv = report::sample_std(steps) / report::mean(steps);
+    squares += cv * cv * static_cast<double>(steps.size() - 1);
+    dof += static_cast<double>(steps.size() - 1);
+    ++s.seed_batches;
+  }
+  s.seed_cv = dof > 0 ? std::sqrt(squares / dof) : kNaN;
+  s.step_log_rms = std::isfinite(m.log_rms) ? m.log_rms : 0.0;
+  return s;
+}
+
+// The cell's interval: the times at the least and the most steps its models give, widened in
+// log space by the seed and step-time spread (PredictionSpread).
+void set_interval(const PredictionSpread& spread, const std::function<double(double)>& ttt_at_steps, CellPlan& cell) {
+  double lo = cell.steps, hi = cell.steps;
+  for (double s : {cell.steps_fit, cell.steps_noise})
+    if (std::isfinite(s)) lo = std::min(lo, s), hi = std::max(hi, s);
+  const double seed = std::isfinite(spread.seed_cv) ? spread.seed_cv : 0.0;
+  const double width = kIntervalZ * std::sqrt(seed * seed + spread.step_log_rms * spread.step_log_rms);
+  cell.ttt_low_s = ttt_at_steps(lo) * std::exp(-width);
+  cell.ttt_high_s = ttt_at_steps(hi) * std::exp(width);
+}
+
 CellPlan predict_cell(const Plan& p, const GridCell& g, const Overheads& o,
                       const std::vector<const MeasuredRun*>& references, bool loss_target) {
   CellPlan cell;
@@ -295,16 +328,21 @@ CellPlan predict_cell(const Plan& p, const GridCell& g, const Overheads& o,
   const double eval_s = nearest_mean(o.eval_s, g.replicas), startup_s = nearest_mean(o.startup_s, g.replicas);
   const double startup = std::isfinite(startup_s) ? startup_s : 0.0;
   const auto whole_epoch = static_cast<int64_t>(steps_per_epoch);
+  const auto ttt_at_steps = [&](double steps) {
+    if (!std::isfinite(steps)) return kNaN;
+    return time_to_target(steps, cell.step_s,
+                          static_cast<double>(evaluations_to_target(steps, whole_epoch, loss_target)), eval_s, startup);
+  };
   cell.evaluations = static_cast<double>(evaluations_to_target(cell.steps, whole_epoch, loss_target));
-  cell.time_to_target_s = time_to_target(cell.steps, cell.step_s, cell.evaluations, eval_s, startup);
+  cell.time_to_target_s = ttt_at_steps(cell.steps);
+  cell.fit_ttt_s = ttt_at_steps(cell.steps_fit);
+  cell.noise_ttt_s = ttt_at_steps(cell.steps_noise);
+  set_interval(p.spread, ttt_at_steps, cell);
   cell.device_s = cell.time_to_target_s * g.replicas;
   cell.images_per_s = batch / cell.step_s;
   cell.scaling_efficiency = p.step_time.step_s(1, cell.per_replica_batch) / cell.step_s;
   cell.linear_ttt_s = p.reference_ttt_s * p.reference.replicas / g.replicas;
-  const double fixed_steps = p.reference_epochs * steps_per_epoch;
-  cell.throughput_ttt_s = time_to_target(
-      fixed_steps, cell.step_s, static_cast<double>(evaluations_to_target(fixed_steps, whole_epoch, loss_target)),
-      eval_s, startup);
+  cell.throughput_ttt_s = ttt_at_steps(p.reference_epochs * steps_per_epoch);
   return cell;
 }
 
@@ -390,6 +428,7 @@ Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid
   fit_step_time_model(calibration, probe, p);
   std::vector<const MeasuredRun*> references;
   fit_steps_model(calibration, p, references);
+  p.spread = spread_of(calibration, p.step_time);
   const Overheads o = overheads_of(calibration);
   p.samples_per_epoch = o.samples_per_epoch;
   set_reference(calibration, p);

@@ -64,7 +64,12 @@ struct CellPlan {
   double scaling_efficiency = 0;  // step_s(1, b) / step_s(N, b): throughput over N x one replica's
   double linear_ttt_s = 0;        // baseline: linear speedup from the reference calibration cell
   double throughput_ttt_s = 0;    // baseline: throughput only, the reference's epochs at this cell's speed
-  double lr = 0;                  // the calibration spec's rule_lr at this global batch (NaN: unknown)
+  // The 80% prediction interval of one run's time to target (PredictionSpread); NaN without one.
+  double ttt_low_s = 0, ttt_high_s = 0;
+  // The time to target by each steps rule alone (NaN where that rule has no estimate): the scores
+  // of `--check` compare the plan's choice between them with each.
+  double fit_ttt_s = 0, noise_ttt_s = 0;
+  double lr = 0;  // the calibration spec's rule_lr at this global batch (NaN: unknown)
   // A calibration run reached the target in this very cell: its time to target is measured, not
   // held out (a timing run of one epoch that did not reach it measured the step time only).
   bool calibrated = false;
@@ -92,6 +97,20 @@ struct DoubledBatch {
   double ratio() const { return doubled_steps / steps; }
 };
 
+// What the interval of every cell is built from. In log space, around the time at each end of the
+// steps models' range (the cell's estimate, the fit's and the noise scale's: a disagreement is a
+// range, not noise), kIntervalZ x sqrt(seed_cv^2 + step_log_rms^2) either way.
+struct PredictionSpread {
+  // Seed-to-seed coefficient of variation of steps to the target, pooled over the calibrated
+  // batches run at 2+ seeds; NaN with one seed a batch (the interval then has no seed part, and
+  // the plan says so).
+  double seed_cv = 0;
+  int seed_batches = 0;     // the batches it pools
+  double step_log_rms = 0;  // the step-time model's rms log error over the timed runs (StepTimeModel::log_rms)
+};
+// The two-sided 80% quantile of a normal: intervals are 80% intervals.
+constexpr double kIntervalZ = 1.2815515655446004;
+
 struct Plan {
   Target target;
   std::vector<CellPlan> cells;
@@ -112,6 +131,7 @@ struct Plan {
   std::map<int64_t, double> calibrated_lrs;    // global batch -> their runs' rule_lr (NaN: unknown)
   std::string lr_rule;                         // the calibration spec's schedule.scale_rule ("" unknown)
   std::vector<DoubledBatch> doubled;           // the seed question at each grid batch
+  PredictionSpread spread;
   // The baselines' reference: the calibration cell with the fewest replicas, then the smallest
   // batch, that reached the target; its mean time and epochs to the target.
   GridCell reference;

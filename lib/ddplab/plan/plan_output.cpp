@@ -93,6 +93,10 @@ json cell_json(const CellPlan& c) {
           {"scaling_efficiency", number(c.scaling_efficiency)},
           {"linear_ttt_s", number(c.linear_ttt_s)},
           {"throughput_ttt_s", number(c.throughput_ttt_s)},
+          {"ttt_low_s", number(c.ttt_low_s)},
+          {"ttt_high_s", number(c.ttt_high_s)},
+          {"fit_ttt_s", number(c.fit_ttt_s)},
+          {"noise_ttt_s", number(c.noise_ttt_s)},
           {"lr", number(c.lr)},
           {"calibrated", c.calibrated},
           {"flags", c.flags}};
@@ -127,11 +131,37 @@ Block table(Table t) { return {Block::Kind::kTable, {}, std::move(t)}; }
 
 std::string cell_name(const CellPlan& c) { return fmt::format("{} x {}", c.replicas, c.per_replica_batch); }
 
+std::string interval_text(const CellPlan& c) {
+  return fmt::format("{} to {}", num(c.ttt_low_s, "{:.1f}"), num(c.ttt_high_s, "{:.1f}"));
+}
+
+// How sure the choice of the fastest is: the cells whose interval reaches below the fastest's upper
+// end could be faster.
+std::string sureness_line(const Plan& p, const CellPlan& f) {
+  std::vector<std::string> rivals;
+  for (const auto& c : p.cells)
+    if (&c != &f && c.ttt_low_s < f.ttt_high_s) rivals.push_back(fmt::format("{} x {}", c.replicas, c.global_batch));
+  const std::string seeds =
+      std::isfinite(p.spread.seed_cv)
+          ? fmt::format("seed-to-seed CV of steps {:.1f}% over {} batch{}", 100 * p.spread.seed_cv,
+                        p.spread.seed_batches, p.spread.seed_batches == 1 ? "" : "es")
+          : std::string(
+                "no seed part: the calibration ran one seed a batch, so the interval holds the models' "
+                "disagreement and the step-time residual only");
+  return fmt::format(
+      "How sure: 80% interval {} s ({}; step-time residual {:.1f}%). {}", interval_text(f), seeds,
+      100 * p.spread.step_log_rms,
+      rivals.empty()
+          ? std::string("No other cell's interval reaches below its upper end: the choice is clear.")
+          : fmt::format("Not separated from {} (their intervals reach below its upper end).", fmt::join(rivals, ", ")));
+}
+
 std::vector<std::string> recommendation_lines(const Plan& p) {
   if (!p.fastest) return {"No cell has a finite predicted time to the target."};
   const CellPlan &f = p.cells[*p.fastest], &c = p.cells[*p.cheapest];
   return {fmt::format("Fastest: {} replica(s) at global batch {} ({}), {:.1f} s to the target.", f.replicas,
                       f.global_batch, cell_name(f), f.time_to_target_s),
+          sureness_line(p, f),
           fmt::format("Cheapest within {:.0f}% of it: {} replica(s) at global batch {} ({}), {:.1f} s, {:.1f} "
                       "device-seconds.",
                       100 * kCheapestWithin, c.replicas, c.global_batch, cell_name(c), c.time_to_target_s, c.device_s)};
@@ -198,17 +228,18 @@ Table step_fit_table(const Plan& p) {
 
 Table cells_table(const Plan& p) {
   Table t{{"replicas", "global batch", "per replica", "step (ms)", "steps", "steps (fit / noise)", "time to target (s)",
-           "device-s", "images/s", "scaling eff.", "lr (rule)", "linear baseline (s)", "throughput baseline (s)",
-           "flags"}};
+           "80% interval (s)", "device-s", "images/s", "scaling eff.", "lr (rule)", "linear baseline (s)",
+           "throughput baseline (s)", "flags"}};
   for (const auto& c : p.cells) {
     std::vector<std::string> flags = c.flags;
     if (c.calibrated) flags.insert(flags.begin(), "calibrated (not held out)");
     t.push_back({fmt::format("{}", c.replicas), fmt::format("{}", c.global_batch),
                  fmt::format("{:.0f}", c.per_replica_batch), num(1e3 * c.step_s, "{:.2f}"), num(c.steps, "{:.0f}"),
                  fmt::format("{} / {}", num(c.steps_fit, "{:.0f}"), num(c.steps_noise, "{:.0f}")),
-                 num(c.time_to_target_s, "{:.1f}"), num(c.device_s, "{:.1f}"), num(c.images_per_s, "{:.0f}"),
-                 num(c.scaling_efficiency, "{:.2f}"), num(c.lr, "{:.4g}"), num(c.linear_ttt_s, "{:.1f}"),
-                 num(c.throughput_ttt_s, "{:.1f}"), fmt::format("{}", fmt::join(flags, "; "))});
+                 num(c.time_to_target_s, "{:.1f}"), interval_text(c), num(c.device_s, "{:.1f}"),
+                 num(c.images_per_s, "{:.0f}"), num(c.scaling_efficiency, "{:.2f}"), num(c.lr, "{:.4g}"),
+                 num(c.linear_ttt_s, "{:.1f}"), num(c.throughput_ttt_s, "{:.1f}"),
+                 fmt::format("{}", fmt::join(flags, "; "))});
   }
   return t;
 }
@@ -387,6 +418,11 @@ json Plan::to_json() const {
               {"global_batch", reference.global_batch},
               {"time_to_target_s", reference_ttt_s},
               {"epochs", reference_epochs}}},
+            {"spread",
+             {{"seed_cv", number(spread.seed_cv)},
+              {"seed_batches", spread.seed_batches},
+              {"step_log_rms", spread.step_log_rms},
+              {"z", kIntervalZ}}},
             {"samples_per_epoch", samples_per_epoch},
             {"notes", notes},
             {"calibration_runs", calibration_runs},
