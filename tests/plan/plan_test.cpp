@@ -364,15 +364,25 @@ TEST(Plan, AnswersTheSeedQuestionFromTheFit) {
   EXPECT_NEAR(linear.doubled.front().doubled_lr, 0.2, 1e-12);
 }
 
+// Runs that collapse or never reach the target are left out of the fit and named; a collapse also
+// flags the cells at its global batch.
 TEST(Plan, CollapsedAndNeverReachingRunsAreLeftOutAndSaid) {
   testing::TempDir tmp;
   const fs::path root = write_calibration(tmp.path() / "cal");
   write_synthetic(root, {2, 64, 2, 0, "done", /*collapse=*/true});
   write_synthetic(root, {2, 256, 3, 0, "done", false, /*never=*/true});
   const Calibration c = read_calibration({root}, loss_target());
-  const Plan p = make_plan(c, parse_grid({"replicas=2", "batch=128"}));
+  const Plan p = make_plan(c, parse_grid({"replicas=1,2", "batch=64,128"}));
   const std::string notes = fmt::format("{}", fmt::join(p.notes, "\n"));
   EXPECT_NE(notes.find("seed=2: left out of the steps fit: collapsed"), std::string::npos) << notes;
+  // The collapse is a finding about its global batch (its lr): every cell there says so, no other.
+  for (const auto& cell : p.cells) {
+    const std::string flags = fmt::format("{}", fmt::join(cell.flags, "; "));
+    EXPECT_EQ(flags.find("a calibration run at this global batch collapsed to chance (2 x 64, "
+                         "replicas=2,batch=64,seed=2)") != std::string::npos,
+              cell.global_batch == 64)
+        << cell.replicas << " x " << cell.global_batch << ": " << flags;
+  }
   EXPECT_NE(notes.find("seed=3: left out of the steps fit: did not reach training loss 0.5"), std::string::npos)
       << notes;
   ASSERT_TRUE(p.steps_fit.has_value());

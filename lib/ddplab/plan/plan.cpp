@@ -232,9 +232,20 @@ void load_flags(const CellPlan& cell, const Calibration& c, std::vector<std::str
                   : fmt::format("one replica's step time was timed under load ({})", one)));
 }
 
+// A calibration run at the cell's global batch (so at its lr) that collapsed or diverged: a finding
+// about the cell, not only a run left out of the fit.
+void failure_flags(const CellPlan& cell, const Calibration& c, std::vector<std::string>& flags) {
+  for (const auto& r : c.runs)
+    if (r.global_batch == cell.global_batch && (r.left_out.rfind("collapsed", 0) == 0 || r.left_out == "diverged"))
+      flags.push_back(fmt::format("a calibration run at this global batch {} ({} x {}, {}): it may not train here",
+                                  r.left_out.rfind("collapsed", 0) == 0 ? "collapsed to chance" : "diverged",
+                                  r.replicas, r.global_batch, r.run_id));
+}
+
 // Where the cell lies outside what the calibration measured.
 std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const Calibration& c) {
   std::vector<std::string> flags;
+  failure_flags(cell, c, flags);
   load_flags(cell, c, flags);
   const auto ranges = timed_ranges(c);
   const auto range = ranges.find(cell.replicas);
