@@ -365,7 +365,7 @@ TEST(Plan, AnswersTheSeedQuestionFromTheFit) {
 }
 
 // Runs that collapse or never reach the target are left out of the fit and named; a collapse also
-// flags the cells at its global batch.
+// flags the cells at its global batch, which are never recommended.
 TEST(Plan, CollapsedAndNeverReachingRunsAreLeftOutAndSaid) {
   testing::TempDir tmp;
   const fs::path root = write_calibration(tmp.path() / "cal");
@@ -383,6 +383,9 @@ TEST(Plan, CollapsedAndNeverReachingRunsAreLeftOutAndSaid) {
               cell.global_batch == 64)
         << cell.replicas << " x " << cell.global_batch << ": " << flags;
   }
+  ASSERT_TRUE(p.fastest && p.cheapest);
+  EXPECT_NE(p.cells[*p.fastest].global_batch, 64) << "never recommended";
+  EXPECT_NE(p.cells[*p.cheapest].global_batch, 64) << "never recommended";
   EXPECT_NE(notes.find("seed=3: left out of the steps fit: did not reach training loss 0.5"), std::string::npos)
       << notes;
   ASSERT_TRUE(p.steps_fit.has_value());

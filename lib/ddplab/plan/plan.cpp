@@ -234,16 +234,18 @@ void load_flags(const CellPlan& cell, const Calibration& c, std::vector<std::str
 
 // A calibration run at the cell's global batch (so at its lr) that collapsed or diverged: a finding
 // about the cell, not only a run left out of the fit.
-void failure_flags(const CellPlan& cell, const Calibration& c, std::vector<std::string>& flags) {
+void failure_flags(CellPlan& cell, const Calibration& c, std::vector<std::string>& flags) {
   for (const auto& r : c.runs)
-    if (r.global_batch == cell.global_batch && (r.left_out.rfind("collapsed", 0) == 0 || r.left_out == "diverged"))
+    if (r.global_batch == cell.global_batch && (r.left_out.rfind("collapsed", 0) == 0 || r.left_out == "diverged")) {
+      cell.may_not_train = true;
       flags.push_back(fmt::format("a calibration run at this global batch {} ({} x {}, {}): it may not train here",
                                   r.left_out.rfind("collapsed", 0) == 0 ? "collapsed to chance" : "diverged",
                                   r.replicas, r.global_batch, r.run_id));
+    }
 }
 
 // Where the cell lies outside what the calibration measured.
-std::vector<std::string> cell_flags(const Plan& p, const CellPlan& cell, const Calibration& c) {
+std::vector<std::string> cell_flags(const Plan& p, CellPlan& cell, const Calibration& c) {
   std::vector<std::string> flags;
   failure_flags(cell, c, flags);
   load_flags(cell, c, flags);
@@ -359,13 +361,14 @@ CellPlan predict_cell(const Plan& p, const GridCell& g, const Overheads& o,
 
 void recommend(Plan& p) {
   for (size_t i = 0; i < p.cells.size(); ++i)
-    if (std::isfinite(p.cells[i].time_to_target_s) &&
+    if (std::isfinite(p.cells[i].time_to_target_s) && !p.cells[i].may_not_train &&
         (!p.fastest || p.cells[i].time_to_target_s < p.cells[*p.fastest].time_to_target_s))
       p.fastest = i;
   if (!p.fastest) return;
   const double limit = (1 + kCheapestWithin) * p.cells[*p.fastest].time_to_target_s;
   for (size_t i = 0; i < p.cells.size(); ++i)
-    if (p.cells[i].time_to_target_s <= limit && (!p.cheapest || p.cells[i].device_s < p.cells[*p.cheapest].device_s))
+    if (p.cells[i].time_to_target_s <= limit && !p.cells[i].may_not_train &&
+        (!p.cheapest || p.cells[i].device_s < p.cells[*p.cheapest].device_s))
       p.cheapest = i;
 }
 

@@ -74,6 +74,8 @@ struct CellPlan {
   // held out (a timing run of one epoch that did not reach it measured the step time only).
   bool calibrated = false;
   std::vector<std::string> flags;  // where the models extrapolate
+  // A calibration run at this global batch collapsed or diverged: flagged, never recommended.
+  bool may_not_train = false;
 };
 
 // One calibration run's step time and exposed communication per step, measured and as the fitted
