@@ -12,9 +12,9 @@
 #include "ddplab/plan/calibration.h"
 #include "ddplab/plan/fit.h"
 #include "ddplab/plan/plan.h"
-#include "ddplab/report/report.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 
 namespace ddplab::plan {
 namespace fs = std::filesystem;
@@ -104,8 +104,8 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
   result.target_text = target.describe();
   std::map<std::pair<int, int64_t>, std::vector<const MeasuredRun*>> by_cell;
   std::vector<MeasuredRun> measured;
-  std::vector<report::RunData> loaded;
-  for (const auto& dir : report::find_run_dirs(run_dirs)) loaded.push_back(report::load_run(dir, result.notes));
+  std::vector<rundir::RunData> loaded;
+  for (const auto& dir : rundir::find_run_dirs(run_dirs)) loaded.push_back(rundir::read_run(dir, result.notes));
   for (const auto& r : loaded) measured.push_back(measure_run(r, target));
   for (const auto& m : measured) {
     by_cell[{m.replicas, m.global_batch}].push_back(&m);
