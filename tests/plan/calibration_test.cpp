@@ -1,11 +1,12 @@
 // plan/calibration.h: a run measured against an accuracy target reads it where the report does
-// (report::RunData::reaching): at evaluation points when the run has them.
+// (rundir::RunData::reaching): at evaluation points when the run has them.
 #include "ddplab/plan/calibration.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
+#include "ddplab/rundir/run_reader.h"
 #include "report/fake_run.h"
 #include "test_util.h"
 
@@ -23,7 +24,7 @@ TEST(Calibration, AnAccuracyTargetIsMeasuredAtEvaluationPointsWhenTheRunHasThem)
   std::vector<std::string> warnings;
   Target target;
   target.acc = 0.8;
-  const MeasuredRun m = measure_run(report::load_run(dir, warnings), target);
+  const MeasuredRun m = measure_run(rundir::read_run(dir, warnings), target);
   ASSERT_TRUE(m.steps_to_target.has_value()) << m.left_out;
   EXPECT_EQ(*m.steps_to_target, 220.0) << "the point in the third epoch, not its end";
   EXPECT_NEAR(*m.time_to_target_s, 0.12 * 220, 1e-9) << "no manifest end: no start-up added";
@@ -41,7 +42,7 @@ TEST(Calibration, StartUpIsFromTheRunsStartToItsTrainingClocksStart) {
     std::vector<std::string> warnings;
     Target target;
     target.acc = 0.8;
-    return measure_run(report::load_run(testing::write_run(tmp.path() / "runs", r), warnings), target);
+    return measure_run(rundir::read_run(testing::write_run(tmp.path() / "runs", r), warnings), target);
   };
   const MeasuredRun timed =
       measured("timed", {{"train_start", "2026-01-01T00:00:01.250Z"}, {"end", "2026-01-01T00:00:40.000Z"}});

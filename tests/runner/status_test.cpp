@@ -69,7 +69,14 @@ TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
   const auto dir = tmp.path() / "exp" / "seed=1";
   std::filesystem::create_directories(dir);
   testing::write_file(rundir::spec_file(dir), R"({"epochs": 2})");
-  testing::write_file(rundir::epochs_file(dir), "{\"test_acc\": 0.1}\n{\"test_acc\": 0.1015}\n");
+  std::string records;  // read as every reader reads them (rundir/run_reader.h): whole records
+  for (const double acc : {0.1, 0.1015}) {
+    rundir::EpochRecord r;
+    r.epoch = acc == 0.1 ? 1 : 2;
+    r.test_acc = acc;
+    records += r.to_json().dump() + "\n";
+  }
+  testing::write_file(rundir::epochs_file(dir), records);
   testing::write_file(rundir::manifest_file(dir), nlohmann::json{{"status", "collapsed"},
                                                                  {"exit_code", kExitCollapsed},
                                                                  {"message",

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 
@@ -14,6 +13,7 @@
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 
 namespace ddplab::plan {
 namespace fs = std::filesystem;
@@ -21,24 +21,6 @@ using nlohmann::json;
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// epochs.jsonl as rundir::EpochRecord, by epoch (a repeated epoch keeps its last); lines that do
-// not read are skipped (report::load_run has warned about them).
-std::vector<rundir::EpochRecord> epoch_records(const fs::path& dir) {
-  std::map<int, rundir::EpochRecord> by_epoch;
-  std::ifstream in(rundir::epochs_file(dir));
-  std::string line;
-  while (std::getline(in, line)) {
-    try {
-      const auto r = rundir::EpochRecord::from_json(json::parse(line));
-      by_epoch[r.epoch] = r;
-    } catch (const std::exception&) {
-    }
-  }
-  std::vector<rundir::EpochRecord> out;
-  for (auto& [e, r] : by_epoch) out.push_back(r);
-  return out;
-}
 
 // Start-up: from the manifest's start to the training clock's start ("train_start", written since
 // 2026-12-06 to the millisecond); for older runs, what the end leaves after the last record's
@@ -108,12 +90,12 @@ std::vector<ProgressSpan> progress_to(const std::vector<rundir::EpochRecord>& re
   return spans;
 }
 
-void measure_target(const report::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
+void measure_target(const rundir::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
                     MeasuredRun& m) {
   const auto health = run.health();
-  m.timed = health && *health != report::RunHealth::kDiverged && std::isfinite(m.timing.step_s);
-  if (health == report::RunHealth::kDiverged) m.left_out = "diverged";
-  if (health == report::RunHealth::kCollapsed) m.left_out = "collapsed (near chance at the end)";
+  m.timed = health && *health != rundir::RunHealth::kDiverged && std::isfinite(m.timing.step_s);
+  if (health == rundir::RunHealth::kDiverged) m.left_out = "diverged";
+  if (health == rundir::RunHealth::kCollapsed) m.left_out = "collapsed (near chance at the end)";
   if (!health) m.left_out = fmt::format("not finished ({})", run.status_text());
   if (!m.left_out.empty()) return;
   const double startup = std::isfinite(m.startup_s) ? m.startup_s : 0.0;
@@ -145,7 +127,7 @@ void measure_target(const report::RunData& run, const Target& target, const std:
 std::string Target::describe() const {
   if (loss)
     return fmt::format("training loss {:.4g} (running mean over {:.0f} samples, step records)", *loss,
-                       report::kLossWindowSamples);
+                       rundir::kLossWindowSamples);
   if (acc)
     return fmt::format("accuracy {:.1f}% (at evaluation points where runs have them, else epoch ends)", 100 * *acc);
   return "no target";
@@ -175,7 +157,7 @@ double rule_lr(const json& spec, double global_batch) {
   }
 }
 
-MeasuredRun measure_run(const report::RunData& run, const Target& target) {
+MeasuredRun measure_run(const rundir::RunData& run, const Target& target) {
   MeasuredRun m;
   m.dir = run.dir;
   m.run_id = run.run_id;
@@ -183,7 +165,7 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
     m.seed = run.spec.value("seed", int64_t{0});
     m.bucket_mb = run.spec.contains("replicas") ? run.spec["replicas"].value("bucket_mb", 25.0) : 25.0;
   }
-  const auto records = epoch_records(run.dir);
+  const auto& records = run.epochs;
   if (records.empty()) {
     m.left_out = "no epoch records";
     m.timing.step_s = kNaN;
@@ -193,11 +175,7 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
   m.host_cpu_wait_pct = run.mean_host_cpu_wait_pct();
   m.host_steal_pct = run.mean_host_steal_pct();
   m.lr = rule_lr(run.spec, static_cast<double>(m.global_batch));
-  json manifest;
-  try {
-    manifest = rundir::read_manifest(run.dir);
-  } catch (const std::exception&) {
-  }
+  const json& manifest = run.manifest;
   const bool restarted = manifest.is_object() && manifest.contains("restarts");
   m.startup_s = restarted ? kNaN : startup_seconds(manifest, records.back().wall_s);
   measure_target(run, target, records, m);
@@ -206,7 +184,7 @@ MeasuredRun measure_run(const report::RunData& run, const Target& target) {
 
 namespace {
 // report.target_loss, else report.target_acc, of the first spec that has one.
-Target target_of_specs(const std::vector<report::RunData>& runs) {
+Target target_of_specs(const std::vector<rundir::RunData>& runs) {
   Target t;
   for (const auto& r : runs) {
     if (!r.spec.is_object() || !r.spec.contains("report") || !r.spec["report"].is_object()) continue;
@@ -221,8 +199,8 @@ Target target_of_specs(const std::vector<report::RunData>& runs) {
 
 Calibration read_calibration(const std::vector<fs::path>& dirs, Target target) {
   Calibration c;
-  std::vector<report::RunData> runs;
-  for (const auto& dir : report::find_run_dirs(dirs)) runs.push_back(report::load_run(dir, c.notes));
+  std::vector<rundir::RunData> runs;
+  for (const auto& dir : rundir::find_run_dirs(dirs)) runs.push_back(rundir::read_run(dir, c.notes));
   if (!target.loss && !target.acc) target = target_of_specs(runs);
   if (!target.loss && !target.acc)
     throw Error(

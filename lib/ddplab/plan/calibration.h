@@ -1,10 +1,11 @@
 // What the planner reads from run directories (spec.json, manifest.json, epochs.jsonl, steps.jsonl):
 // per run its step time, its steps and time to the target, its evaluation and start-up overheads and
 // its noise-scale trajectory. Both the calibration (`ddplab plan --calibration DIR...`) and the
-// held-out runs of `ddplab plan --check` are measured here, by the same rules. Runs are loaded by
-// report::load_run, and steps to a target are the report's: report::RunData::steps_to_loss (a running
-// mean of the training loss over report::kLossWindowSamples samples, from step records) for a loss
-// target, report::RunData::reaching for an accuracy target (the first evaluation point at it where
+// held-out runs of `ddplab plan --check` are measured here, by the same rules. Runs are read by
+// rundir::read_run, and steps to a target are measured as the report measures them:
+// rundir::RunData::steps_to_loss (a running mean of the training loss over
+// rundir::kLossWindowSamples samples, from step records) for a loss target,
+// rundir::RunData::reaching for an accuracy target (the first evaluation point at it where
 // the run has log.eval_every_steps' points on the selection set, else the first epoch's end).
 #pragma once
 #include <cstdint>
@@ -17,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddplab/plan/fit.h"
-#include "ddplab/report/report.h"
+#include "ddplab/rundir/run_data.h"
 
 namespace ddplab::plan {
 
@@ -72,8 +73,8 @@ struct MeasuredRun {
 // does not resolve.
 double rule_lr(const nlohmann::json& spec, double global_batch);
 
-// Measures `run` (loaded by report::load_run) against `target`.
-MeasuredRun measure_run(const report::RunData& run, const Target& target);
+// Measures `run` (read by rundir::read_run) against `target`.
+MeasuredRun measure_run(const rundir::RunData& run, const Target& target);
 
 struct Calibration {
   std::vector<MeasuredRun> runs;
@@ -84,7 +85,7 @@ struct Calibration {
   nlohmann::json spec;
 };
 
-// Reads and measures every run below `dirs` (report::find_run_dirs). `target` unset: the runs'
+// Reads and measures every run below `dirs` (rundir::find_run_dirs). `target` unset: the runs'
 // spec report.target_loss, else report.target_acc; an Error when neither is known.
 Calibration read_calibration(const std::vector<std::filesystem::path>& dirs, Target target);
 

@@ -13,9 +13,9 @@
 #include "ddplab/plan/calibration.h"
 #include "ddplab/plan/fit.h"
 #include "ddplab/plan/plan.h"
-#include "ddplab/report/report.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 
 namespace ddplab::plan {
 namespace fs = std::filesystem;
@@ -99,9 +99,9 @@ PredictorScore score(const std::vector<CellCheck>& cells, double CellCheck::* pr
 }
 
 // Why `run` cannot be scored as held out for `plan` (check.h); empty when it can.
-std::string refusal(const json& plan, const report::RunData& run) {
+std::string refusal(const json& plan, const rundir::RunData& run) {
   const auto created = rundir::manifest_time(plan, "created");
-  const auto start = rundir::manifest_time(rundir::read_manifest(run.dir), "start");
+  const auto start = rundir::manifest_time(run.manifest, "start");
   if (!start) return "its manifest has no start time, so it cannot show that it came after the plan";
   if (created && *start < *created)
     return fmt::format("started {} s before the plan was written ({}): not held out", std::lround(*created - *start),
@@ -143,8 +143,8 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
   result.target_text = target.describe();
   std::map<std::pair<int, int64_t>, std::vector<const MeasuredRun*>> by_cell;
   std::vector<MeasuredRun> measured;
-  std::vector<report::RunData> loaded;
-  for (const auto& dir : report::find_run_dirs(run_dirs)) loaded.push_back(report::load_run(dir, result.notes));
+  std::vector<rundir::RunData> loaded;
+  for (const auto& dir : rundir::find_run_dirs(run_dirs)) loaded.push_back(rundir::read_run(dir, result.notes));
   for (const auto& r : loaded) {
     if (const std::string why = refusal(plan, r); !why.empty())
       result.refused.push_back(fmt::format("{}: {}", r.dir.string(), why));

@@ -1,7 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -15,6 +13,7 @@
 #include "ddplab/report/report.h"
 #include "ddplab/rundir/health.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,20 +26,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 int64_t int_field(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
-std::string str_field(const json& j, const char* key, const std::string& fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-void find_below(const fs::path& dir, std::vector<fs::path>& out) {
-  if (fs::exists(rundir::manifest_file(dir))) {
-    out.push_back(dir);
-    return;
-  }
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.is_directory(ec)) find_below(entry.path(), out);
 }
 
 bool array_of_objects(const json& j) {
@@ -96,86 +81,6 @@ std::string setting_text(const GroupStats& g, const Setting& s) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string RunData::status_text() const { return running() ? "in progress" : status_name; }
-
-int RunData::replicas() const {
-  if (!epochs.empty()) return epochs.back().replicas;
-  if (spec.is_object() && spec.contains("replicas") && spec["replicas"].is_object())
-    return spec["replicas"].value("count", 1);
-  return 1;
-}
-
-int64_t RunData::per_replica_batch() const {
-  if (epochs.empty() || epochs.back().replicas <= 0) return 0;
-  return epochs.back().global_batch / epochs.back().replicas;
-}
-
-double RunData::final_test_acc() const { return epochs.empty() ? kNaN : epochs.back().test_acc; }
-double RunData::final_train_loss() const { return epochs.empty() ? kNaN : epochs.back().train_loss; }
-double RunData::final_test_loss() const { return epochs.empty() ? kNaN : epochs.back().test_loss; }
-
-double selection_acc(const rundir::EpochRecord& e, bool on_validation) {
-  return on_validation ? or_nan(e.val_acc) : e.test_acc;
-}
-
-const rundir::EpochRecord* RunData::best_epoch(bool on_validation) const {
-  const rundir::EpochRecord* best = nullptr;
-  for (const auto& e : epochs)
-    if (std::isfinite(selection_acc(e, on_validation)) &&
-        (!best || selection_acc(e, on_validation) > selection_acc(*best, on_validation)))
-      best = &e;
-  return best;
-}
-
-double RunData::best_test_acc() const {
-  const rundir::EpochRecord* best = best_epoch(false);
-  return best ? best->test_acc : kNaN;
-}
-
-double RunData::final_test_acc_points(int k) const {
-  if (epochs.empty()) return kNaN;
-  const size_t n = std::min(epochs.size(), static_cast<size_t>(std::max(k, 1)));
-  double sum = 0;
-  for (size_t i = epochs.size() - n; i < epochs.size(); ++i) sum += epochs[i].test_acc;
-  return 100 * sum / static_cast<double>(n);
-}
-
-namespace {
-// The mean over `epochs` of the finite values of `field`.
-template <typename Field>
-double mean_over_epochs(const std::vector<rundir::EpochRecord>& epochs, const Field& field) {
-  std::vector<double> xs;
-  for (const auto& e : epochs)
-    if (std::isfinite(field(e))) xs.push_back(field(e));
-  return mean(xs);
-}
-}  // namespace
-
-double RunData::mean_images_per_s() const {
-  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return e.images_per_s; });
-}
-double RunData::mean_host_cpu_wait_pct() const {
-  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return or_nan(e.host_cpu_wait_pct); });
-}
-double RunData::mean_host_steal_pct() const {
-  return mean_over_epochs(epochs, [](const rundir::EpochRecord& e) { return or_nan(e.host_steal_pct); });
-}
-
-int RunData::classes() const {
-  const bool named = spec.is_object() && spec.contains("dataset") && spec["dataset"].is_object();
-  const auto dataset = config::dataset_of(named ? spec["dataset"].value("name", json()) : json());
-  return static_cast<int>(dataset ? config::known_classes(*dataset).value_or(10) : 10);
-}
-
-std::optional<RunHealth> RunData::health() const {
-  if (status == rundir::RunStatus::kDiverged) return RunHealth::kDiverged;
-  if (!finished() || epochs.empty()) return std::nullopt;
-  if (!std::isfinite(epochs.back().train_loss)) return RunHealth::kDiverged;
-  const auto failed = rundir::failed_ending(epochs, classes());
-  if (!failed) return status == rundir::RunStatus::kCollapsed ? RunHealth::kCollapsed : RunHealth::kOk;
-  return failed->status == rundir::RunStatus::kDiverged ? RunHealth::kDiverged : RunHealth::kCollapsed;
-}
-
 std::string ok_of_ended(const GroupStats& g) {
   std::vector<std::string> bad;
   if (g.collapsed > 0) bad.push_back(fmt::format("{} collapsed", g.collapsed));
@@ -189,185 +94,6 @@ std::string failed_runs(const GroupStats& g) {
   const int failed = g.collapsed + g.diverged, ended = g.n + failed;
   const char* how = g.diverged == 0 ? "collapsed" : g.collapsed == 0 ? "diverged" : "collapsed or diverged";
   return fmt::format("{} of {} run{} {}", failed, ended, ended == 1 ? "" : "s", how);
-}
-
-const rundir::EpochRecord* RunData::first_reaching(double target, bool on_validation) const {
-  for (const auto& e : epochs)
-    if (selection_acc(e, on_validation) >= target) return &e;
-  return nullptr;
-}
-
-bool RunData::has_eval_points(bool on_validation) const {
-  if (!step_eval.is_object() || step_eval.value("set", json()) != (on_validation ? "validation" : "test")) return false;
-  return std::any_of(steps.begin(), steps.end(), [](const rundir::StepRecord& r) { return r.eval_acc.has_value(); });
-}
-
-std::optional<TargetPoint> RunData::reaching(double target, bool on_validation) const {
-  if (has_eval_points(on_validation)) {
-    for (const auto& r : steps)
-      if (r.eval_acc && *r.eval_acc >= target)
-        return TargetPoint{r.epoch, r.step, static_cast<double>(r.samples), r.elapsed_s, replicas(), true};
-    return std::nullopt;
-  }
-  const rundir::EpochRecord* e = first_reaching(target, on_validation);
-  if (!e) return std::nullopt;
-  return TargetPoint{static_cast<double>(e->epoch),
-                     e->step,
-                     static_cast<double>(e->step) * static_cast<double>(e->global_batch),
-                     e->wall_s,
-                     e->replicas,
-                     false};
-}
-
-namespace {
-// The training loss of record `i` of `steps`, averaged over the records' samples within
-// kLossWindowSamples centred on record i's middle sample (a record counts with its overlap).
-double windowed_loss(const std::vector<rundir::StepRecord>& steps, size_t i) {
-  auto span = [&](size_t j) {  // the samples record j covers, [first, last)
-    const double last = static_cast<double>(steps[j].samples);
-    const double first = j > 0 ? static_cast<double>(steps[j - 1].samples) : 0.0;
-    return std::pair<double, double>{first, last};
-  };
-  const auto [first, last] = span(i);
-  const double lo = (first + last) / 2 - kLossWindowSamples / 2, hi = lo + kLossWindowSamples;
-  double weight = 0, sum = 0;
-  // Records are in sample order: start at the first one that ends after lo.
-  const auto begin = std::partition_point(
-      steps.begin(), steps.end(), [&](const rundir::StepRecord& r) { return static_cast<double>(r.samples) <= lo; });
-  for (auto j = static_cast<size_t>(begin - steps.begin()); j < steps.size() && span(j).first < hi; ++j) {
-    const auto [a, b] = span(j);
-    const double overlap = std::min(b, hi) - std::max(a, lo);
-    if (overlap <= 0 || !std::isfinite(steps[j].train_loss)) continue;
-    weight += overlap;
-    sum += overlap * steps[j].train_loss;
-  }
-  return weight > 0 ? sum / weight : std::numeric_limits<double>::quiet_NaN();
-}
-}  // namespace
-
-const rundir::StepRecord* RunData::steps_to_loss(double target_loss) const {
-  const rundir::StepRecord* reached = nullptr;
-  for (size_t i = steps.size(); i-- > 0;) {
-    if (!(windowed_loss(steps, i) <= target_loss)) break;
-    reached = &steps[i];
-  }
-  return reached;
-}
-
-std::vector<fs::path> find_run_dirs(const std::vector<fs::path>& inputs) {
-  std::vector<fs::path> dirs;
-  for (const auto& input : inputs) {
-    if (!fs::is_directory(input)) throw Error(fmt::format("{}: not a directory", input.string()));
-    const size_t before = dirs.size();
-    find_below(input, dirs);
-    if (dirs.size() == before)
-      throw Error(fmt::format("{}: no runs found (no {} below it)", input.string(),
-                              rundir::manifest_file(input).filename().string()));
-  }
-  std::sort(dirs.begin(), dirs.end());
-  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
-  return dirs;
-}
-
-namespace {
-// run_id, status, message and experiment from manifest.json. Any status is kept (and shown): a
-// report reads run directories that ddplab did not necessarily write.
-void read_manifest_fields(const fs::path& dir, RunData& run) {
-  const fs::path file = rundir::manifest_file(dir);
-  const json manifest = rundir::read_json(file);  // an Error naming the file
-  if (!manifest.is_object()) throw Error(fmt::format("{}: expected a JSON object", file.string()));
-  run.run_id = str_field(manifest, "run_id", run.run_id);
-  run.status_name = str_field(manifest, "status", "unknown");
-  run.status = rundir::parse_status(run.status_name);
-  run.message = str_field(manifest, "message", "");
-  run.experiment = str_field(manifest, "experiment", "");
-  run.step_eval = manifest.value("step_eval", json());
-}
-
-// spec.json; a run without a readable one is grouped alone (with a warning).
-void read_spec(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
-  const fs::path file = rundir::spec_file(dir);
-  if (fs::exists(file)) {
-    try {
-      run.spec = rundir::read_json(file);
-    } catch (const std::exception& e) {
-      warnings.push_back(fmt::format("{}; grouped alone", e.what()));
-    }
-  } else {
-    warnings.push_back(fmt::format("{}: missing; grouped alone", file.string()));
-  }
-  if (run.spec.is_object()) run.experiment = str_field(run.spec, "name", run.experiment);
-}
-
-// Calls `read` with each non-blank line of `file` parsed as JSON; a line that is not JSON, or
-// that `read` refuses with an Error, is skipped with a warning "<file>:<line>: skipped corrupt
-// <what> (<why>)". A missing file has no lines.
-void for_each_json_line(const fs::path& file, const char* what, const std::function<void(const json&)>& read,
-                        std::vector<std::string>& warnings) {
-  std::ifstream in(file);
-  std::string line;
-  for (int line_no = 1; in && std::getline(in, line); ++line_no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string why;
-    try {
-      read(json::parse(line));
-      continue;
-    } catch (const json::exception&) {
-      why = "not valid JSON";
-    } catch (const Error& e) {
-      why = e.what();
-    }
-    warnings.push_back(fmt::format("{}:{}: skipped corrupt {} ({})", file.string(), line_no, what, why));
-  }
-}
-
-// epochs.jsonl through rundir::EpochRecord::from_json; a repeated epoch keeps its last record.
-// Epochs whose audits failed under debug.audits "warn" become one warning for the run.
-void read_records(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
-  std::map<int, rundir::EpochRecord> by_epoch;
-  std::map<int, std::string> audit_failed;  // epoch -> its first failed audit
-  for_each_json_line(
-      rundir::epochs_file(dir), "record",
-      [&](const json& j) {
-        auto record = rundir::EpochRecord::from_json(j);
-        if (record.audit_warnings.empty())
-          audit_failed.erase(record.epoch);
-        else
-          audit_failed[record.epoch] = record.audit_warnings.front();
-        by_epoch[record.epoch] = std::move(record);
-      },
-      warnings);
-  for (auto& [epoch, record] : by_epoch) run.epochs.push_back(std::move(record));
-  if (!audit_failed.empty())
-    warnings.push_back(
-        fmt::format("{}: audits failed in {} of its {} epochs and it trained on (debug.audits warn); "
-                    "the first: {}",
-                    dir.string(), audit_failed.size(), run.epochs.size(), audit_failed.begin()->second));
-}
-
-// steps.jsonl (when there is one) through rundir::StepRecord::from_json; a repeated step keeps its last.
-void read_steps(const fs::path& dir, RunData& run, std::vector<std::string>& warnings) {
-  std::map<int64_t, rundir::StepRecord> by_step;
-  for_each_json_line(
-      rundir::steps_file(dir), "step record",
-      [&](const json& j) {
-        const auto r = rundir::StepRecord::from_json(j);
-        by_step[r.step] = r;
-      },
-      warnings);
-  for (auto& [step, r] : by_step) run.steps.push_back(r);
-}
-}  // namespace
-
-RunData load_run(const fs::path& dir, std::vector<std::string>& warnings) {
-  RunData run;
-  run.dir = dir;
-  run.run_id = dir.filename().string();
-  read_manifest_fields(dir, run);
-  read_spec(dir, run, warnings);
-  read_records(dir, run, warnings);
-  read_steps(dir, run, warnings);
-  return run;
 }
 
 namespace {
@@ -1061,7 +787,8 @@ std::optional<double> chosen_target(const ReportData& data) {
 
 ReportData analyze(const ReportOptions& options) {
   ReportData data;
-  for (const auto& dir : find_run_dirs(options.inputs)) data.runs.push_back(load_run(dir, data.warnings));
+  for (const auto& dir : rundir::find_run_dirs(options.inputs))
+    data.runs.push_back(RunData{rundir::read_run(dir, data.warnings)});
   const std::vector<json> keys = group_runs(data);
   data.differing_keys = differing_keys(keys);
   const std::vector<std::string> followers = following_keys(keys, data.differing_keys);

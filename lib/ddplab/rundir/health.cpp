@@ -1,7 +1,6 @@
 #include "ddplab/rundir/health.h"
 
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -39,19 +38,6 @@ std::optional<FailedEnding> failed_ending(const std::vector<EpochRecord>& record
                                   100 * last.test_acc, 100.0 / static_cast<double>(classes), last.train_loss, classes,
                                   uniform_loss(classes)),
                       std::nullopt};
-}
-
-std::vector<EpochRecord> read_epoch_records(const std::filesystem::path& dir) {
-  std::vector<EpochRecord> records;
-  std::ifstream in(epochs_file(dir));
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    try {
-      if (j.is_object()) records.push_back(EpochRecord::from_json(j));
-    } catch (const Error&) {
-    }
-  }
-  return records;
 }
 
 }  // namespace ddplab::rundir

@@ -1,6 +1,6 @@
 // Whether a run that trained to its end failed to learn, judged from its epoch records, in one
 // place: the runner reads it when a run finishes (manifest status and exit code, runner/outcome.h)
-// and the report when it sorts runs into ok, collapsed and diverged (report::RunHealth).
+// and the report when it sorts runs into ok, collapsed and diverged (rundir::RunHealth, run_data.h).
 //
 //   near chance      the last record's training and test accuracies are both below
 //                    kChanceAccFactor / classes: the model learnt nothing, not merely evaluates
@@ -41,8 +41,5 @@ struct FailedEnding {
   std::optional<int> epoch;
 };
 std::optional<FailedEnding> failed_ending(const std::vector<EpochRecord>& records, int64_t classes);
-
-// The records of <dir>/epochs.jsonl that read (a torn or foreign line is skipped).
-std::vector<EpochRecord> read_epoch_records(const std::filesystem::path& dir);
 
 }  // namespace ddplab::rundir

@@ -24,6 +24,7 @@
 #include "ddplab/config/defaults.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/rundir/inputs.h"
+#include "ddplab/rundir/run_reader.h"
 
 namespace ddplab::rundir {
 namespace fs = std::filesystem;
@@ -391,16 +392,25 @@ nlohmann::json effective_spec(const nlohmann::json& resolved) {
   return j;
 }
 
-std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
+namespace {
+// spec_changes with the manifest of `dir` already read (null: none).
+std::vector<std::string> changes_since(const fs::path& dir, const config::ExperimentSpec& spec,
+                                       const nlohmann::json& manifest) {
   std::error_code ec;
   if (!fs::exists(spec_file(dir), ec)) return {};
   auto changes = config::resolved_differences(effective_spec(config::upgraded_spec(read_json(spec_file(dir)))),
                                               effective_spec(config::upgraded_spec(spec.resolved)));
-  if (!fs::exists(manifest_file(dir), ec)) return changes;
-  const auto recorded = read_manifest(dir).value("inputs", nlohmann::json());
+  const auto recorded = manifest.is_object() ? manifest.value("inputs", nlohmann::json()) : nlohmann::json();
   if (!recorded.is_object()) return changes;  // written before the inputs were recorded
   for (auto& line : input_changes(recorded, input_hashes(spec))) changes.push_back(std::move(line));
   return changes;
+}
+}  // namespace
+
+std::vector<std::string> spec_changes(const fs::path& dir, const config::ExperimentSpec& spec) {
+  std::error_code ec;
+  if (!fs::exists(spec_file(dir), ec)) return {};
+  return changes_since(dir, spec, fs::exists(manifest_file(dir), ec) ? read_manifest(dir) : nlohmann::json());
 }
 
 RunLog RunLog::create(const config::ExperimentSpec& spec, bool overwrite) {
@@ -455,14 +465,20 @@ RunLog RunLog::open(const fs::path& dir) {
   return RunLog(dir);
 }
 
-bool holds_resumable_run(const fs::path& dir) {
+namespace {
+// The manifest of `dir` when it holds a resumable run (holds_resumable_run), else nothing.
+std::optional<nlohmann::json> resumable_manifest(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(manifest_file(dir), ec) || !fs::exists(checkpoint_file(dir), ec) || !fs::exists(spec_file(dir), ec))
-    return false;
-  const auto manifest = read_manifest(dir);
+    return std::nullopt;
+  auto manifest = read_manifest(dir);
   const auto status = parse_status(manifest.value("status", ""));
-  return status.has_value() && !is_finished(*status) && CheckpointMark::of(manifest).has_value();
+  if (!status.has_value() || is_finished(*status) || !CheckpointMark::of(manifest).has_value()) return std::nullopt;
+  return manifest;
 }
+}  // namespace
+
+bool holds_resumable_run(const fs::path& dir) { return resumable_manifest(dir).has_value(); }
 
 namespace {
 // Keeps the step records of `file` up to global step `last` (the checkpoint's): the steps after
@@ -482,17 +498,14 @@ void keep_steps_through(const fs::path& file, int64_t last) {
 }
 
 // epochs.csv made anew from the records epochs.jsonl keeps: a run begun before a column existed
-// goes on under today's header instead of appending rows longer than its own.
+// goes on under today's header instead of appending rows longer than its own. A record that does
+// not read (run_reader.h) would go missing from the CSV: the resume refuses.
 void rewrite_epochs_csv(const fs::path& dir) {
-  std::ifstream in(epochs_file(dir));
-  std::string line, text = fmt::format("{}\n", fmt::join(EpochRecord::csv_columns(), ","));
-  for (int n = 1; std::getline(in, line); ++n) {
-    try {
-      fmt::format_to(std::back_inserter(text), "{}\n", EpochRecord::from_json(nlohmann::json::parse(line)).csv_row());
-    } catch (const std::exception& e) {
-      throw Error(fmt::format("{}:{}: {}", epochs_file(dir).string(), n, e.what()));
-    }
-  }
+  std::vector<std::string> notes;
+  const auto records = read_epoch_records(dir, notes);
+  if (!notes.empty()) throw Error(fmt::format("{}; cannot resume over it", notes.front()));
+  std::string text = fmt::format("{}\n", fmt::join(EpochRecord::csv_columns(), ","));
+  for (const auto& r : records) fmt::format_to(std::back_inserter(text), "{}\n", r.csv_row());
   write_file_atomic(epochs_csv_file(dir), text);
 }
 }  // namespace
@@ -515,13 +528,14 @@ std::optional<CheckpointMark> CheckpointMark::of(const nlohmann::json& manifest)
 
 std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const std::string& reason) {
   fs::path dir = run_dir(spec);
-  if (!holds_resumable_run(dir)) return std::nullopt;
-  auto manifest = read_manifest(dir);
+  const auto read = resumable_manifest(dir);  // manifest.json read once for the whole resume
+  if (!read) return std::nullopt;
+  const nlohmann::json& manifest = *read;
   const std::string status = manifest["status"].get<std::string>();
-  if (const auto changes = spec_changes(dir, spec); !changes.empty())
+  if (const auto changes = changes_since(dir, spec, manifest); !changes.empty())
     throw Error(fmt::format("{}: holds an unfinished run of a different spec ({}); pass --force to replace it",
                             dir.string(), fmt::join(changes, "; ")));
-  const CheckpointMark mark = CheckpointMark::of(manifest).value();  // holds_resumable_run: there is one
+  const CheckpointMark mark = CheckpointMark::of(manifest).value();  // resumable_manifest: there is one
   const int64_t keep = mark.records;
   auto keep_lines = [&](const fs::path& file, int64_t n) {
     std::ifstream in(file);
@@ -545,16 +559,10 @@ std::optional<RunLog> RunLog::resume(const config::ExperimentSpec& spec, const s
 }
 
 std::optional<EpochRecord> last_epoch_record(const fs::path& dir) {
-  std::ifstream in(epochs_file(dir));
-  std::string last;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) last = line;
-  const auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
-  try {
-    if (j.is_object()) return EpochRecord::from_json(j);
-  } catch (const Error&) {
-  }
-  return std::nullopt;
+  std::vector<std::string> notes;
+  auto records = read_epoch_records(dir, notes);
+  if (records.empty()) return std::nullopt;
+  return std::move(records.back());
 }
 
 void RunLog::append(const EpochRecord& record) const {

@@ -8,6 +8,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/rundir/health.h"
+#include "ddplab/rundir/run_reader.h"
 #include "ddplab/train/trainer.h"
 
 namespace ddplab::runner {
@@ -58,7 +59,8 @@ void record(const rundir::RunLog& run, const Outcome& outcome) {
 
 Outcome finished_outcome(const rundir::RunLog& run, const config::ExperimentSpec& spec) {
   const int64_t classes = config::known_classes(spec.dataset.name).value_or(10);
-  const auto failed = rundir::failed_ending(rundir::read_epoch_records(run.dir()), classes);
+  std::vector<std::string> notes;  // a record that does not read is the report's to name
+  const auto failed = rundir::failed_ending(rundir::read_epoch_records(run.dir(), notes), classes);
   if (!failed) return done_outcome();
   const bool diverged = failed->status == RunStatus::kDiverged;
   return Outcome{failed->status, failed->message, diverged ? kExitDiverged : kExitCollapsed, failed->epoch,

@@ -24,6 +24,7 @@
 #include "ddplab/launch/process.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
 
@@ -97,14 +98,11 @@ bool read_progress(Child& c) {
   struct stat st{};
   if (::stat(file.c_str(), &st) != 0 || st.st_ino == c.stale || st.st_size == c.seen_size) return false;
   c.seen_size = st.st_size;
-  std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  const auto j = nlohmann::json::parse(last, nullptr, false);
-  if (!j.is_object() || !j.contains("epoch") || !j["epoch"].is_number_integer()) return false;
-  const int epoch = j["epoch"].get<int>();
-  c.test_acc = j.contains("test_acc") && j["test_acc"].is_number() ? j["test_acc"].get<double>() : NAN;
+  std::vector<std::string> notes;  // a record that does not read is the report's to name
+  const auto records = rundir::read_epoch_records(c.dir, notes);
+  if (records.empty()) return false;
+  const int epoch = records.back().epoch;
+  c.test_acc = records.back().test_acc;
   if (c.first_epoch < 0) c.first_epoch = epoch;
   const bool advanced = epoch != c.epoch;
   c.epoch = epoch;

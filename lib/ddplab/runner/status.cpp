@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/rundir/layout.h"
+#include "ddplab/rundir/run_reader.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/slurm.h"
 
@@ -96,14 +97,8 @@ void find_runs(const fs::path& dir, std::vector<fs::path>& out) {
 
 // The epochs recorded / the spec's, and the last record's test accuracy.
 void fill_epochs(const fs::path& dir, StatusRow& row) {
-  int records = 0;
-  std::string last;
-  std::ifstream in(rundir::epochs_file(dir));
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) {
-      ++records;
-      last = l;
-    }
+  std::vector<std::string> notes;  // a record that does not read is the report's to name
+  const auto records = rundir::read_epoch_records(dir, notes);
   int epochs = 0;
   for (const fs::path& spec : {rundir::spec_file(dir), rundir::slurm_spec_file(dir)}) {
     std::error_code ec;
@@ -111,11 +106,10 @@ void fill_epochs(const fs::path& dir, StatusRow& row) {
     const auto j = rundir::read_json(spec);
     if (j.is_object() && j.contains("epochs") && j["epochs"].is_number_integer()) epochs = j["epochs"].get<int>();
   }
-  row.epoch = records == 0 ? "-" : epochs > 0 ? fmt::format("{}/{}", records, epochs) : fmt::format("{}", records);
-  const auto record = last.empty() ? nlohmann::json() : nlohmann::json::parse(last, nullptr, false);
-  row.test_acc = record.is_object() && record.contains("test_acc") && record["test_acc"].is_number()
-                     ? fmt::format("{:.2f}%", 100 * record["test_acc"].get<double>())
-                     : "-";
+  const size_t n = records.size();
+  row.epoch = n == 0 ? "-" : epochs > 0 ? fmt::format("{}/{}", n, epochs) : fmt::format("{}", n);
+  row.test_acc =
+      n > 0 && std::isfinite(records.back().test_acc) ? fmt::format("{:.2f}%", 100 * records.back().test_acc) : "-";
 }
 
 // Asks SLURM about recorded jobs; after its first failure says why once and asks no more.

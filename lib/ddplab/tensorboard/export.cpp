@@ -93,7 +93,7 @@ ExportSummary export_runs(const ExportOptions& options) {
   summary.warnings = data.warnings;
   for (size_t i = 0; i < data.runs.size(); ++i) {
     const report::RunData& run = data.runs[i];
-    const json manifest = rundir::read_manifest(run.dir);
+    const json& manifest = run.manifest;
     const EventFile file = event_file_of(data, run, manifest);
     std::error_code ec;
     fs::create_directories(targets[i], ec);

@@ -9,6 +9,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/rundir/run_reader.h"
 #include "ddplab/tensorboard/event_file.h"
 #include "ddplab/tensorboard/run_events.h"
 
@@ -20,9 +21,9 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-report::RunData load(const fs::path& dir) {
-  std::vector<std::string> warnings;  // a torn last line is skipped, as the report skips it
-  return report::load_run(dir, warnings);
+rundir::RunData load(const fs::path& dir) {
+  std::vector<std::string> notes;  // a record that does not read is skipped, as the report skips it
+  return rundir::read_run(dir, notes);
 }
 
 // A name no event file in `dir` has yet.
@@ -56,7 +57,7 @@ std::optional<HParamValue> spec_value(const json& spec, const std::string& key) 
 
 }  // namespace
 
-SessionStart live_session(const report::RunData& run, double start) {
+SessionStart live_session(const rundir::RunData& run, double start) {
   SessionStart session;
   session.start_time_secs = start;
   std::vector<std::string> settings;
@@ -76,8 +77,8 @@ SessionStart live_session(const report::RunData& run, double start) {
 }
 
 LiveEventFile::LiveEventFile(const fs::path& run_dir, bool resumed) : dir_(run_dir) {
-  const report::RunData run = load(dir_);
-  const json manifest = rundir::read_manifest(dir_);
+  const rundir::RunData run = load(dir_);
+  const json& manifest = run.manifest;
   const double now = now_s();
   start_ = rundir::manifest_time(manifest, "start").value_or(now);
   file_ = unused_event_file(dir_, now, manifest_host(manifest));
@@ -100,11 +101,11 @@ void LiveEventFile::finish(SessionStatus status) {
   rundir::append_bytes(file_, frame_record(session_end_event(now, status, now)));
 }
 
-std::string LiveEventFile::new_scalars(const report::RunData& run) {
+std::string LiveEventFile::new_scalars(const rundir::RunData& run) {
   std::string records;
   // The training clock's start is written after this file is made; until then (runs written
   // before 2026-12-06: always) wall times count from the run's start.
-  if (!clock_) clock_ = rundir::manifest_time(rundir::read_manifest(dir_), "train_start");
+  if (!clock_) clock_ = rundir::manifest_time(run.manifest, "train_start");
   for (const Scalar& s : run_scalars(run, clock_.value_or(start_))) {
     const auto [last, first] = written_.emplace(s.tag, s.step);
     if (!first && s.step <= last->second) continue;

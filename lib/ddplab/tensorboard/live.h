@@ -23,7 +23,7 @@
 #include <optional>
 #include <string>
 
-#include "ddplab/report/report.h"
+#include "ddplab/rundir/run_data.h"
 #include "ddplab/tensorboard/events.h"
 
 namespace ddplab::tensorboard {
@@ -42,7 +42,7 @@ class LiveEventFile {
   const std::filesystem::path& file() const { return file_; }
 
  private:
-  std::string new_scalars(const report::RunData& run);
+  std::string new_scalars(const rundir::RunData& run);
   std::filesystem::path dir_, file_;
   double start_ = 0;                        // the manifest's start: the session's start time
   std::optional<double> clock_;             // its train_start, once written: wall times are it + wall_s
@@ -54,6 +54,6 @@ class LiveEventFile {
 // values from spec.json, and "seed"; group_name = "<experiment>" followed by the run id's settings
 // but the seed ("exp: replicas.count=2, schedule.scale_rule=linear"), so that a configuration's
 // seeds form one session group.
-SessionStart live_session(const report::RunData& run, double start);
+SessionStart live_session(const rundir::RunData& run, double start);
 
 }  // namespace ddplab::tensorboard

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ddplab/report/report.h"
+#include "ddplab/rundir/run_data.h"
 #include "ddplab/tensorboard/events.h"
 
 namespace ddplab::tensorboard {
@@ -24,7 +24,7 @@ struct Scalar {
 // clock's start: the manifest's train_start, its start for runs without one) + the records'
 // wall_s / elapsed_s; a value that is not finite is left out. Sorted because
 // TensorBoard's data server drops a tag's points beyond a step that comes later in the file.
-std::vector<Scalar> run_scalars(const report::RunData& run, double start);
+std::vector<Scalar> run_scalars(const rundir::RunData& run, double start);
 
 // The manifest's "host" for an event file's name (event_file_name), "ddplab" when it has none.
 std::string manifest_host(const nlohmann::json& manifest);
