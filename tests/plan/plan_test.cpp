@@ -288,6 +288,36 @@ TEST(Plan, StepsComeFromTheFitWithinTheCalibratedBatchesAndFromTheNoiseScaleBeyo
   }
 }
 
+// The next calibration batch: the uncalibrated cell that could be the fastest (its interval reaches
+// below the fastest's upper end) where the steps models disagree most, beyond 15%; a cell that
+// cannot be the fastest, or whose batch was run to the target, is not worth it.
+TEST(Plan, TheNextCalibrationGoesWhereTheModelsDisagreeOnACellThatCouldWin) {
+  const auto cell = [](int64_t batch, double ttt, double low, double high, double fit, double noise) {
+    CellPlan c;
+    c.global_batch = batch;
+    c.time_to_target_s = ttt;
+    c.ttt_low_s = low;
+    c.ttt_high_s = high;
+    c.steps_fit = fit;
+    c.steps_noise = noise;
+    return c;
+  };
+  Plan p;
+  p.cells = {cell(64, 10, 9, 11, 100, 100),        // the fastest; the models agree
+             cell(128, 10.5, 9.5, 12, 100, 130),   // could win: 30% apart
+             cell(256, 30, 25, 35, 100, 200),      // cannot win, however far apart
+             cell(512, 10.8, 9.8, 12, 100, 150)};  // could win, 50% apart, but run to the target
+  p.fastest = 0;
+  p.calibrated_steps = {{64, 100}, {512, 100}};
+  double gap = 0;
+  EXPECT_EQ(batch_to_calibrate(p, &gap), std::optional<int64_t>(128));
+  EXPECT_NEAR(gap, 0.3, 1e-12);
+  p.cells[1].steps_noise = 110;  // 10%: within what the plan accepts
+  EXPECT_EQ(batch_to_calibrate(p), std::nullopt);
+  p.fastest.reset();
+  EXPECT_EQ(batch_to_calibrate(p), std::nullopt) << "no recommendation, nothing to decide";
+}
+
 // The flags of the cell at `n` replicas and global batch `b`, joined by "; ".
 std::string flags_of(const Plan& p, int n, int64_t b) {
   for (const auto& cell : p.cells)

@@ -482,6 +482,23 @@ json rounded(double x) {
 }
 }  // namespace
 
+std::optional<int64_t> batch_to_calibrate(const Plan& p, double* disagreement) {
+  if (!p.fastest) return std::nullopt;
+  const CellPlan& f = p.cells[*p.fastest];
+  std::optional<int64_t> best;
+  double most = kModelsDisagree;
+  for (const auto& c : p.cells) {
+    const bool rival = &c == &f || c.ttt_low_s < f.ttt_high_s;
+    if (!rival || p.calibrated_steps.count(c.global_batch) || !std::isfinite(c.steps_fit) ||
+        !std::isfinite(c.steps_noise))
+      continue;
+    const double gap = std::abs(c.steps_fit - c.steps_noise) / std::min(c.steps_fit, c.steps_noise);
+    if (gap > most) most = gap, best = c.global_batch;
+  }
+  if (best && disagreement) *disagreement = most;
+  return best;
+}
+
 json predictions_json(const std::vector<CellPlan>& cells) {
   json out = json::array();
   for (const auto& c : cells)

@@ -159,6 +159,16 @@ struct Plan {
 Plan make_plan(const Calibration& calibration, const std::vector<GridCell>& grid,
                const std::optional<AllReduceProbe>& probe = std::nullopt);
 
+// The relative disagreement of the two steps models (|fit - noise| / the smaller) above which a
+// cell that could be the fastest is worth a calibration run at its batch (batch_to_calibrate).
+constexpr double kModelsDisagree = 0.15;
+
+// Where the calibration should go next: among the cells that could be the fastest (the fastest,
+// and every cell whose interval reaches below its upper end) at a global batch that no calibration
+// run reached the target at, the batch where the steps models disagree most, if by more than
+// kModelsDisagree; nullopt when there is none (or no recommendation). `disagreement` gets it.
+std::optional<int64_t> batch_to_calibrate(const Plan& plan, double* disagreement = nullptr);
+
 // The predictions (replicas, batch, step time, steps, time to target and the baselines of every
 // cell, numbers to 6 significant digits): plan.json's summary of what it predicts.
 nlohmann::json predictions_json(const std::vector<CellPlan>& cells);

@@ -170,6 +170,41 @@ int run_calibration(const std::string& spec_path, const std::vector<plan::GridCe
   return kExitOk;
 }
 
+// The steps sweep of the calibration at one more global batch, `batch` (plan::batch_to_calibrate),
+// at the steps runs' replica count when it divides the batch, else 1.
+json targeted_steps_doc(const json& doc, const std::vector<plan::GridCell>& grid, const fs::path& dir, int64_t batch) {
+  json d = base_calibration_doc(doc, dir.string(), fmt::format("calibration-steps-B{}", batch));
+  const int n = steps_replicas(grid);
+  d["replicas"]["count"] = batch % n == 0 ? n : 1;
+  d["batch"]["global"] = batch;
+  const json log = d.value("log", json::object());
+  if (log.value("every_steps", 0) <= 0 && log.value("eval_every_steps", 0) <= 0) d["log"]["every_steps"] = 10;
+  return d;
+}
+
+// Runs the calibration at the batch where the steps models disagree on a cell that could win
+// (plan::batch_to_calibrate), once: its cost is that of one steps run per seed, stated. Returns
+// whether it ran (then the plan is made again), or the signal exit code through `code`.
+bool calibrate_where_models_disagree(const std::string& spec_path, const std::vector<plan::GridCell>& grid,
+                                     const fs::path& dir, const plan::Plan& first, int& code) {
+  double gap = 0;
+  const auto batch = plan::batch_to_calibrate(first, &gap);
+  if (!batch) return false;
+  const json doc = config::load_document(spec_path);
+  const json d = targeted_steps_doc(doc, grid, dir, *batch);
+  const config::ExperimentSpec spec = config::resolve(doc, spec_path);
+  const int64_t train_size = config::dataset_info(spec.dataset.name).train_size;
+  const double grid_cost = static_cast<double>(grid.size()) * doc.value("repeats", 1) * full_epochs(doc, train_size);
+  say("ddplab plan: the steps models differ by {:.0f}% at global batch {}, where a cell could be the fastest: "
+      "running it to the target ({:.1f} full-data epochs, {:.0f}% of the grid's)",
+      100 * gap, *batch, full_epochs(d, train_size), 100 * full_epochs(d, train_size) / grid_cost);
+  const fs::path file = dir / fmt::format("{}.json", d["name"].get<std::string>());
+  rundir::write_file_atomic(file, d.dump(2) + "\n");
+  code = run_sweep(file.string(), {}, false, false);
+  if (!is_signal_exit_code(code)) code = kExitOk;
+  return true;
+}
+
 // The grid's replica counts from 2 to replica_slots(spec): those the probe can run here.
 std::vector<int> probe_counts(const std::vector<plan::GridCell>& grid, const config::ExperimentSpec& spec) {
   std::set<int> counts;
@@ -207,13 +242,19 @@ int plan_command(const PlanRequest& r) {
   } else if (out.empty()) {
     out = calibration.front();
   }
-  const plan::Calibration c = plan::read_calibration(calibration, target_of(r));
+  plan::Calibration c = plan::read_calibration(calibration, target_of(r));
   const bool may_probe = (r.calibration.empty() || r.probe) && !c.runs.empty();
   const std::string spec_file = may_probe ? rundir::spec_file(c.runs.front().dir).string() : std::string();
   const auto probe = may_probe ? ensure_probe(calibration.front(), spec_file,
                                               probe_counts(grid, config::resolve(config::load_document(spec_file))))
                                : reuse_probe(calibration);
-  const plan::Plan p = plan::make_plan(c, grid, probe);
+  plan::Plan p = plan::make_plan(c, grid, probe);
+  int code = kExitOk;
+  if (r.calibration.empty() && calibrate_where_models_disagree(r.inputs.front(), grid, calibration.back(), p, code)) {
+    if (code != kExitOk) return code;
+    c = plan::read_calibration(calibration, target_of(r));
+    p = plan::make_plan(c, grid, probe);
+  }
   for (const auto& note : p.notes) complain("note: {}", note);
   const auto files = plan::write_plan(p, out);
   say("{}", plan::render_plan_markdown(p));
