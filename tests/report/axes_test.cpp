@@ -256,6 +256,15 @@ TEST(ReportAxes, CriticalBatchIsFittedPerSeedWithAnIntervalOverSeeds) {
   EXPECT_GT(e.high, 300);
   EXPECT_LT(e.high - e.low, 300) << "five seeds pin it down to well within a factor of two";
   EXPECT_EQ(e.resamples, kCriticalBatchResamples);
+  EXPECT_EQ(e.interval_refusal, "");
+  // Three of the seeds: the fit and each seed's stand, the resampled "interval" is not given.
+  auto three = steps_by_seed;
+  three.erase(4);
+  three.erase(5);
+  const CriticalBatchEstimate few = estimate_critical_batch(three, 0.45);
+  ASSERT_TRUE(few.fit);
+  EXPECT_TRUE(std::isnan(few.low) && std::isnan(few.high));
+  EXPECT_EQ(few.interval_refusal, "3 seeds: too few to resample (5 needed)");
 
   std::map<int64_t, std::map<double, double>> held_back = {{1, {{32, 3000}, {64, 700}, {128, 300}}},
                                                            {2, {{32, 2800}, {64, 720}, {128, 310}}}};

@@ -447,6 +447,13 @@ void resample_seeds(const std::vector<const std::map<double, double>*>& seeds, C
       ++e.resamples_refused;
   }
   e.resamples = kCriticalBatchResamples;
+  if (static_cast<int>(seeds.size()) < kCriticalBatchIntervalSeeds)
+    e.interval_refusal =
+        fmt::format("{} seeds: too few to resample ({} needed)", seeds.size(), kCriticalBatchIntervalSeeds);
+  else if (e.resamples_refused > kCriticalBatchRefusedShare * e.resamples)
+    e.interval_refusal = fmt::format("{} of {} resamples refused by the model: the others' spread is no interval",
+                                     e.resamples_refused, e.resamples);
+  if (!e.interval_refusal.empty()) return;
   e.low = percentile(b_crit, 0.025);
   e.high = percentile(b_crit, 0.975);
 }

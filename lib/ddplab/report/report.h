@@ -276,9 +276,18 @@ struct CriticalBatchEstimate {
   std::string refusal;                  // why `fit` is empty (tradeoff_refusal, or too few batches)
   std::vector<double> per_seed;         // each seed's own B_crit, seed order (refused seeds left out)
   int seeds_refused = 0;                // seeds whose own measurements the model refuses
-  double low = 0, high = 0;             // 2.5 and 97.5 percentiles of B_crit over the resamples (NaN: none)
+  // 2.5 and 97.5 percentiles of B_crit over the resamples: a bootstrap percentile interval, NaN when
+  // there is none or it would not be one (interval_refusal says why).
+  double low = 0, high = 0;
   int resamples = 0, resamples_refused = 0;
+  std::string interval_refusal;  // "3 seeds: too few to resample (5 needed)", "..."; empty with an interval
 };
+// The fewest seeds whose resampling gives an interval worth the name: with 3 there are 10 distinct
+// resamples, each holding a third of the seeds at least once.
+constexpr int kCriticalBatchIntervalSeeds = 5;
+// The largest share of resamples the model may refuse before the percentiles of the others stop
+// being an interval of the estimate (they describe the resamples it accepts).
+constexpr double kCriticalBatchRefusedShare = 0.05;
 // kCriticalBatchResamples resamples of the seeds with replacement (std::mt19937_64 seeded with 1,
 // an index drawn as draw() % seeds, so every toolchain draws the same), each fitted on its mean
 // steps per batch; a resample the model refuses counts in resamples_refused and adds no B_crit.

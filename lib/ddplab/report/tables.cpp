@@ -156,14 +156,16 @@ const char* const kJoinedNote = "keys that always change together: compared as o
 
 Table critical_batch_table(const ReportData& d) {
   Table t = {{"line", "target training loss", "seeds", "B_crit (fit on the mean over seeds)",
-              "95% interval (resampled seeds)", "each seed's own fit", "note"}};
+              "bootstrap 95% interval (seeds resampled)", "each seed's own fit", "note"}};
   for (const auto& [line, e] : critical_batch_estimates(d)) {
     std::vector<std::string> per_seed;
     for (double b : e.per_seed) per_seed.push_back(fixed(b, 0));
     std::string note = e.fit ? std::string() : fmt::format("no fit: {}", e.refusal);
     if (e.seeds_refused > 0)
       note += fmt::format("{}{} of {} seeds refused on their own", note.empty() ? "" : "; ", e.seeds_refused, e.seeds);
-    if (e.resamples_refused > 0)
+    if (!e.interval_refusal.empty())
+      note += fmt::format("{}no interval: {}", note.empty() ? "" : "; ", e.interval_refusal);
+    else if (e.resamples_refused > 0)
       note += fmt::format("{}{} of {} resamples refused", note.empty() ? "" : "; ", e.resamples_refused, e.resamples);
     const std::string interval =
         std::isfinite(e.low) ? fmt::format("{}\xE2\x80\x93{}", fixed(e.low, 0), fixed(e.high, 0)) : kDash;
@@ -178,7 +180,8 @@ const char* const kCriticalBatchNote =
     "McCandlish et al.'s model of steps to a target, S = S_min (1 + B_crit / B), fitted by least squares of S on 1 / "
     "B, at report.target_loss and two easier targets (4/3 and 5/3 of it): B_crit moves with the target, so one "
     "target does not measure it. Steps to a target are read from the curve (the windowed step records). The interval "
-    "resamples the seeds with replacement (2000 times) and fits each resample's mean steps. The model needs the "
+    "resamples the seeds with replacement (2000 times) and fits each resample's mean steps; it is given from 5 seeds "
+    "on, and only when the model accepts 95% of the resamples or more. The model needs the "
     "samples to the target, S x B, to grow with B; where they fall (an lr tuned for another batch, most often) the fit "
     "is refused and the reason given. See docs/report.md.";
 
