@@ -13,7 +13,8 @@ namespace ddplab::train {
   X(reducer_state)              \
   X(step_records)               \
   X(early_stop)                 \
-  X(profiler)
+  X(profiler)                   \
+  X(subnormal_note)
 
 #define DDPLAB_DECLARE_PART(name) extern const PartEntry DDPLAB_PART_ENTRY(name);
 DDPLAB_FOR_EACH_PART(DDPLAB_DECLARE_PART)

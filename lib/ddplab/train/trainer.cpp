@@ -15,7 +15,6 @@
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
 #include "ddplab/train/prewarm.h"
-#include "ddplab/train/subnormal_state.h"
 #include "ddplab/train/trainer_impl.h"
 
 namespace ddplab::train {
@@ -160,23 +159,10 @@ rundir::EpochRecord Trainer::run_epoch(int index) {
   rec.audit_warnings = audits_->at_end(index, e.first_step < steps(), rec);
   for (auto& part : parts_) part->fill_record(rec);
   writer_->append(rec);
-  note_subnormal_state(index);
   check_not_blown_up(rec);
   for (auto& part : parts_) part->end_epoch(rec);
   maybe_checkpoint(e);
   return rec;
-}
-
-// Once a process, on an x86 CPU without replicas.flush_denormal: rank 0's optimizer state's
-// denormals when many.
-void Trainer::note_subnormal_state(int index) {
-  if (!kDenormalsAssisted || subnormal_noted_ || spec_.replicas.flush_denormal || !net_.device.is_cpu() ||
-      !writer_->lead())
-    return;
-  if (const auto note = subnormal_note(subnormal_state(*net_.optimizer, net_.named), index + 1)) {
-    writer_->note(*note);
-    subnormal_noted_ = true;
-  }
 }
 
 // The accumulators start from zero, or from the checkpoint's partial metrics when resuming inside

@@ -87,7 +87,6 @@ class Trainer {
   rundir::EpochRecord epoch_record(const Epoch& e, double epoch_s, const EpochSums& sums,
                                    std::optional<double> drift) const;
   void check_not_blown_up(const rundir::EpochRecord& rec) const;
-  void note_subnormal_state(int index);
   bool stops_before(int epochs_done) const;
   void maybe_checkpoint(const Epoch& e);
   void write_checkpoint(CheckpointState state);
@@ -110,7 +109,6 @@ class Trainer {
   std::vector<std::unique_ptr<Part>> parts_;  // in the registry's order (parts.cpp)
   CheckpointState resumed_;                   // what the run resumed from (zeros for a fresh run)
   DebugFaults faults_;
-  bool subnormal_noted_ = false;  // the note of note_subnormal_state, printed once a process
   int64_t global_step_ = 0;
   Clock::time_point train_start_;  // wall_s 0; the manifest's "train_start" is its UTC time
 
