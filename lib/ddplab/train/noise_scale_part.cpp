@@ -27,7 +27,7 @@ class NoiseScalePart : public Part {
     noise_scale_.update(c_.replicas.local_norm_squared_mean(), mean_sq);
   }
 
-  void fill_record(rundir::EpochRecord& rec) override {
+  void before_record(rundir::EpochRecord& rec) override {
     // Only while the gradients are all-reduced (not in local SGD / EASGD phases): the epoch's last step.
     if (c_.sync.reduces_gradients(rec.step - 1)) add_noise_scale(noise_scale_, rec);
   }

@@ -88,8 +88,9 @@ class Part {
   // A clean stop (SIGINT/SIGTERM), before its checkpoint.
   virtual void at_stop(const StopPoint& /*stop*/) {}
 
-  // Adds what the part measured to the epoch's record before it is written.
-  virtual void fill_record(rundir::EpochRecord& /*rec*/) {}
+  // The epoch's record, about to be written: a part adds its fields, or writes what readers of the
+  // run directory expect before it (the epoch's step records: a live TensorBoard file reads both).
+  virtual void before_record(rundir::EpochRecord& /*rec*/) {}
   // After the record was written and found not blown up (every rank holds the same record).
   virtual void end_epoch(const rundir::EpochRecord& /*rec*/) {}
   // Whether training stops before epoch `epochs_done` (0-based) begins.

@@ -1,6 +1,6 @@
 // log.every_steps' step records (step_recorder.h) as a part: an interval closes after the step's
 // averaging and evaluation point (a collective when it closes); rank 0's records go to steps.jsonl
-// at the epoch's end, at a clean stop, and when training fails (the steps read before it).
+// before the epoch's record, at a clean stop, and when training fails (the steps read before it).
 #include <memory>
 
 #include "ddplab/train/network.h"
@@ -31,7 +31,7 @@ class StepRecordsPart : public Part {
     writer_.append(recorder_.take());
   }
 
-  void end_epoch(const rundir::EpochRecord& /*rec*/) override { writer_.append(recorder_.take()); }
+  void before_record(rundir::EpochRecord& /*rec*/) override { writer_.append(recorder_.take()); }
   void on_failure() override { writer_.append(recorder_.take()); }
 
  private:

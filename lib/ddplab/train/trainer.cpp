@@ -157,7 +157,7 @@ rundir::EpochRecord Trainer::run_epoch(int index) {
   // A run resumed from a stop in the epoch's last step has nothing left of it to audit. Under
   // debug.audits warn rank 0 records its own findings.
   rec.audit_warnings = audits_->at_end(index, e.first_step < steps(), rec);
-  for (auto& part : parts_) part->fill_record(rec);
+  for (auto& part : parts_) part->before_record(rec);
   writer_->append(rec);
   check_not_blown_up(rec);
   for (auto& part : parts_) part->end_epoch(rec);
