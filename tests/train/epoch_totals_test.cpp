@@ -30,7 +30,7 @@ EpochTotals totals() {
 
 TEST(TrainerEpochRecord, MetricsArePerSampleAndPerStep) {
   const EpochSums sums{/*train_loss=*/40, /*train_correct=*/60, /*test_loss=*/25, /*test_correct=*/45};
-  const auto rec = make_epoch_record(context(), totals(), sums, nullptr, std::nullopt);
+  const auto rec = make_epoch_record(context(), totals(), sums, std::nullopt);
   EXPECT_EQ(rec.epoch, 2);
   EXPECT_EQ(rec.step, 20);
   EXPECT_EQ(rec.lr, 0.01);
@@ -54,11 +54,13 @@ TEST(TrainerEpochRecord, MetricsArePerSampleAndPerStep) {
 TEST(TrainerEpochRecord, NoiseScaleAndDriftWhenGiven) {
   GradNoiseScale gns(/*b_small=*/4, /*b_big=*/8);
   const EpochSums sums{1, 1, 1, 1};
-  const auto none = make_epoch_record(context(), totals(), sums, &gns, 0.125);
+  auto none = make_epoch_record(context(), totals(), sums, 0.125);
+  add_noise_scale(gns, none);
   EXPECT_FALSE(none.grad_noise_scale.has_value()) << "no estimate before the first update";
   EXPECT_EQ(none.replica_drift, 0.125);
   gns.update(torch::tensor(3.0), torch::tensor(2.0));
-  const auto rec = make_epoch_record(context(), totals(), sums, &gns, std::nullopt);
+  auto rec = make_epoch_record(context(), totals(), sums, std::nullopt);
+  add_noise_scale(gns, rec);
   ASSERT_TRUE(rec.gns_trace_ema.has_value());
   ASSERT_TRUE(rec.gns_grad_sq_ema.has_value());
   ASSERT_TRUE(rec.grad_noise_scale.has_value());

@@ -52,6 +52,18 @@ std::vector<at::Tensor> read_tensor_list(torch::serialize::InputArchive& a, cons
   return list;
 }
 
+// Every top-level tensor of the archive, and every list write_tensor_list wrote (a sub-archive
+// with a "<key>_size"); the Trainer's own keys among them are read by name, and ignored here.
+PartState read_part_state(torch::serialize::InputArchive& archive) {
+  PartState state;
+  const auto keys = archive.keys();
+  for (const auto& key : keys)
+    if (at::Tensor t; archive.try_read(key, t)) state.set(key, t);
+  for (const auto& key : keys)
+    if (state.tensor(key + "_size").defined()) state.set(key, read_tensor_list(archive, key));
+  return state;
+}
+
 // The model's and the optimizer's state as the sub-archives "model" and "optimizer".
 void write_model_and_optimizer(torch::serialize::OutputArchive& archive, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer) {
@@ -90,6 +102,37 @@ c10::Device device_of(torch::nn::Module& model) {
 }
 
 }  // namespace
+
+void PartState::set(const std::string& key, double value) { tensors_[key] = torch::tensor(value, torch::kFloat64); }
+
+void PartState::set(const std::string& key, const at::Tensor& tensor) { tensors_[key] = tensor; }
+
+void PartState::set(const std::string& key, std::vector<at::Tensor> list) {
+  if (!list.empty()) lists_[key] = std::move(list);
+}
+
+double PartState::number(const std::string& key, double fallback) const {
+  const at::Tensor t = tensor(key);
+  return t.defined() ? t.item<double>() : fallback;
+}
+
+at::Tensor PartState::tensor(const std::string& key) const {
+  const auto it = tensors_.find(key);
+  return it == tensors_.end() ? at::Tensor() : it->second;
+}
+
+std::vector<at::Tensor> PartState::list(const std::string& key) const {
+  const auto it = lists_.find(key);
+  return it == lists_.end() ? std::vector<at::Tensor>{} : it->second;
+}
+
+const at::Tensor& own_entry(const std::filesystem::path& file, const std::vector<at::Tensor>& entries, const char* what,
+                            int rank, int size) {
+  if (static_cast<int>(entries.size()) != size)
+    throw Error(fmt::format("{}: holds {}, this run has {} processes; `ddplab run --force` starts the run over",
+                            file.string(), fmt::format(fmt::runtime(what), entries.size()), size));
+  return entries[static_cast<size_t>(rank)];
+}
 
 at::Tensor replica_state_blob(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive archive;
@@ -148,17 +191,8 @@ void save_checkpoint(const std::filesystem::path& file, torch::nn::Module& model
   for (size_t r = 0; r < s.rng_states.size(); ++r) rng_archive.write(fmt::format("{}", r), s.rng_states[r]);
   archive.write("rng", rng_archive);
   write_scalar(archive, "comm_bytes", static_cast<double>(s.comm_bytes));
-  write_scalar(archive, "gns_trace", s.gns_trace);
-  write_scalar(archive, "gns_grad_sq", s.gns_grad_sq);
-  write_scalar(archive, "gns_steps", static_cast<double>(s.gns_steps));
-  write_scalar(archive, "best_epoch", static_cast<double>(s.best_epoch));
-  write_scalar(archive, "best_metric", s.best_metric);
-  write_tensor_list(archive, "easgd_center", s.easgd_center);
-  write_tensor_list(archive, "weight_ema", s.weight_ema);
-  write_tensor_list(archive, "weight_ema_buffers", s.weight_ema_buffers);
-  write_tensor_list(archive, "replica_states", s.replica_states);
-  write_tensor_list(archive, "comm_hook_states", s.comm_hook_states);
-  if (!s.bucket_layout.empty()) archive.write("bucket_layout", torch::tensor(s.bucket_layout, torch::kInt64));
+  for (const auto& [key, tensor] : s.parts.tensors()) archive.write(key, tensor);
+  for (const auto& [key, list] : s.parts.lists()) write_tensor_list(archive, key, list);
   rundir::write_file_atomic(file, bytes_of(archive));  // keeps the previous checkpoint until it is whole
 }
 
@@ -187,20 +221,7 @@ CheckpointState load_checkpoint(const std::filesystem::path& file, torch::nn::Mo
       s.rng_states.push_back(t.cpu());
     }
     s.comm_bytes = static_cast<int64_t>(read_scalar_or(archive, "comm_bytes", 0));
-    s.gns_trace = read_scalar_or(archive, "gns_trace", 0);
-    s.gns_grad_sq = read_scalar_or(archive, "gns_grad_sq", 0);
-    s.gns_steps = static_cast<int64_t>(read_scalar_or(archive, "gns_steps", 0));
-    s.best_epoch = static_cast<int64_t>(read_scalar_or(archive, "best_epoch", 0));
-    s.best_metric = read_scalar_or(archive, "best_metric", 0);
-    s.easgd_center = read_tensor_list(archive, "easgd_center");
-    s.weight_ema = read_tensor_list(archive, "weight_ema");
-    s.weight_ema_buffers = read_tensor_list(archive, "weight_ema_buffers");
-    s.replica_states = read_tensor_list(archive, "replica_states");
-    s.comm_hook_states = read_tensor_list(archive, "comm_hook_states");
-    if (at::Tensor layout; archive.try_read("bucket_layout", layout)) {
-      layout = layout.cpu();
-      s.bucket_layout.assign(layout.data_ptr<int64_t>(), layout.data_ptr<int64_t>() + layout.numel());
-    }
+    s.parts = read_part_state(archive);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: cannot resume from this checkpoint: {} (`ddplab run --force` starts the run over)",
                             file.string(), e.what_without_backtrace()));

@@ -4,13 +4,17 @@
 // (SIGINT/SIGTERM) interrupts an epoch: model parameters and buffers, optimizer state (momentum,
 // Adam moments), the position (epochs done, step within the epoch, global step), the partial
 // metrics of an interrupted epoch, the number of records in epochs.jsonl, the CPU RNG state of
-// every rank (dropout masks) and every rank's gradient compression state (PowerSGD). The data
-// order needs no state: it is a function of (seed, epoch, step). Checkpoints written before a field existed load with
-// its default. The file is written to a temp file beside it, fsynced, then renamed over checkpoint.pt, so the previous
-// checkpoint stays whole until the new one is (a full disk throws ddplab::Error naming the file).
+// every rank (dropout masks), and each stateful part's keys (train/part.h: the noise scale, the
+// weight EMA, the EASGD center and local SGD's replicas, GradReducer's buckets and comm hook state,
+// the best epoch). The data order needs no state: it is a function of (seed, epoch, step).
+// Checkpoints written before a field existed load with its default. The file is written to a temp
+// file beside it, fsynced, then renamed over checkpoint.pt, so the previous checkpoint stays whole
+// until the new one is (a full disk throws ddplab::Error naming the file).
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +25,28 @@
 
 namespace ddplab::train {
 
+// A part's state in a checkpoint (train/part.h), by key, as torch's Module::state_dict: numbers,
+// tensors and lists of tensors, each written at the checkpoint's top level under its own key, so a
+// key keeps its meaning across versions and a checkpoint without it loads with the fallback.
+class PartState {
+ public:
+  void set(const std::string& key, double value);
+  void set(const std::string& key, const at::Tensor& tensor);
+  void set(const std::string& key, std::vector<at::Tensor> list);  // nothing is written for an empty list
+
+  double number(const std::string& key, double fallback = 0) const;
+  at::Tensor tensor(const std::string& key) const;             // undefined when absent
+  std::vector<at::Tensor> list(const std::string& key) const;  // empty when absent
+
+  const std::map<std::string, at::Tensor>& tensors() const { return tensors_; }
+  const std::map<std::string, std::vector<at::Tensor>>& lists() const { return lists_; }
+
+ private:
+  std::map<std::string, at::Tensor> tensors_;
+  std::map<std::string, std::vector<at::Tensor>> lists_;
+};
+
+// What the Trainer itself checkpoints (the position and the partial metrics), and its parts' states.
 struct CheckpointState {
   int64_t epochs_done = 0;    // completed epochs
   int64_t step_in_epoch = 0;  // steps done of epoch `epochs_done` (0 at an epoch boundary)
@@ -33,30 +59,14 @@ struct CheckpointState {
   // Dropout generator state per replica (CPU, or the CUDA device's; the ranks', or the simulated
   // replicas').
   std::vector<at::Tensor> rng_states;
-  // Gradient noise scale EMAs (train/noise_scale.h, raw state); 0 steps when none.
-  double gns_trace = 0, gns_grad_sq = 0;
-  int64_t gns_steps = 0;
-  // EASGD's center variable (rank 0's, identical on every rank), one tensor per parameter; empty
-  // for other syncs.
-  std::vector<at::Tensor> easgd_center;
-  // The weight EMA's averages (model.ema_decay, weight_ema.h), one per parameter; empty when off.
-  std::vector<at::Tensor> weight_ema;
-  // Its averages of the model's floating-point buffers (BatchNorm statistics); empty without.
-  std::vector<at::Tensor> weight_ema_buffers;
-  // Local SGD / EASGD with 2+ processes: each rank's own model and optimizer state
-  // (replica_state_blob), index = rank; every rank resumes from its own. Empty otherwise (the
-  // replicas are identical, rank 0's model and optimizer above are every rank's).
-  std::vector<at::Tensor> replica_states;
-  // GradReducer's rebuilt bucket layout (GradReducer::rebuilt_layout()); empty before the rebuild, for
-  // one replica, and in checkpoints that predate it.
-  std::vector<int64_t> bucket_layout;
-  // The gradient comm hook's state (GradReducer::comm_hook_state(): PowerSGD's iteration, Q
-  // matrices and error feedback), index = rank; empty for a hook that keeps none.
-  std::vector<at::Tensor> comm_hook_states;
-  // The best epoch so far on validation (train/early_stop.h) and its metric; 0: none yet.
-  int64_t best_epoch = 0;
-  double best_metric = 0;
+  // The parts' states (Part::save), each part's own keys.
+  PartState parts;
 };
+
+// The entry of this rank (`rank` of `size`) in a part's per-rank list; an Error naming `file` when
+// the list is not one entry per process. `what` names the list with a {} for its length.
+const at::Tensor& own_entry(const std::filesystem::path& file, const std::vector<at::Tensor>& entries, const char* what,
+                            int rank, int size);
 
 // One replica's model and optimizer state, serialized as save_checkpoint writes rank 0's, in a
 // uint8 tensor (on the CPU) that can be gathered to rank 0.

@@ -58,15 +58,15 @@ void EpochModel::restore_evaluated() {
   if (!evaluated_buffers_.empty()) copy_all(net_.floating_buffers(), evaluated_buffers_);
 }
 
-void EpochModel::save_to(CheckpointState& state) const {
+void EpochModel::save_to(PartState& state) const {
   if (!ema_) return;
-  state.weight_ema = ema_->averages();
-  state.weight_ema_buffers = ema_->buffer_averages();
+  state.set("weight_ema", ema_->averages());
+  state.set("weight_ema_buffers", ema_->buffer_averages());
 }
 
-void EpochModel::restore_from(const CheckpointState& state) {
-  if (ema_ && !state.weight_ema.empty()) ema_->set_averages(state.weight_ema);
-  if (ema_ && !state.weight_ema_buffers.empty()) ema_->set_buffer_averages(state.weight_ema_buffers);
+void EpochModel::restore_from(const PartState& state) {
+  if (ema_ && !state.list("weight_ema").empty()) ema_->set_averages(state.list("weight_ema"));
+  if (ema_ && !state.list("weight_ema_buffers").empty()) ema_->set_buffer_averages(state.list("weight_ema_buffers"));
 }
 
 }  // namespace ddplab::train

@@ -38,8 +38,8 @@ class EpochModel {
   void restore_evaluated();
 
   // The EMA's averages into / out of a checkpoint (nothing without an EMA).
-  void save_to(CheckpointState& state) const;
-  void restore_from(const CheckpointState& state);
+  void save_to(PartState& state) const;
+  void restore_from(const PartState& state);
 
  private:
   const Network& net_;

@@ -3,7 +3,7 @@
 namespace ddplab::train {
 
 rundir::EpochRecord make_epoch_record(const EpochContext& c, const EpochTotals& totals, const EpochSums& sums,
-                                      const GradNoiseScale* noise_scale, std::optional<double> drift) {
+                                      std::optional<double> drift) {
   const double train_n = static_cast<double>(c.steps * c.global_batch);
   const double test_n = static_cast<double>(c.test_samples);
   rundir::EpochRecord rec;
@@ -23,17 +23,18 @@ rundir::EpochRecord make_epoch_record(const EpochContext& c, const EpochTotals& 
   rec.wall_s = c.wall_s;
   rec.images_per_s = train_n / c.epoch_s;
   rec.comm_wait_s = totals.comm_wait_s;
-  // Noise scale: only while the gradients are all-reduced (not in local SGD / EASGD phases).
-  if (noise_scale != nullptr && noise_scale->available()) {
-    rec.gns_trace_ema = noise_scale->trace_ema();
-    rec.gns_grad_sq_ema = noise_scale->grad_sq_ema();
-    rec.grad_noise_scale = noise_scale->b_simple();
-  }
   rec.comm_bytes = totals.comm_bytes;
   rec.replica_drift = drift;
   rec.replicas = c.replicas;
   rec.global_batch = c.global_batch;
   return rec;
+}
+
+void add_noise_scale(const GradNoiseScale& noise_scale, rundir::EpochRecord& rec) {
+  if (!noise_scale.available()) return;
+  rec.gns_trace_ema = noise_scale.trace_ema();
+  rec.gns_grad_sq_ema = noise_scale.grad_sq_ema();
+  rec.grad_noise_scale = noise_scale.b_simple();
 }
 
 EpochTotals epoch_start_totals(const CheckpointState& resumed, int epoch, bool lead, c10::Device device) {

@@ -1,7 +1,7 @@
 // What one epoch of training adds up, and what the trainer builds from it: the epoch's record
 // (rundir::EpochRecord, written by rank 0) and the position and partial metrics of a checkpoint
-// (CheckpointState; the dropout RNG states, noise scale and EASGD center are added by their
-// owners). Pure functions of their arguments, so they can be tested without training.
+// (CheckpointState; the dropout RNG states and the parts' states are added by their owners). Pure functions of their
+// arguments, so they can be tested without training.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -46,11 +46,11 @@ struct EpochContext {
 
 // The record of an epoch. Train metrics are per sample of the epoch's steps x global_batch,
 // test metrics per test sample (validation metrics per validation sample, when there is a split),
-// grad_norm per step. `noise_scale`: the gradient noise scale when
-// the epoch's last step all-reduced gradients, else nullptr (then, as when it has no estimate
-// yet, the record's noise-scale fields stay empty). `drift`: local SGD / EASGD only.
+// grad_norm per step. `drift`: local SGD / EASGD only. The noise-scale fields stay empty.
 rundir::EpochRecord make_epoch_record(const EpochContext& context, const EpochTotals& totals, const EpochSums& sums,
-                                      const GradNoiseScale* noise_scale, std::optional<double> drift);
+                                      std::optional<double> drift);
+// The gradient noise scale's fields of `rec`, when it has an estimate (else they stay empty).
+void add_noise_scale(const GradNoiseScale& noise_scale, rundir::EpochRecord& rec);
 
 // An epoch interrupted by a clean stop after `steps_done` of its steps.
 struct PartialEpoch {

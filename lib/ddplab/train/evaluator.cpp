@@ -7,15 +7,15 @@
 
 namespace ddplab::train {
 
-Evaluator::Evaluator(const config::LogSpec& log, int64_t steps_per_epoch, Parts parts)
-    : every_(log.eval_every_steps), steps_per_epoch_(steps_per_epoch), p_(std::move(parts)) {
+Evaluator::Evaluator(const config::LogSpec& log, double ema_decay, int64_t steps_per_epoch, Parts parts)
+    : every_(log.eval_every_steps), steps_per_epoch_(steps_per_epoch), p_(std::move(parts)), model_(p_.net, ema_decay) {
   const int64_t size = on_validation() ? p_.data.validation.size() : p_.faults.test_samples(p_.data.test.size());
   point_samples_ = log.eval_samples > 0 ? std::min(log.eval_samples, size) : size;
 }
 
 Evaluation Evaluator::at_epoch_end() {
   Evaluation e;
-  const auto drift = p_.model.evaluate_with(p_.sync.epoch_view(), [&] {
+  const auto drift = model_.evaluate_with(p_.sync.epoch_view(), [&] {
     put_rank0_buffers();
     e = evaluate_sets(p_.net, p_.data, p_.on_device, p_.faults.test_samples(p_.data.test.size()), p_.replicas.ids(),
                       p_.replicas.count(), p_.faults, p_.bf16);
@@ -28,7 +28,7 @@ std::optional<EvalPoint> Evaluator::at_step(int64_t step) {
   if (!enabled() || ((step + 1) % every_ != 0 && step + 1 != steps_per_epoch_)) return std::nullopt;
   const auto start = std::chrono::steady_clock::now();
   SetSums sums;
-  p_.model.evaluate_with(p_.sync.epoch_view(), [&] {
+  model_.evaluate_with(p_.sync.epoch_view(), [&] {
     put_rank0_buffers();
     sums =
         evaluate_first(p_.net, point_set(), point_samples_, p_.replicas.ids(), p_.replicas.count(), p_.faults, p_.bf16);

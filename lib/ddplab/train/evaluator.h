@@ -7,7 +7,7 @@
 //     the test set as far as the epoch's end evaluates it (debug fault eval_first_half halves it).
 //     The same images at every point, so that the points compare; an accuracy on n images has a
 //     sampling error of sqrt(p (1 - p) / n). The manifest names them (manifest_entry).
-// Both take the EpochModel's weights (the replica's own, the replicas' mean under local SGD, the
+// Both take the weights of its EpochModel (the replica's own, the replicas' mean under local SGD, the
 // EASGD center, the weight EMA's average with its BatchNorm statistics) as they are after the
 // step, its averaging or elastic step included (the Trainer calls at_step after
 // ReplicaSync::after_step), and rank 0's BatchNorm
@@ -47,7 +47,6 @@ class Evaluator {
     Network& net;
     const data::DatasetPair& data;
     const data::DeviceData* on_device;  // the splits where batches are made on the device, else null
-    EpochModel& model;
     ReplicaSync& sync;
     const LocalReplicas& replicas;
     std::shared_ptr<distributed::Comm> comm;  // null for one process
@@ -57,7 +56,11 @@ class Evaluator {
     const DebugFaults& faults;
     bool bf16 = false;  // precision bf16: under autocast
   };
-  Evaluator(const config::LogSpec& log, int64_t steps_per_epoch, Parts parts);
+  // `ema_decay`: model.ema_decay (0: no weight EMA).
+  Evaluator(const config::LogSpec& log, double ema_decay, int64_t steps_per_epoch, Parts parts);
+
+  // The weights evaluated (and saved as model.pt and best.pt).
+  EpochModel& epoch_model() { return model_; }
 
   // The epoch's end: the test set's first DebugFaults::test_samples and the whole validation
   // split, this process's replicas' slices, sums not yet all-reduced; `drift` from the EpochModel.
@@ -78,6 +81,7 @@ class Evaluator {
 
   int64_t every_, steps_per_epoch_;
   Parts p_;
+  EpochModel model_;
   int64_t point_samples_;  // images per point
 };
 

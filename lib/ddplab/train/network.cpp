@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "ddplab/config/spec_error.h"
+#include "ddplab/distributed/comm.h"
 #include "ddplab/runtime/device.h"
 #include "ddplab/train/optimizer.h"
 #include "ddplab/train/options.h"
@@ -112,6 +113,20 @@ void place_on_device(Network& network, const config::ExperimentSpec& spec, const
 
 at::Generator dropout_generator(c10::Device device) {
   return at::globalContext().defaultGenerator(device.is_cuda() ? device : c10::Device(c10::kCPU));
+}
+
+std::shared_ptr<distributed::Comm> connect(Network& network, const config::ExperimentSpec& spec,
+                                           const distributed::World& world, std::shared_ptr<distributed::Comm> comm,
+                                           bool broadcast) {
+  if (world.size == 1) return comm;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(spec.replicas.timeout_s * 1000));
+  if (!comm) comm = distributed::make_comm(world, spec.replicas.backend, timeout);
+  std::vector<at::Tensor> state = network.params;
+  state.insert(state.end(), network.buffers.begin(), network.buffers.end());
+  if (broadcast) distributed::broadcast_coalesced(*comm, state, 0);
+  if (spec.model.sync_bn)
+    network.model->set_replica_sum([comm](at::Tensor& t) { distributed::allreduce_sum(*comm, t); });
+  return comm;
 }
 
 }  // namespace ddplab::train

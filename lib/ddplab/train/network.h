@@ -18,6 +18,10 @@
 #include "ddplab/models/models.h"
 #include "ddplab/train/audits.h"
 
+namespace ddplab::distributed {
+struct Comm;
+}
+
 namespace ddplab::train {
 
 struct Network {
@@ -52,5 +56,13 @@ at::Generator dropout_generator(c10::Device device);
 // Parameters and buffers keep their identity (the optimizer's references stay valid). A spec
 // error naming /replicas/device when the GPU is not there. Nothing on CPU.
 void place_on_device(Network& network, const config::ExperimentSpec& spec, const distributed::World& world);
+
+// Connects the replicas of `network`: the process group (`comm` when given, else made under
+// replicas.backend; null with one process), rank 0's parameters and buffers broadcast to every rank
+// (not under debug fault skip_broadcast, `broadcast` false), and under model.sync_bn SyncBatchNorm's
+// all-reduce. Returns the process group.
+std::shared_ptr<distributed::Comm> connect(Network& network, const config::ExperimentSpec& spec,
+                                           const distributed::World& world, std::shared_ptr<distributed::Comm> comm,
+                                           bool broadcast);
 
 }  // namespace ddplab::train
