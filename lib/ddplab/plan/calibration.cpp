@@ -93,6 +93,7 @@ std::vector<ProgressSpan> progress_to(const std::vector<rundir::EpochRecord>& re
 void measure_target(const rundir::RunData& run, const Target& target, const std::vector<rundir::EpochRecord>& records,
                     MeasuredRun& m) {
   const auto health = run.health();
+  m.health = health;
   m.timed = health && *health != rundir::RunHealth::kDiverged && std::isfinite(m.timing.step_s);
   if (health == rundir::RunHealth::kDiverged) m.left_out = "diverged";
   if (health == rundir::RunHealth::kCollapsed) m.left_out = "collapsed (near chance at the end)";

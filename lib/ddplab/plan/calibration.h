@@ -57,6 +57,8 @@ struct MeasuredRun {
   // Why the run cannot give steps to the target ("collapsed", "diverged", "not finished (failed)",
   // "did not reach training loss 0.45 in 3 epochs"); empty when it can.
   std::string left_out;
+  // How it ended (rundir::RunData::health): kCollapsed or kDiverged is a finding about its cell.
+  std::optional<rundir::RunHealth> health;
   // Whether its step time counts: finished with records and not diverged (a collapsed run trains
   // as fast as any).
   bool timed = false;

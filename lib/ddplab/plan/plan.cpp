@@ -236,10 +236,11 @@ void load_flags(const CellPlan& cell, const Calibration& c, std::vector<std::str
 // about the cell, not only a run left out of the fit.
 void failure_flags(CellPlan& cell, const Calibration& c, std::vector<std::string>& flags) {
   for (const auto& r : c.runs)
-    if (r.global_batch == cell.global_batch && (r.left_out.rfind("collapsed", 0) == 0 || r.left_out == "diverged")) {
+    if (r.global_batch == cell.global_batch &&
+        (r.health == rundir::RunHealth::kCollapsed || r.health == rundir::RunHealth::kDiverged)) {
       cell.may_not_train = true;
       flags.push_back(fmt::format("a calibration run at this global batch {} ({} x {}, {}): it may not train here",
-                                  r.left_out.rfind("collapsed", 0) == 0 ? "collapsed to chance" : "diverged",
+                                  r.health == rundir::RunHealth::kCollapsed ? "collapsed to chance" : "diverged",
                                   r.replicas, r.global_batch, r.run_id));
     }
 }
