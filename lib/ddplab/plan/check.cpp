@@ -162,7 +162,6 @@ CheckResult check_plan(const fs::path& plan_file, const std::vector<fs::path>& r
     measure_cell(it->second, c);
     by_cell.erase(it);
     if (!c.calibrated) (c.judged ? result.judged : result.cannot_judge) += 1;
-    result.scorable += c.scorable ? 1 : 0;
     result.cells.push_back(c);
   }
   for (const auto& [cell, runs] : by_cell)

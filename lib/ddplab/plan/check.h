@@ -62,7 +62,6 @@ struct CheckResult {
   std::string target_text;
   std::vector<CellCheck> cells;
   int judged = 0, cannot_judge = 0;
-  int scorable = 0;  // held-out cells every run of which reached the target, whatever their CV
   // Over the judged cells: the plan, each steps rule alone, and the two baselines; then the plan
   // without the CV filter (over the scorable cells).
   PredictorScore planner, fit_only, noise_only, linear, throughput, planner_unfiltered;

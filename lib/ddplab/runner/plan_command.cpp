@@ -136,6 +136,11 @@ double full_epochs(const json& d, int64_t train_size) {
   return static_cast<double>(spec.epochs) * static_cast<double>(limit) / static_cast<double>(train_size);
 }
 
+// The grid's cost in full-data epochs: its cells x the spec's repeats x the spec's epochs.
+double grid_cost(const json& doc, const std::vector<plan::GridCell>& grid, int64_t train_size) {
+  return static_cast<double>(grid.size()) * doc.value("repeats", 1) * full_epochs(doc, train_size);
+}
+
 // Runs the calibration sweeps into `dir`, one after another. A sweep that fails leaves the plan to
 // what the others measured; one stopped by a signal stops the calibration, as it stops a sweep:
 // its exit code (128 + signal), else kExitOk.
@@ -149,12 +154,12 @@ int run_calibration(const std::string& spec_path, const std::vector<plan::GridCe
     const json sweep = d["sweep"];
     cost += full_epochs(d, train_size) * static_cast<double>(sweep.begin()->size());
   }
-  const double grid_cost = static_cast<double>(grid.size()) * doc.value("repeats", 1) * full_epochs(doc, train_size);
+  const double grid_epochs = grid_cost(doc, grid, train_size);
   say("ddplab plan: calibration of {} sweeps, {:.1f} full-data epochs against the grid's {:.1f} ({} cells x {} "
       "repeats): {:.0f}%{}",
-      docs.size(), cost, grid_cost, grid.size(), doc.value("repeats", 1), 100 * cost / grid_cost,
-      cost > kCalibrationShare * grid_cost ? fmt::format(" (above {:.0f}%: a small grid)", 100 * kCalibrationShare)
-                                           : std::string());
+      docs.size(), cost, grid_epochs, grid.size(), doc.value("repeats", 1), 100 * cost / grid_epochs,
+      cost > kCalibrationShare * grid_epochs ? fmt::format(" (above {:.0f}%: a small grid)", 100 * kCalibrationShare)
+                                             : std::string());
   for (const auto& d : docs) {
     fs::create_directories(dir);
     const fs::path file = dir / fmt::format("{}.json", d["name"].get<std::string>());
@@ -183,7 +188,7 @@ json targeted_steps_doc(const json& doc, const std::vector<plan::GridCell>& grid
 }
 
 // Runs the calibration at the batch where the steps models disagree on a cell that could win
-// (plan::batch_to_calibrate), once: its cost is that of one steps run per seed, stated. Returns
+// (plan::batch_to_calibrate), once: its cost is that of one steps run, stated. Returns
 // whether it ran (then the plan is made again), or the signal exit code through `code`.
 bool calibrate_where_models_disagree(const std::string& spec_path, const std::vector<plan::GridCell>& grid,
                                      const fs::path& dir, const plan::Plan& first, int& code) {
@@ -194,10 +199,10 @@ bool calibrate_where_models_disagree(const std::string& spec_path, const std::ve
   const json d = targeted_steps_doc(doc, grid, dir, *batch);
   const config::ExperimentSpec spec = config::resolve(doc, spec_path);
   const int64_t train_size = config::dataset_info(spec.dataset.name).train_size;
-  const double grid_cost = static_cast<double>(grid.size()) * doc.value("repeats", 1) * full_epochs(doc, train_size);
+  const double cost = full_epochs(d, train_size);
   say("ddplab plan: the steps models differ by {:.0f}% at global batch {}, where a cell could be the fastest: "
       "running it to the target ({:.1f} full-data epochs, {:.0f}% of the grid's)",
-      100 * gap, *batch, full_epochs(d, train_size), 100 * full_epochs(d, train_size) / grid_cost);
+      100 * gap, *batch, cost, 100 * cost / grid_cost(doc, grid, train_size));
   const fs::path file = dir / fmt::format("{}.json", d["name"].get<std::string>());
   rundir::write_file_atomic(file, d.dump(2) + "\n");
   code = run_sweep(file.string(), {}, false, false);
