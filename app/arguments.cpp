@@ -106,7 +106,8 @@ Commands add_commands(CLI::App& app, Arguments& a) {
   c.report->add_option(
       "--target", a.report_flags.target,
       "Target accuracy (0..1) for time-to-accuracy: validation accuracy when every run has a validation "
-      "split (dataset.validation), else test accuracy (report.target_acc)");
+      "split (dataset.validation), else test accuracy (report.target_acc; with neither, the report takes what "
+      "the best configuration reliably reaches, less report.equivalence_pts, or says which to give)");
   c.report->add_option("--target-loss", a.report_flags.target_loss,
                        "Target training loss for steps to target (from steps.jsonl; report.target_loss)");
   c.report->add_option("--equivalence-pts", a.report_flags.equivalence_pts,

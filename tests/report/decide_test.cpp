@@ -133,3 +133,27 @@ TEST(Report, NoiseScaleVerdictFollowsTheStepsModel) {
   EXPECT_NE(noise_scale_verdict(256, 512).sentence.find(" below B_noise, where more replicas should still cut"),
             std::string::npos);
 }
+
+// A run that early stopping ended says so in the runs table, and the summary names every such run:
+// where it stopped and on what.
+TEST(Report, EarlyStoppedRunsAreNamedWithWhereAndOnWhatTheyStopped) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    if (seed == 2)
+      r.manifest_patch = {
+          {"early_stop", {{"epochs_done", 3}, {"best_epoch", 1}, {"metric", "val_loss"}, {"best", 0.41}}}};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  const std::string md = render_markdown(d);
+  EXPECT_NE(md.find("Early stopping (early_stop.patience) ended 1 of 2 finished runs before their last epoch: "
+                    "replicas.count=1,schedule.scale_rule=none,seed=2 (stopped early after epoch 3 of 10: val_loss "
+                    "best at epoch 1)."),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| done, stopped early after epoch 3 of 10: val_loss best at epoch 1 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("seed=1 (stopped early"), std::string::npos);
+}

@@ -124,3 +124,29 @@ TEST(ReportFailedRuns, TheHeatmapShowsCollapsedCellsAsSuch) {
   EXPECT_NE(map.find(">2 of 2 runs collapsed</text>"), std::string::npos) << map;     // lr 0.1, batch 64
   EXPECT_NE(map.find(">80.00 (n=1), 1 collapsed</text>"), std::string::npos) << map;  // lr 0.1, batch 32
 }
+
+// A run that learnt, but little (24% on 10 classes, above 1.5 x chance yet under 3.5 x): it stays in
+// the statistics, and the groups table, runs table and groups.csv name it poor.
+TEST(ReportFailedRuns, ARunUnderThePoorFloorIsCountedAndNamedPoor) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun r;
+    r.seed = seed;
+    r.test_acc = seed == 1 ? std::vector<double>{0.2, 0.24} : std::vector<double>{0.5, 0.8};
+    write_run(tmp.path() / "runs", r);
+  }
+  const ReportOptions o = options_for(tmp);
+  const ReportData d = analyze(o);
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups[0].n, 2) << "a poor run is a result, not a failure";
+  EXPECT_EQ(d.groups[0].poor, 1);
+  EXPECT_NEAR(d.groups[0].final_test_acc.mean, 0.52, 1e-12);
+  const std::string md = render_markdown(d);
+  EXPECT_NE(md.find("| 2 (1 poor) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("(poor: final test accuracy 24.00% under the floor 35.00% (3.5 \xC3\x97 chance))"),
+            std::string::npos)
+      << md;
+  write_report(o);
+  const std::string csv = read_file(o.out_dir / "groups.csv");
+  EXPECT_NE(csv.find(",poor,"), std::string::npos) << csv;
+}

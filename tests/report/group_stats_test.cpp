@@ -88,8 +88,13 @@ TEST(Report, ARunOnABusierHostThanItsGroupsOthersIsFlagged) {
   }
   ReportOptions o = options_for(tmp);
   const ReportData d = analyze(o);
-  ASSERT_EQ(d.warnings.size(), 1u) << ::testing::PrintToString(d.warnings);
+  ASSERT_EQ(d.warnings.size(), 2u) << ::testing::PrintToString(d.warnings);
   EXPECT_EQ(d.warnings[0],
+            "1 of 3 finished runs trained on a busy host (CPU wait or steal above 10%: other jobs on its cores, or "
+            "more threads than cores): replicas.count=1,schedule.scale_rule=none,seed=2 (CPU wait 62%); their "
+            "images/s and times to target include the wait, so speed comparisons with them are not of the settings "
+            "alone");
+  EXPECT_EQ(d.warnings[1],
             "replicas.count=1,schedule.scale_rule=none,seed=2 (exp): the host's CPU wait was 62% while it trained, 5% "
             "over its group's 3 runs (median); its images/s and time to target measure the machine's load, not its "
             "setting (55 images/s)");
@@ -106,6 +111,34 @@ TEST(Report, ARunOnABusierHostThanItsGroupsOthersIsFlagged) {
     write_run(quiet.path() / "runs", r);
   }
   EXPECT_TRUE(analyze(options_for(quiet)).warnings.empty());
+}
+
+// A host busy throughout: no run stands out from its group, yet every run is named; and 2 replicas
+// at more than twice the images/s of 1 (the same per-replica batch) are flagged with both loads.
+TEST(Report, EveryRunOnABusyHostIsNamedAndASuperlinearSpeedUpIsFlagged) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed)
+    for (int replicas : {1, 2}) {
+      FakeRun r;
+      r.seed = seed;
+      r.replicas = replicas;
+      r.host_cpu_wait_pct = replicas == 1 ? 40 : 12;
+      r.images_per_s = replicas == 1 ? 100 : 220;
+      write_run(tmp.path() / "runs", r);
+    }
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_FALSE(d.warnings.empty());
+  EXPECT_EQ(d.warnings[0].rfind("4 of 4 finished runs trained on a busy host", 0), 0u) << d.warnings[0];
+  for (const auto& r : d.runs) EXPECT_NE(d.warnings[0].find(r.run_id), std::string::npos) << r.run_id;
+  const std::string md = render_markdown(d);
+  EXPECT_NE(md.find("2.20\xC3\x97; 2 replicas gave more than 2\xC3\x97 the images/s of 1, beyond what data parallelism "
+                    "can give: the host's load, not a speed-up (A: CPU wait 40%; B: CPU wait 12%)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("above 1: the runs saw different machine loads, not a speed-up (host CPU wait 12% here, CPU wait "
+                    "40% at the baseline)"),
+            std::string::npos)
+      << md;
 }
 
 // One seed of B collapsed to chance (10% on 10 classes) and one diverged: neither enters B's mean

@@ -93,6 +93,33 @@ TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
       << out;
 }
 
+// A run an older ddplab marked done though it sat at chance: status judges it by its records.
+TEST(RunStatusCommand, AnOldDoneRunAtChanceIsShownCollapsed) {
+  testing::TempDir tmp;
+  const auto dir = tmp.path() / "exp" / "seed=1";
+  std::filesystem::create_directories(dir);
+  testing::write_file(rundir::spec_file(dir), R"({"epochs": 2})");
+  std::string records;
+  for (const double acc : {0.1, 0.1015}) {
+    rundir::EpochRecord r;
+    r.epoch = acc == 0.1 ? 1 : 2;
+    r.test_acc = acc;
+    r.train_acc = acc;
+    r.train_loss = 2.3026;
+    records += r.to_json().dump() + "\n";
+  }
+  testing::write_file(rundir::epochs_file(dir), records);
+  testing::write_file(rundir::manifest_file(dir), nlohmann::json{{"status", "done"}, {"exit_code", 0}}.dump());
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("seed=1  collapsed  2/2    10.15%"), std::string::npos) << out;
+  EXPECT_NE(out.find("seed=1: collapsed to chance: test accuracy 10.15%"), std::string::npos) << out;
+  EXPECT_NE(out.find("(judged from its records; its manifest, written by an older ddplab, says done)"),
+            std::string::npos)
+      << out;
+}
+
 // Was batch.global=256 before batch.global=64 (sorted as text).
 TEST(RunStatusCommand, RunsAreSortedWithTheirNumbersAsNumbers) {
   testing::TempDir tmp;

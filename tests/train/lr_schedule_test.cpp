@@ -1,6 +1,9 @@
 #include "ddplab/train/lr_schedule.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace ddplab::train {
 namespace {
@@ -152,6 +155,28 @@ TEST(LrSchedule, DependsOnlyOnFractionalEpochNotOnBatchWhenUnscaled) {
   LrSchedule big_l(sgd(0.05), s, 512, 8);
   EXPECT_NEAR(big_l(1.5), 8.0 * small_l(1.5), 1e-15);
   EXPECT_DOUBLE_EQ(small_l(1.5), small(1.5));
+}
+
+// The peak as the run takes it: over its steps (e = i + k / steps), not its end-of-epoch samples.
+// Warmup over 0.5 epochs then cosine over 3: the lr rises to e = 0.5 and falls after, so with 4
+// steps per epoch the highest step is e = 0.5 (0.4 x 4 x decay(0.5)); the epoch records, at e = 0.75,
+// 1.75 and 2.75, never see it.
+TEST(LrSchedule, ThePeakIsTheHighestStepsLrAndTheManifestSaysSo) {
+  config::ScheduleSpec s = constant("linear");
+  s.warmup_epochs = 0.5;
+  s.warmup_start_factor = 0.1;
+  s.decay = config::Decay::kCosine;
+  LrSchedule lr(sgd(0.1), s, 256, 3);  // scaled: 0.4
+  const auto [peak, at] = lr.peak(4);
+  EXPECT_DOUBLE_EQ(at, 0.5);
+  EXPECT_DOUBLE_EQ(peak, 0.4 * (1 + std::cos(M_PI * 0.5 / 3)) / 2);
+  EXPECT_GT(peak, lr(0.75));
+  const nlohmann::json m = lr.manifest_entry(4);
+  EXPECT_DOUBLE_EQ(m["spec"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(m["scale"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(m["scaled"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(m["peak"].get<double>(), peak);
+  EXPECT_DOUBLE_EQ(m["peak_epoch"].get<double>(), 0.5);
 }
 
 }  // namespace

@@ -151,6 +151,21 @@ TEST(Trainer, ACudaGraphRunStoppedAndResumedGivesTheRecordsOfOneNeverStopped) {
     EXPECT_LT(testing::relative_difference(a[e]["train_loss"], b[e]["train_loss"]), 1e-4) << "epoch " << e + 1;
 }
 
+// The manifest holds the lr as the run schedules it: a warmup to epoch 0.5 under a cosine decay
+// peaks inside epoch 1, above what any end-of-epoch record samples.
+TEST(Trainer, TheManifestHoldsTheLrScheduleWithItsPeakBetweenTheRecords) {
+  testing::Workspace ws(/*train=*/256, /*test=*/64);
+  auto doc = ws.base_spec("lr");
+  doc["schedule"] = {{"scale_rule", "linear"}, {"base_batch", 32}, {"warmup_epochs", 0.5}, {"decay", "cosine"}};
+  const config::ExperimentSpec spec = config::resolve(doc);
+  train_observed(spec, 1);
+  const nlohmann::json lr = rundir::read_manifest(rundir::run_dir(spec))["lr_schedule"];
+  EXPECT_DOUBLE_EQ(lr["spec"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(lr["scaled"].get<double>(), 0.1) << "global batch 64 over base 32, linear";
+  EXPECT_DOUBLE_EQ(lr["peak_epoch"].get<double>(), 0.5) << "4 steps per epoch: step 2 of epoch 1";
+  for (const auto& record : numeric_records(spec)) EXPECT_LT(record["lr"].get<double>(), lr["peak"].get<double>());
+}
+
 // dataset.placement "device" makes the batches where the model runs (here the CPU) from the data
 // copied there once, augmentation included: the records of the host's batches, and the same
 // again for a second run of the seed. With 2 simulated replicas and evaluation points, so that

@@ -60,9 +60,10 @@ void measured_steps_saved(ReportData& data);
 // GroupStats::scaling_efficiency of every group, against the closest 1-replica group with the
 // same per-replica batch.
 void scaling_efficiency(ReportData& data);
-// A warning for each finished run whose host load (CPU wait or steal) differs from the median of
-// its group's finished runs by more than kHostLoadFlagPts (of two runs, both when they differ by
-// twice that: which one is off cannot be told).
+// One warning naming every finished run whose host load (CPU wait or steal) was above
+// kHostLoadFlagPts, and one for each finished run whose load differs from the median of its
+// group's finished runs by more than kHostLoadFlagPts (of two runs, both when they differ by twice
+// that: which one is off cannot be told).
 void host_load_warnings(ReportData& data);
 
 // comparisons.cpp
@@ -74,8 +75,6 @@ void compare_groups(ReportData& data);
 
 // decide.cpp
 
-// The group whose mean curve peaks lowest: the one that sets chosen_target; nullptr without one.
-const GroupStats* lowest_peak(const ReportData& data);
 // The group's mean wall seconds to the target accuracy; NaN when no run reached it.
 double time_to_target(const GroupStats& g);
 // Whether a reached the target accuracy before b beyond the spread of their runs: a's slowest run

@@ -106,9 +106,9 @@ ReportData analyze(const ReportOptions& options) {
     if (const auto it = names.find(g.label); it != names.end()) g.label = it->second;
   }
   if (!data.target_acc) {
-    data.target_acc = chosen_target(data);
+    data.chosen = chosen_target(data);
+    data.target_acc = data.chosen.acc;
     data.target_chosen = data.target_acc.has_value();
-    if (const GroupStats* lowest = lowest_peak(data)) data.target_set_by = lowest->label;
   }
   for (auto& g : data.groups) group_statistics(data, g);
   sort_groups(data);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ddplab/rundir/health.h"
+
 namespace ddplab::report {
 
 std::string fixed(double v, int decimals) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : kDash; }
@@ -35,8 +37,34 @@ std::string efficiency_cell(const ReportData& d, const GroupStats& g) {
   if (&d.groups[*g.baseline] == &g) return fmt::format("{} (baseline)", fixed(*g.scaling_efficiency, 2));
   // More than N times the images/s of one replica is no speed-up that data parallelism can give:
   // the runs met different loads on the machine.
-  const char* flag = *g.scaling_efficiency > 1 ? "; above 1: the runs saw different machine loads, not a speed-up" : "";
-  return fmt::format("{} (vs {}{})", fixed(*g.scaling_efficiency, 2), d.groups[*g.baseline].label, flag);
+  const GroupStats& base = d.groups[*g.baseline];
+  const std::string flag =
+      *g.scaling_efficiency > 1
+          ? fmt::format(
+                "; above 1: the runs saw different machine loads, not a speed-up (host {} here, {} at the "
+                "baseline)",
+                host_load_text(g), host_load_text(base))
+          : std::string();
+  return fmt::format("{} (vs {}{})", fixed(*g.scaling_efficiency, 2), base.label, flag);
+}
+
+std::string host_load_text(const GroupStats& g) {
+  if (!std::isfinite(g.host_cpu_wait_pct)) return "load not measured";
+  std::string o = fmt::format("CPU wait {:.0f}%", g.host_cpu_wait_pct);
+  if (std::isfinite(g.host_steal_pct) && g.host_steal_pct >= 0.5) o += fmt::format(", steal {:.0f}%", g.host_steal_pct);
+  return o;
+}
+
+std::string speed_ratio_cell(const GroupStats& a, const GroupStats& b) {
+  const std::string ratio = ratio_cell(b.images_per_s, a.images_per_s);
+  if (a.replicas == b.replicas || !std::isfinite(b.images_per_s / a.images_per_s)) return ratio;
+  const GroupStats &more = a.replicas > b.replicas ? a : b, &fewer = a.replicas > b.replicas ? b : a;
+  const double ideal = static_cast<double>(more.replicas) / fewer.replicas;
+  if (!(more.images_per_s / fewer.images_per_s > ideal)) return ratio;
+  return fmt::format(
+      "{}; {} replicas gave more than {:g}Ã the images/s of {}, beyond what data parallelism can give: the "
+      "host's load, not a speed-up (A: {}; B: {})",
+      ratio, more.replicas, ideal, fewer.replicas, host_load_text(a), host_load_text(b));
 }
 
 std::string throughput_cell(const GroupStats& g) {
@@ -46,7 +74,8 @@ std::string throughput_cell(const GroupStats& g) {
 }
 
 std::string n_cell(const GroupStats& g) {
-  const std::string n = g.collapsed + g.diverged > 0 ? ok_of_ended(g) : fmt::format("{}", g.n);
+  std::string n = g.collapsed + g.diverged > 0 ? ok_of_ended(g) : fmt::format("{}", g.n);
+  if (g.poor > 0) n += fmt::format(" ({} poor)", g.poor);
   if (g.in_progress > 0) return fmt::format("{} (+{} in progress)", n, g.in_progress);
   return n;
 }
@@ -128,6 +157,21 @@ std::string arrow_cell(const std::string& a, const std::string& b, double va, do
   if (!std::isfinite(va) && !std::isfinite(vb)) return kDash;
   return fmt::format("{} \xE2\x86\x92 {}{}", std::isfinite(va) ? a : "not reached",
                      std::isfinite(vb) ? b : "not reached", first);
+}
+
+std::string poor_text(const RunData& r) {
+  if (!r.poor()) return "";
+  return fmt::format("poor: final test accuracy {} under the floor {} ({:g} \xC3\x97 chance)", pct(r.final_test_acc()),
+                     pct(rundir::kPoorAccFactor / r.classes()), rundir::kPoorAccFactor);
+}
+
+std::string early_stop_text(const RunData& r) {
+  const nlohmann::json stop = r.manifest.value("early_stop", nlohmann::json());
+  if (!stop.is_object()) return "";
+  const nlohmann::json epochs = r.spec.value("epochs", nlohmann::json());
+  return fmt::format("stopped early after epoch {}{}: {} best at epoch {}", stop.value("epochs_done", 0),
+                     epochs.is_number_integer() ? fmt::format(" of {}", epochs.get<int64_t>()) : std::string(),
+                     stop.value("metric", std::string("?")), stop.value("best_epoch", 0));
 }
 
 }  // namespace ddplab::report

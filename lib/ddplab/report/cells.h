@@ -39,6 +39,18 @@ std::string verdict_text(const GroupComparison& c);  // verdict_name, or "identi
 // by more than half (fewer samples at the larger batch, which the model does not allow).
 std::string measured_saving_cell(double saved);
 std::string ratio_cell(double b, double a);  // "1.85x" of b / a
+// "poor: final test accuracy 24.30% under the floor 35.00% (3.5 x chance)" for a run that learnt
+// little (RunData::poor), else "".
+std::string poor_text(const RunData& r);
+// "stopped early after epoch 5 of 10: val_loss best at epoch 3" from the manifest's "early_stop"
+// (train/early_stop.h); "" for a run that early stopping did not end.
+std::string early_stop_text(const RunData& r);
+// "CPU wait 41%" (", steal 3%" where it is), the host's load while a group's runs trained, or
+// "load not measured".
+std::string host_load_text(const GroupStats& g);
+// ratio_cell of B's images/s over A's; where the replica count differs and the group with more
+// replicas beat the ideal (its replicas over the other's), flagged with both groups' host load.
+std::string speed_ratio_cell(const GroupStats& a, const GroupStats& b);
 // Which of a and b (NaN: not reached) is first by value: " (A first)", " (B first)" or "".
 const char* first_by_value(double va, double vb);
 // "12.3 s -> 7.1 s (B first)" for a's and b's times to the target; `first` says who was first.

@@ -29,20 +29,60 @@ double mean_curve_peak(const ReportData& data, const GroupStats& g) {
 }
 }  // namespace
 
-const GroupStats* lowest_peak(const ReportData& data) {
-  const GroupStats* lowest = nullptr;
-  for (const auto& g : data.groups)
-    if (std::isfinite(mean_curve_peak(data, g)) &&
-        (!lowest || mean_curve_peak(data, g) < mean_curve_peak(data, *lowest)))
-      lowest = &g;
-  return lowest;
+namespace {
+// The best one run reached: its highest selection_acc over its epoch records; NaN without one.
+double run_peak(const RunData& r, bool on_validation) {
+  const rundir::EpochRecord* e = r.best_epoch(on_validation);
+  return e ? selection_acc(*e, on_validation) : kNaN;
 }
 
-std::optional<double> chosen_target(const ReportData& data) {
-  const GroupStats* lowest = lowest_peak(data);
-  if (!lowest) return std::nullopt;
-  // Down to 0.1 points: every group's mean curve reaches it.
-  return std::floor(mean_curve_peak(data, *lowest) * 1000 + 1e-9) / 1000;
+// The peaks of a group's finished runs, or none when one of its runs collapsed or diverged.
+std::vector<double> reliable_peaks(const ReportData& data, const GroupStats& g) {
+  std::vector<double> peaks;
+  for (size_t ri : g.runs) {
+    const std::optional<RunHealth> health = data.runs[ri].health();
+    if (!health) continue;
+    if (*health != RunHealth::kOk) return {};
+    peaks.push_back(run_peak(data.runs[ri], data.on_validation));
+  }
+  return peaks;
+}
+
+// The group whose mean curve peaks highest: of all groups, or of those with kChosenTargetRuns
+// reliable runs; nullptr when there is none.
+const GroupStats* highest_peak(const ReportData& data, bool reliable_only) {
+  const GroupStats* best = nullptr;
+  for (const auto& g : data.groups) {
+    const double peak = mean_curve_peak(data, g);
+    if (!std::isfinite(peak) || (best && peak <= mean_curve_peak(data, *best))) continue;
+    if (!reliable_only || reliable_peaks(data, g).size() >= static_cast<size_t>(kChosenTargetRuns)) best = &g;
+  }
+  return best;
+}
+}  // namespace
+
+ChosenTarget chosen_target(const ReportData& data) {
+  ChosenTarget t;
+  const GroupStats* any = highest_peak(data, false);
+  if (!any) {
+    t.refusal = "no group has a finished run that did not collapse or diverge";
+    return t;
+  }
+  const GroupStats* best = highest_peak(data, true);
+  t.set_by = (best ? best : any)->label;
+  t.best_peak = mean_curve_peak(data, best ? *best : *any);
+  if (!best) {
+    t.refusal =
+        fmt::format("no group has {} finished runs, none collapsed or diverged, to show what it reaches reliably",
+                    kChosenTargetRuns);
+    return t;
+  }
+  const std::vector<double> peaks = reliable_peaks(data, *best);
+  t.runs = static_cast<int>(peaks.size());
+  t.reliable = *std::min_element(peaks.begin(), peaks.end());
+  // Down to 0.1 points, so that every run of the best group reaches it.
+  t.acc = std::floor((t.reliable - data.equivalence_pts / 100) * 1000 + 1e-9) / 1000;
+  return t;
 }
 
 double time_to_target(const GroupStats& g) {
@@ -102,24 +142,50 @@ Recommendation recommend(const ReportData& d) {
   return r;
 }
 
+bool EffectiveSettings::scheduled() const {
+  return std::isfinite(lr_spec) && std::isfinite(lr_scaled) && std::isfinite(lr_scheduled_peak);
+}
+
+namespace {
+std::string change_text(const std::string& x, const std::string& y) {
+  return x == y ? fmt::format("{} (unchanged)", x) : fmt::format("{} \xE2\x86\x92 {}", x, y);
+}
+
+std::string lr_text(double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string(kDash); }
+
+// ", lr ..." of effective_change.
+std::string lr_change(const EffectiveSettings& a, const EffectiveSettings& b) {
+  if (a.scheduled() && b.scheduled()) {
+    const auto same = [](double x, double y) { return lr_text(x) == lr_text(y); };
+    if (same(a.lr_spec, b.lr_spec) && same(a.lr_scaled, b.lr_scaled) && same(a.lr_scheduled_peak, b.lr_scheduled_peak))
+      return ", lr unchanged";
+    std::string o = fmt::format(", lr {} in the spec", change_text(lr_text(a.lr_spec), lr_text(b.lr_spec)));
+    if (!same(a.lr_scaled, a.lr_spec) || !same(b.lr_scaled, b.lr_spec))
+      o += fmt::format(", scaled {}", change_text(lr_text(a.lr_scaled), lr_text(b.lr_scaled)));
+    if (!same(a.lr_scheduled_peak, a.lr_scaled) || !same(b.lr_scheduled_peak, b.lr_scaled))
+      o += fmt::format(", peak {} as scheduled",
+                       change_text(lr_text(a.lr_scheduled_peak), lr_text(b.lr_scheduled_peak)));
+    return o;
+  }
+  if (lr_text(a.lr_first) == lr_text(b.lr_first) && lr_text(a.lr_peak) == lr_text(b.lr_peak)) return ", lr unchanged";
+  if (lr_text(a.lr_first) == lr_text(a.lr_peak) && lr_text(b.lr_first) == lr_text(b.lr_peak))
+    return fmt::format(", lr {}", change_text(lr_text(a.lr_first), lr_text(b.lr_first)));
+  return fmt::format(", lr {} at the end of epoch 1, highest recorded {}",
+                     change_text(lr_text(a.lr_first), lr_text(b.lr_first)),
+                     change_text(lr_text(a.lr_peak), lr_text(b.lr_peak)));
+}
+}  // namespace
+
 std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b) {
-  const auto change = [](const std::string& x, const std::string& y) {
-    return x == y ? fmt::format("{} (unchanged)", x) : fmt::format("{} \xE2\x86\x92 {}", x, y);
-  };
-  const auto lr = [](double v) { return std::isfinite(v) ? fmt::format("{:.3g}", v) : std::string(kDash); };
   const auto whole = [](double v) { return fixed(v, 0); };
   const auto batch = [](int64_t v) { return v > 0 ? fmt::format("{}", v) : std::string(kDash); };
   std::string o = batch(a.global_batch) == batch(b.global_batch)
                       ? std::string("global batch unchanged")
-                      : fmt::format("global batch {}", change(batch(a.global_batch), batch(b.global_batch)));
+                      : fmt::format("global batch {}", change_text(batch(a.global_batch), batch(b.global_batch)));
   o += whole(a.steps_per_epoch) == whole(b.steps_per_epoch)
            ? std::string(", steps/epoch unchanged")
-           : fmt::format(", steps/epoch {}", change(whole(a.steps_per_epoch), whole(b.steps_per_epoch)));
-  if (lr(a.lr_first) == lr(b.lr_first) && lr(a.lr_peak) == lr(b.lr_peak)) return o + ", lr unchanged";
-  if (lr(a.lr_first) == lr(a.lr_peak) && lr(b.lr_first) == lr(b.lr_peak))
-    return o + fmt::format(", lr {}", change(lr(a.lr_first), lr(b.lr_first)));
-  return o + fmt::format(", lr {} at the first epoch, peak {}", change(lr(a.lr_first), lr(b.lr_first)),
-                         change(lr(a.lr_peak), lr(b.lr_peak)));
+           : fmt::format(", steps/epoch {}", change_text(whole(a.steps_per_epoch), whole(b.steps_per_epoch)));
+  return o + lr_change(a, b);
 }
 
 std::string noise_scale_sentence(const GroupStats& g) {

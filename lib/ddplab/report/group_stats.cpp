@@ -39,6 +39,7 @@ namespace {
 // The per-run values a group's statistics are taken over (finished runs with records).
 struct GroupSamples {
   std::vector<double> best, train_loss, test_loss, thr, t_epochs, t_wall, ns_first, ns_last, comm;
+  std::vector<double> cpu_wait, steal;                 // the host's load while each run trained, where measured
   std::vector<double> t_steps, t_samples, t_device_s;  // to the target accuracy
   std::vector<double> chosen_val, chosen_test;         // on validation: the best epoch's accuracies
   std::vector<double> loss_steps, loss_samples;        // to report.target_loss
@@ -113,6 +114,8 @@ void add_run(const RunData& r, const ReportData& data, GroupStats& g, GroupSampl
   s.train_loss.push_back(r.final_train_loss());
   s.test_loss.push_back(r.final_test_loss());
   s.thr.push_back(r.mean_images_per_s());
+  if (std::isfinite(r.mean_host_cpu_wait_pct())) s.cpu_wait.push_back(r.mean_host_cpu_wait_pct());
+  if (std::isfinite(r.mean_host_steal_pct())) s.steal.push_back(r.mean_host_steal_pct());
   double bytes = 0;
   bool logged = false;
   for (const auto& e : r.epochs)
@@ -134,8 +137,13 @@ EffectiveSettings effective_settings(const ReportData& data, const GroupStats& g
   const RunData* run = nullptr;
   for (size_t ri : g.runs)
     if (!data.runs[ri].epochs.empty() && (!run || (!run->finished() && data.runs[ri].finished()))) run = &data.runs[ri];
-  EffectiveSettings e{0, kNaN, kNaN, kNaN};
+  EffectiveSettings e{0, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
   if (!run) return e;
+  if (const json lr = run->manifest.value("lr_schedule", json()); lr.is_object()) {
+    e.lr_spec = lr.value("spec", kNaN);
+    e.lr_scaled = lr.value("scaled", kNaN);
+    e.lr_scheduled_peak = lr.value("peak", kNaN);
+  }
   const rundir::EpochRecord &first = run->epochs.front(), &last = run->epochs.back();
   e.global_batch = last.global_batch;
   e.steps_per_epoch = last.epoch > 0 ? static_cast<double>(last.step) / last.epoch : kNaN;
@@ -180,6 +188,7 @@ void group_statistics(const ReportData& data, GroupStats& g) {
     if (r.running()) ++g.in_progress;
     const auto health = r.health();
     if (health == RunHealth::kOk) add_run(r, data, g, s);
+    if (r.poor()) ++g.poor;
     if (!health || health == RunHealth::kOk) continue;
     ++(health == RunHealth::kCollapsed ? g.collapsed : g.diverged);
     // A run that diverged or ended near chance says nothing about the noise scale of training.
@@ -190,6 +199,8 @@ void group_statistics(const ReportData& data, GroupStats& g) {
   g.final_train_loss = mean_std(s.train_loss);
   g.final_test_loss = mean_std(s.test_loss);
   g.images_per_s = mean(s.thr);
+  g.host_cpu_wait_pct = mean(s.cpu_wait);
+  g.host_steal_pct = mean(s.steal);
   if (!s.thr.empty()) {
     g.images_per_s_min = *std::min_element(s.thr.begin(), s.thr.end());
     g.images_per_s_max = *std::max_element(s.thr.begin(), s.thr.end());
@@ -259,7 +270,32 @@ void scaling_efficiency(ReportData& data) {
   }
 }
 
+namespace {
+// One warning naming every finished run that trained on a busy host (CPU wait or steal above
+// kHostLoadFlagPts), however alike the loads of its group's runs were.
+void busy_host_warning(ReportData& data) {
+  std::vector<std::string> busy;
+  int measured = 0;
+  for (const RunData& r : data.runs) {
+    if (!r.finished() || r.epochs.empty() || !std::isfinite(r.mean_host_cpu_wait_pct())) continue;
+    ++measured;
+    const double wait = r.mean_host_cpu_wait_pct(), steal = r.mean_host_steal_pct();
+    if (wait > kHostLoadFlagPts || steal > kHostLoadFlagPts)
+      busy.push_back(std::isfinite(steal) && steal > kHostLoadFlagPts
+                         ? fmt::format("{} (CPU wait {:.0f}%, steal {:.0f}%)", r.run_id, wait, steal)
+                         : fmt::format("{} (CPU wait {:.0f}%)", r.run_id, wait));
+  }
+  if (busy.empty()) return;
+  data.warnings.push_back(fmt::format(
+      "{} of {} finished runs trained on a busy host (CPU wait or steal above {:g}%: other jobs on its cores, or more "
+      "threads than cores): {}; their images/s and times to target include the wait, so speed comparisons with them "
+      "are not of the settings alone",
+      busy.size(), measured, kHostLoadFlagPts, fmt::join(busy, ", ")));
+}
+}  // namespace
+
 void host_load_warnings(ReportData& data) {
+  busy_host_warning(data);
   const std::pair<const char*, double (RunData::*)() const> measures[] = {
       {"CPU wait", &RunData::mean_host_cpu_wait_pct}, {"CPU steal", &RunData::mean_host_steal_pct}};
   for (const auto& g : data.groups) {

@@ -72,9 +72,9 @@ using rundir::TargetPoint;
 // reach one batch through different splits (2 x 64 and 1 x 128).
 inline const std::vector<std::string> kBatchKeys = {"replicas.count", "batch.per_replica", "batch.global"};
 
-// A finished run whose mean host CPU wait or steal (percent) differs from the median of its
-// group's finished runs by more than this many points is named in the report's warnings:
-// its speed figures measure the machine's load, not its setting.
+// A finished run whose mean host CPU wait or steal (percent) is above this, or differs from the
+// median of its group's finished runs by more than this many points, is named in the report's
+// warnings: its speed figures measure the machine's load, not its setting.
 constexpr double kHostLoadFlagPts = 10;
 
 // A run as the report holds it: rundir::RunData (read by rundir::read_run) and its group.
@@ -92,12 +92,20 @@ struct EffectiveSettings {
   int64_t global_batch = 0;          // 0: no records
   double steps_per_epoch = 0;        // the last record's step / its epoch
   double lr_first = 0, lr_peak = 0;  // the lr of the first record, and the highest of any record
+  // The lr as scheduled (manifest.json's "lr_schedule", train/lr_schedule.h): the spec's
+  // optimizer.lr, it times the scale rule's factor, and the highest lr of any step; NaN for a run
+  // written before the manifest held it (then the records' lr_first / lr_peak speak).
+  double lr_spec = std::numeric_limits<double>::quiet_NaN(), lr_scaled = std::numeric_limits<double>::quiet_NaN(),
+         lr_scheduled_peak = std::numeric_limits<double>::quiet_NaN();
+  bool scheduled() const;  // whether lr_spec, lr_scaled and lr_scheduled_peak are known
 };
 // "global batch 64 -> 128, steps/epoch 187 -> 94, lr unchanged" (arrows as U+2192; a group without
-// records gives an em dash): the effective differences from a to b, each "unchanged" when equal; an
-// lr that moves over the epochs (warmup, decay) is given at the first epoch and at its peak, the
-// value the scaling rules scale ("lr 0.05 -> 0.1 at the first epoch, peak 0.1 -> 0.2"), not at the
-// last, where a decay to 0 leaves nothing to compare.
+// records gives an em dash): the effective differences from a to b, each "unchanged" when equal.
+// The lr, where both runs' manifests hold their schedule: "lr 0.05 (spec, unchanged), scaled
+// 0.05 -> 0.2, peak 0.0467 -> 0.187 as scheduled", the scaled part left out when no rule scaled
+// either, the peak when it equals the scaled lr in both (no warmup or decay moved it). Else from
+// the records, which sample the lr at each epoch's last step: "lr 0.05 -> 0.1 at the end of epoch
+// 1, highest recorded 0.1 -> 0.2".
 std::string effective_change(const EffectiveSettings& a, const EffectiveSettings& b);
 
 struct GroupStats {
@@ -108,6 +116,7 @@ struct GroupStats {
   int n = 0;                 // finished runs with at least one record that did not collapse (RunHealth::kOk)
   int collapsed = 0;         // finished runs near chance, left out of every statistic but their count
   int diverged = 0;          // runs that diverged, likewise
+  int poor = 0;              // of the n, those that learnt little (RunData::poor): in the statistics, named
   int in_progress = 0;       // runs with status running
   MeanStd final_test_acc, best_test_acc, final_train_loss, final_test_loss;
   // With ReportData::on_validation: the best validation accuracy of each run and the test accuracy
@@ -130,6 +139,9 @@ struct GroupStats {
   double target_loss_steps = 0, target_loss_samples = 0;
   double images_per_s = 0;                            // mean over finished runs of their mean throughput
   double images_per_s_min = 0, images_per_s_max = 0;  // the lowest and highest of those runs
+  // The host's CPU wait and steal while those runs trained (runtime/host_load.h): the mean of the
+  // runs' means, in percent; NaN where no run measured it.
+  double host_cpu_wait_pct = 0, host_steal_pct = 0;
   int replicas = 1;
   int64_t per_replica_batch = 0;
   std::optional<double> scaling_efficiency;  // thr(N) / (N * thr(1)) against `baseline`
@@ -212,6 +224,23 @@ nlohmann::json setting_value(const GroupStats& g, const Setting& s);
 // "8, 16": value_text of each key's value, ", "-joined.
 std::string setting_text(const GroupStats& g, const Setting& s);
 
+// The target the report chooses when none is set (docs/report.md): what the best group reliably
+// reaches, less the equivalence margin. The best group is the one whose mean curve (per epoch, the
+// mean selection_acc over its finished runs) peaks highest among the groups with at least
+// kChosenTargetRuns finished runs, none of which collapsed or diverged; what it reliably reaches is
+// the lowest of its runs' peaks; less ReportData::equivalence_pts and rounded down to 0.1 points,
+// that is the target: the accuracy of a configuration as good as the best one within the margin.
+// Without such a group there is no target, and `refusal` says why and which to give.
+constexpr int kChosenTargetRuns = 2;
+struct ChosenTarget {
+  std::optional<double> acc;  // the target, a fraction
+  std::string set_by;         // the best group's label ("" when no group has a finished run)
+  double reliable = 0;        // the lowest of its runs' peaks, a fraction
+  int runs = 0;               // its runs that did not fail
+  double best_peak = 0;       // the highest mean curve's peak of any group (with refusal: to suggest)
+  std::string refusal;        // why no target was chosen; empty with one
+};
+
 struct ReportData {
   std::vector<RunData> runs;
   std::vector<GroupStats> groups;
@@ -228,7 +257,7 @@ struct ReportData {
   // The target accuracy (fraction): ReportOptions / report.target_acc, else chosen_target's.
   std::optional<double> target_acc;
   bool target_chosen = false;  // target_acc is the report's own choice
-  std::string target_set_by;   // then: the label of the group whose mean curve peaked lowest
+  ChosenTarget chosen;         // with no target set: how the report chose one, or why it did not
   // Every run with records has val_acc in each record: selection reads validation accuracy.
   bool on_validation = false;
   std::vector<std::string> warnings;  // "file:line: ..." for skipped records etc.
@@ -314,11 +343,8 @@ struct NoiseScaleVerdict {
 std::string noise_scale_sentence(const GroupStats& g);
 NoiseScaleVerdict noise_scale_verdict(double global_batch, double b_noise);
 
-// The target the report chooses when none is set (docs/report.md): the highest accuracy that every
-// group's mean curve reached, rounded down to 0.1 points. The mean curve of a group is, per epoch,
-// the mean selection_acc over its finished runs that did not collapse or diverge (RunHealth::kOk);
-// its highest value is the best the group reached on average. nullopt when no group has such runs.
-std::optional<double> chosen_target(const ReportData& data);
+// The target the report chooses when none is set: ChosenTarget above.
+ChosenTarget chosen_target(const ReportData& data);
 
 // Who to pick at the target accuracy: the group fastest to it on mean wall seconds, and the group
 // with the fewest device-seconds (wall x replicas) among those within kCheapestWithin of that

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -82,11 +83,11 @@ Table summary_table(const ReportData& d) {
     const std::string setting = c.planned.empty() ? c.key : fmt::format("{} (planned: {})", c.planned, c.key);
     const std::string time =
         arrow_cell(fmt::format("{} s", fixed(ta, 1)), fmt::format("{} s", fixed(tb, 1)), ta, tb, first_by_time(a, b));
-    t.push_back(
-        {setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b), effective_change(a.effective, b.effective),
-         change.at.empty() ? kDash : change.at, fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c)),
-         short_verdict(d, c), c.identical ? kIdenticalSpeed : ratio_cell(b.images_per_s, a.images_per_s),
-         c.identical ? kIdenticalSpeed : time, arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
+    t.push_back({setting, fmt::format("{} \xE2\x86\x92 {}", c.value_a, c.value_b),
+                 effective_change(a.effective, b.effective), change.at.empty() ? kDash : change.at,
+                 fmt::format("{} ({})", diff_cell(c.stats), ci_cell(c)), short_verdict(d, c),
+                 c.identical ? kIdenticalSpeed : speed_ratio_cell(a, b), c.identical ? kIdenticalSpeed : time,
+                 arrow_cell(fixed(sa, 0), fixed(sb, 0), sa, sb, first_by_value(sa, sb))});
   }
   return t;
 }
@@ -154,6 +155,33 @@ std::string recommendation_line(const ReportData& d, const Recommendation& r) {
   return o + ". Its slowest run reached the target before every other group's fastest.";
 }
 
+// "Early stopping ended 2 of 6 finished runs before their last epoch: RUN (stopped early after
+// epoch 5 of 10: val_loss best at epoch 3), ..."; "" when it ended none.
+std::string early_stops_line(const ReportData& d) {
+  std::vector<std::string> stopped;
+  int finished = 0;
+  for (const RunData& r : d.runs) {
+    if (!r.finished()) continue;
+    ++finished;
+    if (const std::string stop = early_stop_text(r); !stop.empty())
+      stopped.push_back(fmt::format("{} ({})", r.run_id, stop));
+  }
+  if (stopped.empty()) return "";
+  return fmt::format("Early stopping (early_stop.patience) ended {} of {} finished runs before their last epoch: {}.",
+                     stopped.size(), finished, fmt::join(stopped, ", "));
+}
+
+// Why there is no time to target and which target to give.
+std::string no_target_line(const ReportData& d) {
+  const std::string best = d.chosen.set_by.empty() ? std::string()
+                                                   : fmt::format(" ({}'s mean curve peaked at {})", d.chosen.set_by,
+                                                                 pct(d.chosen.best_peak));
+  return fmt::format(
+      "No time to target and no recommendation: no report.target_acc is set and the report chose none, since {}. "
+      "Give the {} accuracy you need with --target or report.target_acc{}.",
+      d.chosen.refusal, chosen_set(d), best);
+}
+
 // "Not recommended, though they reached the target: 1 x 256 (2 of 3 runs collapsed)."
 std::string left_out_line(const Recommendation& r) {
   std::vector<std::string> groups;
@@ -175,8 +203,11 @@ std::vector<std::string> firsts(const ReportData& d) {
   } else if (d.target_acc) {
     out.push_back(fmt::format("No group {}reached {} {} accuracy.", r.left_out.empty() ? "" : "without failed runs ",
                               pct(*d.target_acc), chosen_set(d)));
+  } else if (!d.chosen.refusal.empty()) {
+    out.push_back(no_target_line(d));
   }
   if (!r.left_out.empty()) out.push_back(left_out_line(r));
+  if (std::string stops = early_stops_line(d); !stops.empty()) out.push_back(std::move(stops));
   if (fewest)
     out.push_back(fmt::format("Fewest steps to training loss {:g}: {} ({} steps, {} samples).", *d.target_loss,
                               fewest->label, fixed(fewest->target_loss_steps, 0),
@@ -214,10 +245,13 @@ std::string target_note(const ReportData& d) {
   const std::string source =
       d.target_chosen
           ? fmt::format(
-                "No report.target_acc is set, so the report chose the target: the highest {} accuracy that every "
-                "group's mean curve (per epoch, the mean over its finished runs) reached, rounded down to 0.1 points; "
-                "here the peak of {}. Where one group lags far behind, it sets a low target: set report.target_acc.",
-                chosen_set(d), d.target_set_by)
+                "No report.target_acc is set, so the report chose the target from what the best group reliably "
+                "reaches: {} (the highest mean curve of the groups with {}+ finished runs, none collapsed or "
+                "diverged) peaked at {} or more in each of its {} runs; less the equivalence margin of {:g} points, "
+                "rounded down to 0.1 points, that is {}, the accuracy of a configuration as good as the best within "
+                "the margin. Set report.target_acc for another.",
+                d.chosen.set_by, kChosenTargetRuns, pct(d.chosen.reliable), d.chosen.runs, d.equivalence_pts,
+                pct(*d.target_acc))
           : std::string("The target is report.target_acc (or --target).");
   return fmt::format(
       "{} Each column is the mean over the runs that reached it, at {}. The recommendation names the fastest group on "

@@ -114,6 +114,8 @@ Table runs_table(const ReportData& d) {
   for (const auto& r : d.runs) {
     std::string status = r.status_text();
     if (!r.message.empty()) status += fmt::format(": {}", r.message);
+    if (const std::string stop = early_stop_text(r); !stop.empty()) status += fmt::format(", {}", stop);
+    if (const std::string poor = poor_text(r); !poor.empty()) status += fmt::format(" ({})", poor);
     const double wait = r.mean_host_cpu_wait_pct(), steal = r.mean_host_steal_pct();
     const std::string host = std::isfinite(wait) || std::isfinite(steal)
                                  ? fmt::format("{} / {}", percent_cell(wait), percent_cell(steal))

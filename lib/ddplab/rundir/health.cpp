@@ -16,6 +16,10 @@ bool ended_near_chance(const EpochRecord& last, int64_t classes) {
   return !(last.train_acc >= chance) && !(last.test_acc >= chance);
 }
 
+bool ended_poor(const EpochRecord& last, int64_t classes) {
+  return !ended_near_chance(last, classes) && last.test_acc < kPoorAccFactor / static_cast<double>(classes);
+}
+
 const EpochRecord* loss_explosion(const std::vector<EpochRecord>& records, int64_t classes) {
   for (const auto& r : records)
     if (r.train_loss > kExplodedLossFactor * uniform_loss(classes)) return &r;

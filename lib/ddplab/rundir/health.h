@@ -13,6 +13,9 @@
 //                    one that does is not a failure.
 //
 // A run that ended near chance is "diverged" when its loss exploded on the way, else "collapsed".
+// One that learnt, but little, is "poor" (ended_poor): not a failure, since its numbers are a
+// setting's real result and enter every statistic, but named wherever runs are counted, so that
+// "ok" means clearing a floor well above chance.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,6 +30,11 @@ constexpr double kChanceAccFactor = 1.5;
 constexpr double kExplodedLossFactor = 10;
 
 bool ended_near_chance(const EpochRecord& last, int64_t classes);
+// The floor a run's final test accuracy must clear to be more than poor: kPoorAccFactor / classes
+// (35% for 10 classes, where 1.5 / classes is near chance).
+constexpr double kPoorAccFactor = 3.5;
+// Whether the last record's test accuracy is under that floor while the run is not near chance.
+bool ended_poor(const EpochRecord& last, int64_t classes);
 // The first record whose training loss exploded (above), or nullptr.
 const EpochRecord* loss_explosion(const std::vector<EpochRecord>& records, int64_t classes);
 

@@ -95,6 +95,8 @@ std::optional<RunHealth> RunData::health() const {
   return failed->status == RunStatus::kDiverged ? RunHealth::kDiverged : RunHealth::kCollapsed;
 }
 
+bool RunData::poor() const { return health() == RunHealth::kOk && ended_poor(epochs.back(), classes()); }
+
 const EpochRecord* RunData::first_reaching(double target, bool on_validation) const {
   for (const auto& e : epochs)
     if (selection_acc(e, on_validation) >= target) return &e;

@@ -71,6 +71,9 @@ struct RunData {
   // How it ended (RunHealth above), near chance judged by classes(); nullopt for a run that is
   // neither finished with records nor diverged.
   std::optional<RunHealth> health() const;
+  // A kOk run whose final test accuracy is under the floor of ended_poor (health.h): it learnt, but
+  // little.
+  bool poor() const;
   bool running() const { return status == RunStatus::kRunning; }
   // "in progress" for running, else status_name.
   std::string status_text() const;

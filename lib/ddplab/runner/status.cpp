@@ -11,6 +11,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/rundir/health.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_reader.h"
 #include "ddplab/runner/console.h"
@@ -136,6 +137,16 @@ class JobAsker {
   bool failed_ = false;
 };
 
+// A run an older ddplab called done though it collapsed or diverged: its state from its records.
+void judge_by_records(const fs::path& dir, StatusRow& row) {
+  std::vector<std::string> notes;
+  const rundir::RunData run = rundir::read_run(dir, notes);
+  if (const auto failed = rundir::failed_ending(run.epochs, run.classes())) {
+    row.state = rundir::name(failed->status);
+    row.judged = failed->message;
+  }
+}
+
 StatusRow run_row(const fs::path& dir, JobAsker& asker) {
   StatusRow row;
   row.run = dir.filename().string();
@@ -151,12 +162,16 @@ StatusRow run_row(const fs::path& dir, JobAsker& asker) {
   row.slurm = id ? asker.describe(*id, job_state) : "-";
   if (row.state.empty()) row.state = run_state(status, job_state);
   fill_epochs(dir, row);
+  if (status == RunStatus::kDone) judge_by_records(dir, row);
   return row;
 }
 
-// Why a run that did not finish well ended: "failed (exit code 1): rank 1 ...", from its manifest;
-// "" for any other run.
-std::string ending_of(const fs::path& dir, const std::string& state) {
+// Why a run that did not finish well ended: "failed (exit code 1): rank 1 ...", from its manifest,
+// or from its records for a run judged by them (StatusRow::judged); "" for any other run.
+std::string ending_of(const fs::path& dir, const StatusRow& row) {
+  const std::string& state = row.state;
+  if (!row.judged.empty())
+    return fmt::format("{} (judged from its records; its manifest, written by an older ddplab, says done)", row.judged);
   if (state != rundir::name(RunStatus::kFailed) && state != rundir::name(RunStatus::kInterrupted) &&
       state != rundir::name(RunStatus::kDiverged) && state != rundir::name(RunStatus::kCollapsed))
     return "";
@@ -209,7 +224,7 @@ int status_command(const std::string& where) {
   for (const auto& run : runs) {
     rows.push_back(run_row(run, asker));
     ++counts[rows.back().state];
-    if (auto ending = ending_of(run, rows.back().state); !ending.empty())
+    if (auto ending = ending_of(run, rows.back()); !ending.empty())
       endings.push_back(fmt::format("{}: {}", rows.back().run, ending));
   }
   for (const auto& id : pending) {

@@ -33,6 +33,9 @@ std::string run_state(std::optional<rundir::RunStatus> status, const std::string
 
 struct StatusRow {
   std::string run, state, epoch, test_acc, job, slurm;
+  // For a run whose manifest says done but whose records show it collapsed or diverged (written
+  // before the runner judged that, rundir/health.h): the judgement; `state` then names it.
+  std::string judged;
 };
 // The rows as a table with a header, columns aligned (two spaces between), one line per row.
 std::string status_table(const std::vector<StatusRow>& rows);

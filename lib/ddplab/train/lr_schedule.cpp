@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "ddplab/config/lr_rule.h"
 
 namespace ddplab::train {
@@ -32,6 +34,21 @@ double LrSchedule::operator()(double e) const {
     decay = s.min_factor + (1.0 - s.min_factor) * 0.5 * (1.0 + std::cos(M_PI * e / epochs_));
   }
   return base_lr_ * scale_ * warmup * decay;
+}
+
+std::pair<double, double> LrSchedule::peak(int64_t steps_per_epoch) const {
+  std::pair<double, double> best{(*this)(0.0), 0.0};
+  for (int i = 0; i < epochs_; ++i)
+    for (int64_t k = 0; k < steps_per_epoch; ++k) {
+      const double e = i + static_cast<double>(k) / static_cast<double>(steps_per_epoch);
+      if ((*this)(e) > best.first) best = {(*this)(e), e};
+    }
+  return best;
+}
+
+nlohmann::json LrSchedule::manifest_entry(int64_t steps_per_epoch) const {
+  const auto [lr, at] = peak(steps_per_epoch);
+  return {{"spec", base_lr_}, {"scale", scale_}, {"scaled", base_lr_ * scale_}, {"peak", lr}, {"peak_epoch", at}};
 }
 
 }  // namespace ddplab::train

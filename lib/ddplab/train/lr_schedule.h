@@ -11,6 +11,9 @@
 // so changing the replica count (and with it steps per epoch) never shifts the schedule.
 #pragma once
 #include <cstdint>
+#include <utility>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "ddplab/config/spec.h"
 
@@ -23,6 +26,14 @@ class LrSchedule {
 
   double scale() const { return scale_; }
   double operator()(double epoch) const;  // epoch >= 0, fractional
+
+  // The highest lr of the steps the run takes (step k of epoch i at e = i + k / steps_per_epoch,
+  // as the trainer sets it) and the first e where it is: {lr, e}.
+  std::pair<double, double> peak(int64_t steps_per_epoch) const;
+  // manifest.json's "lr_schedule": {"spec": optimizer.lr, "scale": scale(), "scaled": their product,
+  // "peak": peak's lr, "peak_epoch": its e}: the lr as scheduled, which the records sample only at
+  // each epoch's last step.
+  nlohmann::json manifest_entry(int64_t steps_per_epoch) const;
 
  private:
   double base_lr_, scale_;

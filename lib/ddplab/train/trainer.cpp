@@ -97,7 +97,8 @@ void Trainer::build_loader(const ReplicaOptions& options) {
   writer_.emplace(
       options.run_dir, world_.rank == 0,
       options.observer ? options.observer : std::make_shared<Console>(spec_, world_, options.progress, options.quiet));
-  writer_->update_manifest({{"data_placement", input_.on_device() ? "device" : "host"}});
+  writer_->update_manifest(
+      {{"data_placement", input_.on_device() ? "device" : "host"}, {"lr_schedule", schedule_.manifest_entry(steps())}});
   if (evaluator_->enabled()) writer_->update_manifest({{"step_eval", evaluator_->manifest_entry()}});
   parts_ = make_parts({spec_, world_, net_, *reducer_, *replicas_, *replica_sync_, evaluator_->epoch_model(), comm_,
                        *writer_, steps()});
