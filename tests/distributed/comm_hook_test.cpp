@@ -44,7 +44,7 @@ TEST(CommHook, ARegisteredHookCarriesEveryBucketAndTheOptimizerSeesItsResult) {
     GradReducerOptions options;
     options.bucket_mb = 2.0;
     GradReducer reducer({a, b}, comm, options);
-    ASSERT_EQ(reducer.bucket_count(), 2);
+    ASSERT_EQ(reducer.bucket_layout().size(), 2u);
     reducer.register_comm_hook(std::make_unique<MaxHook>(calls));
     reducer.request_stop(r == 1);
     reducer.prepare_for_backward();
@@ -63,6 +63,26 @@ TEST(CommHook, ARegisteredHookCarriesEveryBucketAndTheOptimizerSeesItsResult) {
   }
   EXPECT_EQ(calls.load(), 2 * 2 * 2) << "a launch and a finish per bucket per rank";
   EXPECT_EQ(payload, 2 * 300000 + 2 + 2) << "payload_bytes() is the hook's: here its element count";
+}
+
+// The registry makes every built-in hook, and each sums N replicas in one process (simulated
+// replicas) as its all-reduce does: fp32 as it is, a cast wire rounding each contribution and each
+// addition to its dtype; PowerSGD cannot be simulated.
+TEST(CommHook, TheRegistryMakesEveryBuiltinHookAndSaysHowItSumsInOneProcess) {
+  const auto a = torch::tensor({1.0f + 1.0f / 256, 3.0f}), b = torch::tensor({1.0f / 512, 1.0f / 3});
+  const std::pair<BuiltinCommHook, at::ScalarType> cast[] = {{BuiltinCommHook::kAllreduce, at::kFloat},
+                                                             {BuiltinCommHook::kBf16Compress, at::kBFloat16},
+                                                             {BuiltinCommHook::kFp16Compress, at::kHalf}};
+  for (const auto& [name, dtype] : cast) {
+    const auto hook = make_comm_hook(name);
+    ASSERT_TRUE(hook->simulates());
+    ASSERT_EQ(hook->sum_dtype(at::kFloat), dtype);
+    at::Tensor sum = torch::zeros({2}, dtype);
+    hook->add_replica(sum, a);
+    hook->add_replica(sum, b);
+    EXPECT_TRUE(torch::equal(sum, a.to(dtype) + b.to(dtype))) << static_cast<int>(name);
+  }
+  EXPECT_FALSE(make_comm_hook(BuiltinCommHook::kPowerSgd)->simulates());
 }
 
 TEST(ControlSlots, AFlagAnyRankSetsIsAgreedByEveryRankAndTheLocalNormsAreSummed) {

@@ -24,6 +24,13 @@ GradReducerOptions small_buckets() {
   return o;
 }
 
+// Gradient bytes of bucket b: its parameters' (the reducer's extra slots not counted).
+int64_t bucket_bytes(const GradReducer& sync, const std::vector<at::Tensor>& ps, size_t b) {
+  int64_t bytes = 0;
+  for (size_t i : sync.bucket_layout()[b]) bytes += ps[i].numel() * ps[i].element_size();
+  return bytes;
+}
+
 // True when `t`'s storage lies inside [base, base + bytes).
 bool inside(const at::Tensor& t, const char* base, int64_t bytes) {
   const char* p = static_cast<const char*>(t.data_ptr());
@@ -35,12 +42,12 @@ TEST(GradReducer, BucketsTakeParametersInReverseOrderFirstCappedAtOneMiB) {
   // two reach 2 MiB (2,097,152) together.
   auto ps = params_of_sizes({300000, 300000, 300000, 300000, 300000});
   GradReducer sync(ps, nullptr, small_buckets());
-  ASSERT_EQ(sync.bucket_count(), 3);
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{4}));
-  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{3, 2}));
-  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{1, 0}));
-  EXPECT_EQ(sync.bucket_bytes(0), 1200000);
-  EXPECT_EQ(sync.bucket_bytes(1), 2400000);
+  ASSERT_EQ(sync.bucket_layout().size(), 3u);
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{4}));
+  EXPECT_EQ(sync.bucket_layout()[1], (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(sync.bucket_layout()[2], (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(bucket_bytes(sync, ps, 0), 1200000);
+  EXPECT_EQ(bucket_bytes(sync, ps, 1), 2400000);
 }
 
 TEST(GradReducer, BucketClosesOnceItReachesItsCap) {
@@ -48,18 +55,18 @@ TEST(GradReducer, BucketClosesOnceItReachesItsCap) {
   // ones at 6 (2.4 MB >= 2 MiB; 5 make 2.0 MB < 2 MiB).
   auto ps = params_of_sizes(std::vector<int64_t>(10, 100000));
   GradReducer sync(ps, nullptr, small_buckets());
-  ASSERT_EQ(sync.bucket_count(), 3);
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{9, 8, 7}));
-  EXPECT_EQ(sync.bucket_params(1), (std::vector<size_t>{6, 5, 4, 3, 2, 1}));
-  EXPECT_EQ(sync.bucket_params(2), (std::vector<size_t>{0}));
+  ASSERT_EQ(sync.bucket_layout().size(), 3u);
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{9, 8, 7}));
+  EXPECT_EQ(sync.bucket_layout()[1], (std::vector<size_t>{6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(sync.bucket_layout()[2], (std::vector<size_t>{0}));
 }
 
 TEST(GradReducer, SmallModelFitsInOneBucket) {
   auto ps = params_of_sizes({10, 20, 30});
   GradReducer sync(ps, nullptr);
-  ASSERT_EQ(sync.bucket_count(), 1);
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 1, 0}));
-  EXPECT_EQ(sync.bucket_bytes(0), 60 * 4);
+  ASSERT_EQ(sync.bucket_layout().size(), 1u);
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{2, 1, 0}));
+  EXPECT_EQ(bucket_bytes(sync, ps, 0), 60 * 4);
 }
 
 // A bucket holds one dtype (DDP's per-dtype buckets); before, a float64 parameter's gradient was a
@@ -73,9 +80,9 @@ TEST(GradReducer, EachDtypeFillsBucketsOfItsOwn) {
     auto b = torch::zeros({2}, torch::dtype(torch::kFloat64).requires_grad(true));
     auto c = torch::zeros({4}, torch::requires_grad());
     GradReducer sync({a, b, c}, comm);
-    EXPECT_EQ(sync.bucket_count(), 2);
-    for (int k = 0; k < sync.bucket_count(); ++k)
-      for (size_t i : sync.bucket_params(k)) layout[r].push_back(i);
+    EXPECT_EQ(sync.bucket_layout().size(), 2u);
+    for (const auto& bucket : sync.bucket_layout())
+      for (size_t i : bucket) layout[r].push_back(i);
     sync.prepare_for_backward();
     ((a * (r + 1.0)).sum() + (b * (10.0 * (r + 1))).sum() + (c * 100.0).sum()).backward();
     sync.finalize();
@@ -95,7 +102,7 @@ TEST(GradReducer, ARestoredLayoutOrdersTheBucketsAndABadOneIsRefused) {
   GradReducer sync(ps, nullptr);
   EXPECT_TRUE(sync.rebuilt_layout().empty()) << "not rebuilt yet";
   sync.restore_layout({0, 2, 1});
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{0, 2, 1}));
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{0, 2, 1}));
   EXPECT_EQ(sync.rebuilt_layout(), (std::vector<int64_t>{0, 2, 1}));
   EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 0, 1}); }).find("parameter 0"), std::string::npos);
   EXPECT_NE(testing::error_of([&] { sync.restore_layout({0, 1}); }).find("leaves out parameter 2"), std::string::npos);
@@ -106,8 +113,8 @@ TEST(GradReducer, ParametersWithoutRequiresGradGetNoBucket) {
   std::vector<at::Tensor> ps{torch::zeros({4}, torch::requires_grad()), torch::zeros({4}),
                              torch::zeros({4}, torch::requires_grad())};
   GradReducer sync(ps, nullptr);
-  ASSERT_EQ(sync.bucket_count(), 1);
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{2, 0}));
+  ASSERT_EQ(sync.bucket_layout().size(), 1u);
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{2, 0}));
 }
 
 TEST(GradReducer, GradientsEqualAutogradAndAreBucketViews) {
@@ -128,7 +135,7 @@ TEST(GradReducer, GradientsEqualAutogradAndAreBucketViews) {
 
   std::vector<at::Tensor> ps{w1, w2, w3};
   GradReducer sync(ps, nullptr, small_buckets());
-  ASSERT_EQ(sync.bucket_count(), 2);  // {2}, {1, 0}
+  ASSERT_EQ(sync.bucket_layout().size(), 2u);  // {2}, {1, 0}
   sync.prepare_for_backward();
   std::vector<const void*> before;
   for (auto& p : ps) before.push_back(p.grad().data_ptr());
@@ -142,10 +149,10 @@ TEST(GradReducer, GradientsEqualAutogradAndAreBucketViews) {
 
   // Bucket 1 holds params 1 then 0 contiguously in one flat buffer.
   const char* base = static_cast<const char*>(w2.grad().data_ptr());
-  EXPECT_TRUE(inside(w2.grad(), base, sync.bucket_bytes(1)));
-  EXPECT_TRUE(inside(w1.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_TRUE(inside(w2.grad(), base, bucket_bytes(sync, ps, 1)));
+  EXPECT_TRUE(inside(w1.grad(), base, bucket_bytes(sync, ps, 1)));
   EXPECT_EQ(static_cast<const char*>(w1.grad().data_ptr()), base + 300000 * 4);
-  EXPECT_FALSE(inside(w3.grad(), base, sync.bucket_bytes(1)));
+  EXPECT_FALSE(inside(w3.grad(), base, bucket_bytes(sync, ps, 1)));
 
   // The squared norm covers every bucket.
   double expect = r1.grad().pow(2).sum().item<double>() + r2.grad().pow(2).sum().item<double>() +
@@ -189,8 +196,8 @@ TEST(GradReducer, UnusedParameterKeepsNoGradientAndFinalizeReturns) {
   auto unused = torch::ones({300000}, torch::requires_grad());
   std::vector<at::Tensor> ps{used, unused};
   GradReducer sync(ps, nullptr, small_buckets());
-  ASSERT_EQ(sync.bucket_count(), 2);
-  EXPECT_EQ(sync.bucket_params(0), (std::vector<size_t>{1}));
+  ASSERT_EQ(sync.bucket_layout().size(), 2u);
+  EXPECT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{1}));
   for (int step = 0; step < 2; ++step) {
     sync.prepare_for_backward();
     (used * 5).sum().backward();
@@ -233,7 +240,7 @@ struct TwoRankStep {
 };
 
 TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank,
-                          config::WireDtype wire = config::WireDtype::kFp32) {
+                          distributed::BuiltinCommHook hook = distributed::BuiltinCommHook::kAllreduce) {
   TwoRankStep out;
   out.reduced_a.resize(2);
   out.reduced_b.resize(2);
@@ -249,10 +256,10 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank,
     auto b = torch::zeros({300000}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
     GradReducerOptions options = small_buckets();
-    options.mean = mean;
-    options.grad_dtype = wire;
+    options.reduce = mean ? config::Reduce::kMean : config::Reduce::kSum;
+    options.comm_hook = hook;
     GradReducer sync(ps, comm, options);
-    EXPECT_EQ(sync.bucket_count(), 2);
+    EXPECT_EQ(sync.bucket_layout().size(), 2u);
     sync.set_require_sync(require_sync);
     sync.request_stop(r == stop_rank);
     sync.prepare_for_backward();
@@ -262,10 +269,11 @@ TwoRankStep two_rank_step(bool mean, bool require_sync, int stop_rank,
     sync.finalize();
     out.reduced_a[r] = a.grad()[0].item<float>();
     out.reduced_b[r] = b.grad()[0].item<float>();
-    out.reduced[r] = sync.reduced();
+    out.reduced[r] = sync.local_norm_squared_mean().defined();
     out.stop[r] = sync.stop_flag().item<double>() > 0;
-    if (sync.reduced()) out.local_mean[r] = sync.local_norm_squared_mean().item<double>();
-    out.mean_sq[r] = sync.mean_grad_norm_squared().item<double>();
+    if (out.reduced[r]) out.local_mean[r] = sync.local_norm_squared_mean().item<double>();
+    out.mean_sq[r] =
+        mean_grad_norm_squared(sync.grad_norm_squared(), options.reduce, out.reduced[r] ? 2 : 1).item<double>();
     out.grad_sq[r] = sync.grad_norm_squared().item<double>();
     if (r == 0) out.payload = sync.payload_bytes();
   });
@@ -287,7 +295,7 @@ TEST(GradReducer, UnusedParameterOnTwoRanksIsReducedWithoutHanging) {
         GradReducerOptions options = small_buckets();
         options.rebuild_buckets = false;
         GradReducer sync(ps, comm, options);
-        ASSERT_EQ(sync.bucket_params(0), (std::vector<size_t>{1})) << "the unused parameter's bucket is first";
+        ASSERT_EQ(sync.bucket_layout()[0], (std::vector<size_t>{1})) << "the unused parameter's bucket is first";
         for (int step = 0; step < 2; ++step) {
           sync.prepare_for_backward();
           (used * (comm->rank == 0 ? 1.0 : 3.0)).sum().backward();
@@ -346,11 +354,7 @@ TEST(GradReducer, BucketsAreRebuiltInRankZerosArrivalOrder) {
     auto c = torch::zeros({600000}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b, c};
     GradReducer sync(ps, comm, small_buckets());
-    auto buckets = [&] {
-      std::vector<std::vector<size_t>> out;
-      for (int k = 0; k < sync.bucket_count(); ++k) out.push_back(sync.bucket_params(k));
-      return out;
-    };
+    auto buckets = [&] { return sync.bucket_layout(); };
     before[r] = buckets();
     // The ranks build the loss's terms in opposite orders, one statement each (the operands of
     // one overloaded + are evaluated in an unspecified order: GCC right to left, clang left to
@@ -413,7 +417,8 @@ TEST(GradReducer, SumReductionGivesTheSameNormsOfTheMeanGradient) {
 }
 
 TEST(GradReducer, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
-  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, config::WireDtype::kBf16);
+  auto s =
+      two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, distributed::BuiltinCommHook::kBf16Compress);
   const double n = 300000;
   const double local_mean = (n * 5 + n * 45) / 2;
   for (int r = 0; r < 2; ++r) {
@@ -432,7 +437,7 @@ TEST(GradReducer, Bf16CompressionSendsHalfTheBytesAndReturnsFp32Gradients) {
 // order), cast back. Random gradients, so most elements round; each within the wire's rounding of
 // the fp32 mean: unit roundoff u (2^-8 bf16, 2^-11 fp16) of each contribution and of the sum, plus
 // half of fp16's smallest subnormal.
-void expect_wire_rounds_as_the_reference(config::WireDtype wire_dtype, at::ScalarType wire, int significant_bits) {
+void expect_wire_rounds_as_the_reference(distributed::BuiltinCommHook hook, at::ScalarType wire, int significant_bits) {
   const int64_t n = 300000;
   auto gradient = [&](int rank, int param) {
     auto gen = at::detail::createCPUGenerator(100 + 10 * rank + param);
@@ -445,9 +450,9 @@ void expect_wire_rounds_as_the_reference(config::WireDtype wire_dtype, at::Scala
     auto b = torch::zeros({n}, torch::requires_grad());
     std::vector<at::Tensor> ps{a, b};
     GradReducerOptions options = small_buckets();
-    options.grad_dtype = wire_dtype;
+    options.comm_hook = hook;
     GradReducer sync(ps, comm, options);
-    EXPECT_EQ(sync.bucket_count(), 2);
+    EXPECT_EQ(sync.bucket_layout().size(), 2u);
     sync.prepare_for_backward();
     ((a * gradient(r, 0)).sum() + (b * gradient(r, 1)).sum()).backward();
     sync.finalize();
@@ -467,16 +472,17 @@ void expect_wire_rounds_as_the_reference(config::WireDtype wire_dtype, at::Scala
 }
 
 TEST(GradReducer, Bf16WireRoundsEachElementAsTheReferenceDoes) {
-  expect_wire_rounds_as_the_reference(config::WireDtype::kBf16, torch::kBFloat16, 8);
+  expect_wire_rounds_as_the_reference(distributed::BuiltinCommHook::kBf16Compress, torch::kBFloat16, 8);
 }
 
 // DDP's fp16_compress_hook (replicas.grad_dtype "fp16"): 11 significant bits.
 TEST(GradReducer, Fp16WireRoundsEachElementAsTheReferenceDoes) {
-  expect_wire_rounds_as_the_reference(config::WireDtype::kFp16, torch::kHalf, 11);
+  expect_wire_rounds_as_the_reference(distributed::BuiltinCommHook::kFp16Compress, torch::kHalf, 11);
 }
 
 TEST(GradReducer, Fp16CompressionSendsHalfTheBytesAndKeepsTheControlSlotsExact) {
-  auto s = two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, config::WireDtype::kFp16);
+  auto s =
+      two_rank_step(/*mean=*/true, /*require_sync=*/true, /*stop_rank=*/0, distributed::BuiltinCommHook::kFp16Compress);
   for (int r = 0; r < 2; ++r) {
     EXPECT_FLOAT_EQ(s.reduced_a[r], 2.0f);
     EXPECT_FLOAT_EQ(s.reduced_b[r], 4.0f);

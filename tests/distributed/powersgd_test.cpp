@@ -242,8 +242,8 @@ TEST(PowerSgd, GradReducerSendsTheFactorsAndTheRestAndKeepsTheControlSlots) {
     auto b = torch::zeros({32}, torch::requires_grad());
     auto small = torch::zeros({3, 4}, torch::requires_grad());
     GradReducerOptions options;
-    options.powersgd = PowerSgdOptions{};
-    options.powersgd->start_iter = 2;
+    options.comm_hook = distributed::BuiltinCommHook::kPowerSgd;
+    options.powersgd.start_iter = 2;
     GradReducer reducer({w, b, small}, comm, options);
     auto gen = at::detail::createCPUGenerator(7 + r);
     const auto u = torch::randn({64, 1}, gen), v = torch::randn({1, 32}, gen);

@@ -86,7 +86,7 @@ TEST(Models, UnknownNameIsAnError) {
   }
 }
 
-// check_sync_fits_model (train/trainer.cpp) names the models without BatchNorm from the registry.
+// check_sync_fits_model (train/network.cpp) names the models without BatchNorm from the registry.
 TEST(Models, BatchNormTraitIsWhetherTheModelHasBuffers) {
   for (const ModelEntry* m : registered_models()) {
     if (needs_a_file(*m)) continue;

@@ -12,6 +12,7 @@
 #include "ddplab/base/exit_codes.h"
 #include "ddplab/base/sha256.h"
 #include "ddplab/rundir/run_log.h"
+#include "ddplab/runner/sweep_steps.h"
 #include "integration/integration_util.h"
 
 namespace ddplab::runner {

@@ -92,7 +92,7 @@ RegressionResult estimate_on_ranks(int ranks, int64_t per_rank_batch, bool mean,
     auto w = (w_star + std::sqrt(delta_sq / static_cast<double>(d))).requires_grad_(true);
     std::vector<at::Tensor> params{w};
     GradReducerOptions options;
-    options.mean = mean;
+    options.reduce = mean ? config::Reduce::kMean : config::Reduce::kSum;
     GradReducer sync(params, comm, options);
     GradNoiseScale gns(per_rank_batch, per_rank_batch * ranks);
     for (int step = 0; step < steps; ++step) {
@@ -102,8 +102,9 @@ RegressionResult estimate_on_ranks(int ranks, int64_t per_rank_batch, bool mean,
       auto loss = 0.5 * (x.matmul(w) - y).pow(2).mean();
       loss.backward();
       sync.finalize();
-      ASSERT_TRUE(sync.reduced());
-      gns.update(sync.local_norm_squared_mean(), sync.mean_grad_norm_squared());
+      ASSERT_TRUE(sync.local_norm_squared_mean().defined()) << "the step was reduced";
+      gns.update(sync.local_norm_squared_mean(),
+                 distributed::mean_grad_norm_squared(sync.grad_norm_squared(), options.reduce, ranks));
     }
     if (comm->rank == 0) {
       std::lock_guard<std::mutex> lock(mutex);

@@ -66,7 +66,8 @@ TEST(SimulatedReplicas, GradientIsWhatTheAllReduceLeaves) {
       per_shard.push_back(grads_of(net));
       for (const auto& g : per_shard.back()) local_sq += g.pow(2).sum().item<double>();
     }
-    SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, mean, torch::kCPU);
+    SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, mean ? config::Reduce::kMean : config::Reduce::kSum,
+                          torch::kCPU);
     simulated_step(net, sim, shards);
     auto params = net.parameters();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -89,7 +90,8 @@ TEST(SimulatedReplicas, Bf16WireRoundsEachShardsContributionAndTheirSum) {
     net.forward(s).pow(2).sum().backward();
     per_shard.push_back(grads_of(net));
   }
-  SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, /*mean=*/true, torch::kCPU, /*wire=*/torch::kBFloat16);
+  SimulatedReplicas sim(net, net.parameters(), {1, 2, 3}, config::Reduce::kMean, torch::kCPU,
+                        distributed::BuiltinCommHook::kBf16Compress);
   simulated_step(net, sim, shards);
   auto params = net.parameters();
   bool rounded = false;
@@ -108,7 +110,7 @@ TEST(SimulatedReplicas, EachReplicaDrawsTheDropoutStreamOfItsProcess) {
   torch::manual_seed(5);
   Net net(/*bn=*/false, /*dropout=*/0.5);
   const std::vector<uint64_t> seeds{11, 12};
-  SimulatedReplicas sim(net, net.parameters(), seeds, true, torch::kCPU);
+  SimulatedReplicas sim(net, net.parameters(), seeds, config::Reduce::kMean, torch::kCPU);
   auto ones = torch::ones({8, 6});
   // Replica k's masks at steps 1 and 2, as a process seeded with seeds[k] draws them.
   std::vector<std::vector<at::Tensor>> expect(2);
@@ -136,7 +138,7 @@ TEST(SimulatedReplicas, BatchNormStartsEveryReplicaFromRankZerosBuffersAndKeepsR
   torch::manual_seed(5);
   Net net(/*bn=*/true, /*dropout=*/0.0);
   net.train();
-  SimulatedReplicas sim(net, net.parameters(), {1, 2}, true, torch::kCPU);
+  SimulatedReplicas sim(net, net.parameters(), {1, 2}, config::Reduce::kMean, torch::kCPU);
   auto x0 = torch::randn({5, 4}), x1 = torch::randn({5, 4}) * 3 + 2;
   const auto start_mean = net.norm->running_mean.clone();
 
@@ -187,7 +189,7 @@ TEST(SimulatedReplicas, AParameterTheLastShardLeftUnusedKeepsItsBucketView) {
   const std::vector<at::Tensor> params{a, b};
   distributed::GradReducer sync(params, /*comm=*/nullptr);
   nn::Module holder;
-  SimulatedReplicas sim(holder, params, {1, 2}, /*mean=*/false, torch::kCPU);
+  SimulatedReplicas sim(holder, params, {1, 2}, config::Reduce::kSum, torch::kCPU);
   sim.begin_step();
   for (int k = 0; k < 2; ++k) {
     sim.begin_replica(k);

@@ -1,6 +1,6 @@
 // The one handler of SIGINT and SIGTERM in ddplab. While a StopSignals lives, either signal is
 // recorded, not acted on: the trainer reads last() after each step and stops every rank after
-// the same step (train/trainer.h); the launcher and a packed sweep pass each signal on to their
+// the same step (train/run_ends.h, Interrupted); the launcher and a packed sweep pass each signal on to their
 // children (launch/launcher.h, runner/pack.h). The destructor puts the old handlers back.
 //
 // It sits in base/ because both train/ and launch/ use it and neither may include the other.

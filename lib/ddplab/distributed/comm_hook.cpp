@@ -40,6 +40,9 @@ class CastCompressHook final : public CommHook {
     return bucket.grads.numel() * c10::elementSize(wire_) + bytes_of(bucket.control);
   }
   void reset() override { buffers_.clear(); }
+  // As the wire: each contribution rounded to wire_, the sum added (and rounded) in wire_.
+  at::ScalarType sum_dtype(at::ScalarType /*grad*/) const override { return wire_; }
+  void add_replica(at::Tensor& sum, const at::Tensor& contribution) const override { sum.add_(contribution.to(wire_)); }
 
  private:
   struct Buffers {
@@ -69,16 +72,20 @@ std::unique_ptr<CommHook> cast_compress_hook(at::ScalarType wire) {
   return std::make_unique<CastCompressHook>(wire);
 }
 
-at::ScalarType wire_scalar_type(config::WireDtype dtype) {
-  switch (dtype) {
-    case config::WireDtype::kFp32:
-      return at::kFloat;
-    case config::WireDtype::kBf16:
-      return at::kBFloat16;
-    case config::WireDtype::kFp16:
-      return at::kHalf;
+void CommHook::add_replica(at::Tensor& sum, const at::Tensor& contribution) const { sum.add_(contribution); }
+
+std::unique_ptr<CommHook> make_comm_hook(BuiltinCommHook name, const PowerSgdOptions& powersgd) {
+  switch (name) {
+    case BuiltinCommHook::kAllreduce:
+      return allreduce_hook();
+    case BuiltinCommHook::kBf16Compress:
+      return cast_compress_hook(at::kBFloat16);
+    case BuiltinCommHook::kFp16Compress:
+      return cast_compress_hook(at::kHalf);
+    case BuiltinCommHook::kPowerSgd:
+      return powersgd_hook(powersgd);
   }
-  TORCH_INTERNAL_ASSERT(false, "unknown wire dtype");
+  TORCH_INTERNAL_ASSERT(false, "unknown comm hook");
 }
 
 }  // namespace ddplab::distributed

@@ -5,16 +5,21 @@
 // Whatever the gradients travel as, the control slots of the last bucket (stop flag, local squared
 // norm, used flags) must come back summed exactly in float32: they are not gradients.
 //
-//   allreduce_hook()      the bucket as it is, one all-reduce (DDP's default allreduce_hook);
-//   cast_compress_hook()  the gradients cast into a persistent bfloat16 or float16 buffer,
-//                         all-reduced in that dtype (half the bytes), cast back in finish(); the
-//                         control slots in a second, small fp32 all-reduce (DDP's bf16_compress_hook
-//                         and fp16_compress_hook; replicas.grad_dtype "bf16" / "fp16").
-//   powersgd_hook()       PowerSGD's rank-r approximation of each matrix (DDP's powerSGD_hook;
-//                         replicas.compression "powersgd"; below).
+// The built-in hooks, by BuiltinCommHook (as c10d's BuiltinCommHookType), all made by
+// make_comm_hook(), the one registry: the GradReducer and simulated replicas both take their hook
+// from it, and train::builtin_comm_hook() (train/options.h) is the one place the spec chooses it.
+//   kAllreduce      the bucket as it is, one all-reduce (DDP's default allreduce_hook);
+//   kBf16Compress,  the gradients cast into a persistent bfloat16 or float16 buffer, all-reduced in
+//   kFp16Compress   that dtype (half the bytes), cast back in finish(); the control slots in a
+//                   second, small fp32 all-reduce (DDP's bf16_compress_hook and fp16_compress_hook;
+//                   replicas.grad_dtype "bf16" / "fp16");
+//   kPowerSgd       PowerSGD's rank-r approximation of each matrix (DDP's powerSGD_hook;
+//                   replicas.compression "powersgd"; below, powersgd.cpp).
 //
-// A new hook (top-k, ...) is a CommHook subclass, a factory here and a setting of replicas
-// (docs/architecture.md, "How to extend").
+// A new hook (top-k, ...) is a CommHook subclass, a BuiltinCommHook, its case in make_comm_hook()
+// and the setting that chooses it (docs/architecture.md, "How to extend"). Simulated replicas
+// (train/simulated.h) sum N replicas in one process through the hook's simulates(), sum_dtype()
+// and add_replica(), so its rounding is written once, here.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -59,6 +64,16 @@ class CommHook {
   // load_state() takes what save_state() gave, after the buckets are restored (restore_layout).
   virtual at::Tensor save_state() const { return {}; }
   virtual void load_state(const at::Tensor& /*state*/) {}
+
+  // N replicas reduced in one process (train/simulated.h), as this hook's all-reduce reduces them:
+  // a parameter's running sum starts as zeros of sum_dtype(its dtype), and add_replica() adds one
+  // replica's contribution (its gradient, already divided by N under reduce "mean") in replica
+  // order; the sum is cast back to the gradient's dtype. By default the fp32 sum of an all-reduce.
+  // A hook that needs the other ranks between its rounds (PowerSGD) returns false from simulates(),
+  // and the spec refuses it with replicas.mode "simulated".
+  virtual bool simulates() const { return true; }
+  virtual at::ScalarType sum_dtype(at::ScalarType grad) const { return grad; }
+  virtual void add_replica(at::Tensor& sum, const at::Tensor& contribution) const;
 };
 
 // torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook's PowerSGDState, its defaults too.
@@ -80,12 +95,16 @@ struct PowerSgdOptions {
   uint32_t seed = 0;                       // random_seed
 };
 
+// The built-in hooks (above).
+enum class BuiltinCommHook { kAllreduce, kBf16Compress, kFp16Compress, kPowerSgd };
+
+// The hook `name` names; `powersgd` is read under kPowerSgd only.
+std::unique_ptr<CommHook> make_comm_hook(BuiltinCommHook name, const PowerSgdOptions& powersgd = {});
+
+// The registry's hooks one by one (make_comm_hook() calls these; tests call them directly).
 std::unique_ptr<CommHook> allreduce_hook();
 // `wire`: kBFloat16 or kHalf.
 std::unique_ptr<CommHook> cast_compress_hook(at::ScalarType wire);
 std::unique_ptr<CommHook> powersgd_hook(const PowerSgdOptions& options);
-
-// The dtype gradients travel in under replicas.grad_dtype (fp32: kFloat).
-at::ScalarType wire_scalar_type(config::WireDtype dtype);
 
 }  // namespace ddplab::distributed

@@ -13,15 +13,6 @@
 namespace ddplab::distributed {
 namespace {
 
-std::unique_ptr<CommHook> make_hook(const GradReducerOptions& options) {
-  if (options.powersgd) {
-    TORCH_INTERNAL_ASSERT(options.grad_dtype == config::WireDtype::kFp32, "PowerSGD sends fp32");
-    return powersgd_hook(*options.powersgd);
-  }
-  if (options.grad_dtype == config::WireDtype::kFp32) return allreduce_hook();
-  return cast_compress_hook(wire_scalar_type(options.grad_dtype));
-}
-
 class ReadyHook : public torch::autograd::PostAccumulateGradHook {
  public:
   explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
@@ -37,7 +28,7 @@ GradReducer::GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> c
     : params_(std::move(params)),
       comm_(std::move(comm)),
       options_(options),
-      hook_(make_hook(options)),
+      hook_(make_comm_hook(options.comm_hook, options.powersgd)),
       timer_(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device()) {
   received_.assign(params_.size(), false);
   used_.assign(params_.size(), false);
@@ -170,7 +161,7 @@ void GradReducer::launch(Bucket& bucket) {
     for (size_t i = 0; i < params_.size(); ++i)
       if (!used_[i]) bucket.used_flags[static_cast<int64_t>(i)].fill_(0.0);
   }
-  if (options_.mean) bucket.flat.div_(comm_->size);
+  if (options_.reduce == config::Reduce::kMean) bucket.flat.div_(comm_->size);
   bucket.works = hook_->launch(*comm_, v);
 }
 
@@ -202,7 +193,7 @@ void GradReducer::finalize() {
     const at::Tensor control = bucket_view(buckets_.size() - 1).control;
     stop_flag_ = slots_.stop(control);  // > 0 if any rank asked
     local_sq_mean_ = slots_.local_norm(control).clone();
-    if (!options_.mean) local_sq_mean_.div_(comm_->size);
+    if (options_.reduce == config::Reduce::kSum) local_sq_mean_.div_(comm_->size);
   } else {
     // One replica: its own request; no_sync steps agree nothing (the averaging step does).
     if (!no_stop_.defined())
@@ -260,6 +251,12 @@ void GradReducer::maybe_rebuild() {
     if (grads[i].defined()) params_[i].mutable_grad().copy_(grads[i]);
 }
 
+std::vector<std::vector<size_t>> GradReducer::bucket_layout() const {
+  std::vector<std::vector<size_t>> layout;
+  for (const auto& b : buckets_) layout.push_back(b.params);
+  return layout;
+}
+
 std::vector<int64_t> GradReducer::rebuilt_layout() const {
   std::vector<int64_t> order;
   if (!rebuilt_) return order;
@@ -303,11 +300,9 @@ at::Tensor GradReducer::grad_norm_squared() const {
   return total;
 }
 
-at::Tensor GradReducer::mean_grad_norm_squared() const {
-  auto sq = grad_norm_squared();
-  if (!options_.mean && comm_ != nullptr && comm_->size > 1 && reduced_)
-    sq.div_(static_cast<double>(comm_->size) * comm_->size);
-  return sq;
+at::Tensor mean_grad_norm_squared(const at::Tensor& reduced_sq, config::Reduce reduce, int replicas) {
+  if (reduce == config::Reduce::kMean) return reduced_sq;
+  return reduced_sq / (static_cast<double>(replicas) * replicas);
 }
 
 int64_t GradReducer::payload_bytes() const {

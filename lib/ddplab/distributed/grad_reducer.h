@@ -1,67 +1,12 @@
 // Gradient synchronization as DistributedDataParallel's reducer does it
-// (torch/csrc/distributed/c10d/reducer.cpp), for CPU and CUDA tensors alike.
-//
-// Buckets: parameters are taken in reverse registration order (roughly the order backward
-// produces their gradients) and packed into flat buffers; the first bucket is capped at
-// `first_bucket_mb` (1 MiB, DDP's kDefaultFirstBucketBytes), the others at `bucket_mb` (25).
-// A bucket holds one dtype: as DDP's compute_bucket_assignment_by_size, each dtype fills buckets
-// of its own, ordered by the first parameter each takes.
-// Each parameter's .grad is a view into its bucket (DDP's gradient_as_bucket_view=True), so
-// there is no copy and no allocation per step.
-//
-// Overlap: a post-accumulate-grad hook per parameter marks its gradient ready. When every
-// gradient of a bucket is ready, the bucket (and any following ready ones) is all-reduced
-// asynchronously at once, in bucket-index order on every rank, while backward goes on.
-// finalize() makes the optimizer step wait for all of them; `mean` divides by the world
-// size first (as DDP), `sum` adds.
-//
-// After the first step the buckets are rebuilt once in the order gradients actually arrived
-// on rank 0 (broadcast, so every rank agrees), as DDP does. A parameter that received no
-// gradient in a backward contributes zeros to its bucket, which is still reduced (no hang);
-// if no replica used it (globally unused, as DDP's find_unused_parameters=True finds it) its
-// .grad is left undefined after finalize(), so the optimizer skips it as torch.optim does a
-// parameter whose .grad is None (no momentum or weight-decay step); used by any replica, it gets
-// the reduced gradient. `received_grad()` reports the parameters this replica never used to the
-// audits.
-//
-// The last bucket (the last to be reduced) carries extra floats after the gradients: the control
-// slots (agreement.h's ControlSlots: stop, local norm), then one used slot per parameter. The
-// used slots: 1 where this replica's backward reached the parameter (filled at launch, when every
-// hook of the backward has fired: the last bucket launches last), so after the all-reduce a slot
-// is > 0 where any replica used the parameter. They are read on the host only when this replica
-// left a parameter unused (no host sync per step otherwise). The stop slot: request_stop() sets
-// it before backward; after finalize(), stop_flag() is > 0 on every rank if any rank asked, so all
-// ranks stop after the same step without an extra collective (clean stops on SIGINT/SIGTERM;
-// ParamAverager agrees stops the same way at averaging points). The local norm slot: when a
-// bucket is launched its local squared norm (this replica's gradient, before the all-reduce) is
-// added to a running 0-dim tensor; the last bucket writes the total into the slot, so after
-// finalize() it holds the mean over replicas of |local gradient|^2 (local_norm_squared_mean();
-// the gradient noise scale's |G_small|^2, see noise_scale.h), again without an extra collective.
-//
-// How a launched bucket travels is its CommHook (comm_hook.h), DDP's register_comm_hook: by
-// default allreduce_hook(), one all-reduce of the bucket. grad_dtype bf16 or fp16
-// (replicas.grad_dtype) is cast_compress_hook(), DDP's bf16_compress_hook / fp16_compress_hook:
-// the bucket is divided by the world size in fp32, its gradients cast into a persistent bfloat16
-// (float16) buffer, all-reduced in that dtype (half the bytes), and cast back into the fp32
-// bucket in finalize(). The extra slots of the last bucket are not gradients and stay fp32: they
-// travel in a second, small fp32 all-reduce issued right after the last bucket's (bf16 would
-// round the local squared norm that the noise scale magnifies; the stop flag would survive, but
-// one path serves both). `powersgd` (replicas.compression "powersgd") is powersgd_hook(), DDP's
-// powerSGD_hook; its extra slots travel in fp32 with the gradients it sends uncompressed.
-//
-// set_require_sync(false) is DDP's require_backward_grad_sync = False: buckets are filled but not
-// reduced (local SGD and EASGD between their averaging points); no stop is agreed and no local
-// norm is averaged then. DDP's no_sync() also leaves the gradients to accumulate over several
-// backwards (DDP does not zero them; the user's zero_grad() does): here prepare_for_backward()
-// zeroes the buckets unless given accumulate = true, so gradient accumulation is
-//   set_require_sync(false); for k < K-1: prepare_for_backward(k > 0); backward; finalize();
-//   set_require_sync(true);  prepare_for_backward(true); backward; finalize();  // reduces the sum
-//
-// Without a Comm (one replica) the same buckets and views are used, minus the collectives.
+// (torch/csrc/distributed/c10d/reducer.hpp), for CPU and CUDA tensors alike: the parameters'
+// gradients packed into flat buckets that every .grad is a view into, each bucket handed to the
+// comm hook (comm_hook.h) as soon as backward has filled it. docs/architecture.md ("Gradient sync,
+// as DDP's reducer") says how buckets are built, launched, rebuilt and what the last bucket's
+// extra slots carry; docs/ddp-semantics.md where it differs from DDP.
 #pragma once
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,90 +21,90 @@
 namespace ddplab::distributed {
 
 struct GradReducerOptions {
+  // Bucket caps in MiB: the first bucket's (DDP's kDefaultFirstBucketBytes), then every other's
+  // (replicas.bucket_mb, DDP's bucket_cap_mb).
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
-  bool mean = true;  // false: sum
+  // kMean divides each launched bucket by the world size before its hook (as DDP); kSum adds.
+  config::Reduce reduce = config::Reduce::kMean;
+  // Rebuild the buckets once, after the first step, in the order gradients arrived on rank 0 (as
+  // DDP); only with a Comm.
   bool rebuild_buckets = true;
-  config::WireDtype grad_dtype = config::WireDtype::kFp32;  // bf16, fp16: cast_compress_hook() (see above)
-  std::optional<PowerSgdOptions> powersgd;                  // set: powersgd_hook() (grad_dtype fp32 only)
+  // How buckets travel: the hook make_comm_hook() makes (from replicas.grad_dtype and
+  // .compression: train::builtin_comm_hook()); `powersgd` is read under kPowerSgd only.
+  BuiltinCommHook comm_hook = BuiltinCommHook::kAllreduce;
+  PowerSgdOptions powersgd;
 };
+
+// |mean over `replicas` replicas of their local gradients|^2 from the reduced gradient's squared
+// norm `reduced_sq` (a 0-dim tensor): itself under kMean, divided by N^2 under kSum (a new tensor).
+at::Tensor mean_grad_norm_squared(const at::Tensor& reduced_sq, config::Reduce reduce, int replicas);
 
 class GradReducer {
  public:
   // `params` in registration order (module.parameters()), each tensor once (tied weights
-  // deduplicated first, as DDP does); `comm` may be null (one replica).
+  // deduplicated first, as DDP does); `comm` null for one replica (the same buckets, no
+  // collectives). Builds the buckets and installs a post-accumulate-grad hook per trainable
+  // parameter (removed by the destructor).
   GradReducer(std::vector<at::Tensor> params, std::shared_ptr<Comm> comm, GradReducerOptions options = {});
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
-  // Zeroes the bucket buffers and points every .grad at its bucket view. Call before backward.
-  // accumulate = true keeps the gradients the buckets hold (backwards since the last zeroing,
-  // under set_require_sync(false)) and adds the next backward's to them, as DDP's no_sync(); the
-  // control slots start afresh either way. A second backward needs a prepare_for_backward() first.
+  // Before each backward: zeroes the buckets and points every .grad at its bucket view.
+  // accumulate = true keeps what the buckets hold and adds the next backward to it (DDP's
+  // no_sync() accumulation); the control slots start afresh either way.
   void prepare_for_backward(bool accumulate = false);
-  // Launches any bucket not yet launched and waits for all (on CUDA the compute stream waits;
-  // the host does not).
+  // After backward: launches any bucket not yet launched and waits for all (on CUDA the compute
+  // stream waits, not the host); leaves the reduced gradient in every .grad, undefined for a
+  // parameter no replica used.
   void finalize();
-  // Seconds finalize() stood waiting for all-reduces since the last call (on CUDA: how long the
-  // compute stream stood, from CUDA events; this call waits for the device).
-  double take_comm_wait_s() { return timer_.take_seconds(); }
+  // DDP's require_backward_grad_sync (default true): false fills the buckets but reduces nothing
+  // (local SGD and EASGD between averaging points); no stop is agreed then.
+  void set_require_sync(bool sync) { require_sync_ = sync; }
+  // Before prepare_for_backward(): this rank asks to stop after the step (default false).
+  void request_stop(bool stop) { stop_requested_ = stop; }
+  // After finalize(): 1 element, > 0 when any rank asked (or the one replica did); 0 after a
+  // no_sync step. No host sync; may view the last bucket, valid until prepare_for_backward().
+  const at::Tensor& stop_flag() const { return stop_flag_; }
 
-  const GradReducerOptions& options() const { return options_; }
-  // Replaces how buckets travel (comm_hook.h; by default the hook the options name), as DDP's
-  // register_comm_hook. Before the first backward.
+  // Squared L2 norm of the gradient in the buckets (after finalize(): the reduced one), 0-dim, no
+  // host sync.
+  at::Tensor grad_norm_squared() const;
+  // After a reduced finalize(): mean over replicas of each one's |local gradient|^2 (0-dim, no
+  // host sync; the noise scale's |G_small|^2); undefined after a step that reduced nothing.
+  const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
+  // Seconds finalize() stood waiting for the hooks since the last call (on CUDA: the compute
+  // stream's stall, from events; this call waits for the device).
+  double take_comm_wait_s() { return timer_.take_seconds(); }
+  // Bytes all-reduced per step: each bucket's CommHook::payload_bytes().
+  int64_t payload_bytes() const;
+
+  // Replaces the hook the options name, as DDP's register_comm_hook; before the first backward.
   void register_comm_hook(std::unique_ptr<CommHook> hook);
-  // This rank's comm hook state for a checkpoint (CommHook::save_state(); undefined when the hook
-  // keeps none), and loading it into a resumed run, after restore_layout().
+  // This rank's hook state for a checkpoint (CommHook::save_state(); undefined for a stateless
+  // hook), and loading it into a resumed run after restore_layout().
   at::Tensor comm_hook_state() const { return hook_->save_state(); }
   void load_comm_hook_state(const at::Tensor& state) { hook_->load_state(state); }
-  int bucket_count() const { return static_cast<int>(buckets_.size()); }
-  // Parameter indices (into `params`) of bucket b, in bucket order.
-  const std::vector<size_t>& bucket_params(int b) const { return buckets_[b].params; }
-  // Gradient bytes of bucket b (the extra slots of the last bucket not counted).
-  int64_t bucket_bytes(int b) const { return buckets_[b].grad_numel * buckets_[b].flat.element_size(); }
-  // Bytes all-reduced per step: every bucket's gradients in the wire dtype, plus the extra slots
-  // (always fp32).
-  int64_t payload_bytes() const;
-  // Squared L2 norm of the reduced gradient (a 0-dim tensor, no host sync).
-  at::Tensor grad_norm_squared() const;
-  // |mean over replicas of the local gradients|^2 whatever the reduction: grad_norm_squared(),
-  // divided by N^2 under `sum` (a 0-dim tensor, no host sync).
-  at::Tensor mean_grad_norm_squared() const;
-  // Whether the last finalize() all-reduced (a Comm of size > 1 and require_sync).
-  bool reduced() const { return reduced_; }
-  // After a reduced finalize(): the mean over replicas of each replica's |local gradient|^2
-  // (0-dim tensor, no host sync). Undefined after a step that was not reduced.
-  const at::Tensor& local_norm_squared_mean() const { return local_sq_mean_; }
-
-  // DDP's require_backward_grad_sync: false keeps every replica's local gradient (see above for
-  // no_sync()'s accumulation).
-  void set_require_sync(bool sync) { require_sync_ = sync; }
-  // The order of the parameters in the buckets once rebuilt (bucket 0's first); empty before the
-  // rebuild. A checkpoint keeps it and restore_layout() gives the resumed run the same buckets:
-  // with 3+ ranks the ring all-reduce sums an element in an order that depends on where it sits
-  // in its bucket, so a resumed run on the initial layout would drift in the last bits.
+  // The rebuilt buckets' parameter order (bucket 0's first); empty before the rebuild. A
+  // checkpoint keeps it so that a resumed run sums in the same places (a ring all-reduce of 3+
+  // ranks adds an element in an order set by its place in its bucket).
   std::vector<int64_t> rebuilt_layout() const;
-  // Builds the buckets in `order` (rebuilt_layout() of a run of this model) and skips the rebuild.
-  // Throws ddplab::Error when `order` is not a permutation of the trainable parameters.
+  // Builds the buckets in `order` (a rebuilt_layout()) and skips the rebuild; ddplab::Error when
+  // it is not a permutation of the trainable parameters.
   void restore_layout(const std::vector<int64_t>& order);
-  // Parameter `param`'s place in its bucket, shaped as the parameter: what its .grad is between
-  // prepare_for_backward() and the next finalize() (unless autograd replaced it), and where
-  // grad_norm_squared() reads it. Simulated replicas write a summed gradient there.
+  // Parameter indices (into `params`) of each bucket, in bucket order.
+  std::vector<std::vector<size_t>> bucket_layout() const;
+
+  // Parameter `param`'s view in its bucket, shaped as the parameter: where its .grad points and
+  // grad_norm_squared() reads (simulated replicas write their sum there).
   at::Tensor grad_view(size_t param) const;
-  // Per parameter: whether its hook fired since the last reset_received().
+  // Per parameter: whether its hook fired since the last reset_received() (the gradient audit).
   const std::vector<bool>& received_grad() const { return received_; }
   void reset_received();
-  // After a replay of a captured step (runtime::StepGraph; one replica, no process group): a
-  // replay runs no hook, so this marks as received what the last backward run on the host used.
+  // After a replay of a captured step (runtime::StepGraph; one replica): marks as received what
+  // the captured backward used, as its hooks would have.
   void note_replayed_step();
-
-  // Set before prepare_for_backward() of a step.
-  void request_stop(bool stop) { stop_requested_ = stop; }
-  // After finalize(): a 1-element tensor, > 0 if the replicas agreed to stop after this step (any
-  // rank asked, or the one replica did); 0 after a no_sync step. No host sync: it may be a view
-  // into the last bucket, valid until the next prepare_for_backward().
-  const at::Tensor& stop_flag() const { return stop_flag_; }
 
  private:
   struct Bucket {

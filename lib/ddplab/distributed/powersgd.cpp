@@ -118,6 +118,8 @@ class PowerSgdHook final : public CommHook {
   }
 
   void reset() override { states_.clear(); }
+  // Each rank orthogonalizes the all-reduced P before Q is sent: N replicas in one process cannot.
+  bool simulates() const override { return false; }
 
   at::Tensor save_state() const override;
   void load_state(const at::Tensor& blob) override;

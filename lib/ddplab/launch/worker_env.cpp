@@ -1,6 +1,9 @@
 #include "ddplab/launch/worker_env.h"
 
 #include <algorithm>
+#include <array>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -14,75 +17,92 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-void read_int(const Env& env, const std::string& name, int& out) { out = distributed::env_int(env, name, out); }
+// The contract, one row per variable in the header's order: its name and the field it carries. A
+// marker is a bool written "1" or not at all, and read as set (DDPLAB_LAUNCHER); another bool is a
+// flag, "0" or "1".
+struct Variable {
+  const char* name;
+  std::variant<int WorkerEnv::*, std::string WorkerEnv::*, std::filesystem::path WorkerEnv::*, bool WorkerEnv::*> field;
+  bool marker = false;
+};
 
-void read_flag(const Env& env, const std::string& name, bool& out) {
-  const std::string* v = distributed::env_value(env, name);
-  if (v == nullptr) return;
-  if (*v != "0" && *v != "1") throw Error(fmt::format("environment variable {}: must be 0 or 1, got \"{}\"", name, *v));
-  out = *v == "1";
+const std::array<Variable, 12>& contract() {
+  static const std::array<Variable, 12> variables{{{"RANK", &WorkerEnv::rank},
+                                                   {"WORLD_SIZE", &WorkerEnv::world_size},
+                                                   {"LOCAL_RANK", &WorkerEnv::local_rank},
+                                                   {"LOCAL_WORLD_SIZE", &WorkerEnv::local_world_size},
+                                                   {"GROUP_RANK", &WorkerEnv::group_rank},
+                                                   {"MASTER_ADDR", &WorkerEnv::master_addr},
+                                                   {"MASTER_PORT", &WorkerEnv::master_port},
+                                                   {"TORCHELASTIC_RESTART_COUNT", &WorkerEnv::restart_count},
+                                                   {"DDPLAB_LAUNCHER", &WorkerEnv::launcher, /*marker=*/true},
+                                                   {"DDPLAB_RUN_DIR", &WorkerEnv::run_dir},
+                                                   {"DDPLAB_RESUME", &WorkerEnv::resume},
+                                                   {"DDPLAB_FORCE", &WorkerEnv::force}}};
+  return variables;
 }
 
-const char* flag(bool on) { return on ? "1" : "0"; }
+std::string written(const Variable& v, const WorkerEnv& e) {
+  return std::visit(
+      [&](auto field) -> std::string {
+        using T = std::decay_t<decltype(e.*field)>;
+        if constexpr (std::is_same_v<T, int>) return fmt::format("{}", e.*field);
+        if constexpr (std::is_same_v<T, std::string>) return e.*field;
+        if constexpr (std::is_same_v<T, std::filesystem::path>) return (e.*field).string();
+        if constexpr (std::is_same_v<T, bool>) return e.*field ? "1" : v.marker ? "" : "0";
+      },
+      v.field);
+}
+
+void read(const Variable& v, const Env& env, WorkerEnv& e) {
+  const std::string* value = distributed::env_value(env, v.name);
+  std::visit(
+      [&](auto field) {
+        using T = std::decay_t<decltype(e.*field)>;
+        if constexpr (std::is_same_v<T, int>) {
+          e.*field = distributed::env_int(env, v.name, e.*field);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (value == nullptr) return;
+          // Any value of a marker means ddplab's launcher to world discovery, so only the one it
+          // writes is accepted.
+          if (v.marker && *value != "1")
+            throw Error(fmt::format("environment variable {}: must be 1 when set, got \"{}\"", v.name, *value));
+          if (*value != "0" && *value != "1")
+            throw Error(fmt::format("environment variable {}: must be 0 or 1, got \"{}\"", v.name, *value));
+          e.*field = *value == "1";
+        } else if (value != nullptr) {
+          e.*field = *value;
+        }
+      },
+      v.field);
+}
 
 }  // namespace
 
 bool WorkerEnv::operator==(const WorkerEnv& o) const {
-  return rank == o.rank && world_size == o.world_size && local_rank == o.local_rank &&
-         local_world_size == o.local_world_size && group_rank == o.group_rank && master_addr == o.master_addr &&
-         master_port == o.master_port && restart_count == o.restart_count && launcher == o.launcher &&
-         run_dir == o.run_dir && resume == o.resume && force == o.force;
+  for (const Variable& v : contract())
+    if (!std::visit([&](auto field) { return this->*field == o.*field; }, v.field)) return false;
+  return true;
 }
 
 const std::vector<std::string>& worker_env_names() {
-  static const std::vector<std::string> names = {"RANK",
-                                                 "WORLD_SIZE",
-                                                 "LOCAL_RANK",
-                                                 "LOCAL_WORLD_SIZE",
-                                                 "GROUP_RANK",
-                                                 "MASTER_ADDR",
-                                                 "MASTER_PORT",
-                                                 "TORCHELASTIC_RESTART_COUNT",
-                                                 "DDPLAB_LAUNCHER",
-                                                 "DDPLAB_RUN_DIR",
-                                                 "DDPLAB_RESUME",
-                                                 "DDPLAB_FORCE"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Variable& v : contract()) out.emplace_back(v.name);
+    return out;
+  }();
   return names;
 }
 
 std::map<std::string, std::string> to_environment(const WorkerEnv& e) {
-  return {{"RANK", fmt::format("{}", e.rank)},
-          {"WORLD_SIZE", fmt::format("{}", e.world_size)},
-          {"LOCAL_RANK", fmt::format("{}", e.local_rank)},
-          {"LOCAL_WORLD_SIZE", fmt::format("{}", e.local_world_size)},
-          {"GROUP_RANK", fmt::format("{}", e.group_rank)},
-          {"MASTER_ADDR", e.master_addr},
-          {"MASTER_PORT", fmt::format("{}", e.master_port)},
-          {"TORCHELASTIC_RESTART_COUNT", fmt::format("{}", e.restart_count)},
-          {"DDPLAB_LAUNCHER", e.launcher ? "1" : ""},
-          {"DDPLAB_RUN_DIR", e.run_dir.string()},
-          {"DDPLAB_RESUME", flag(e.resume)},
-          {"DDPLAB_FORCE", flag(e.force)}};
+  std::map<std::string, std::string> out;
+  for (const Variable& v : contract()) out[v.name] = written(v, e);
+  return out;
 }
 
 WorkerEnv parse_worker_env(const std::map<std::string, std::string>& env) {
   WorkerEnv e;
-  read_int(env, "RANK", e.rank);
-  read_int(env, "WORLD_SIZE", e.world_size);
-  read_int(env, "LOCAL_RANK", e.local_rank);
-  read_int(env, "LOCAL_WORLD_SIZE", e.local_world_size);
-  read_int(env, "GROUP_RANK", e.group_rank);
-  if (const std::string* addr = distributed::env_value(env, "MASTER_ADDR")) e.master_addr = *addr;
-  read_int(env, "MASTER_PORT", e.master_port);
-  read_int(env, "TORCHELASTIC_RESTART_COUNT", e.restart_count);
-  if (const std::string* v = distributed::env_value(env, "DDPLAB_LAUNCHER")) {
-    // Any value means ddplab's launcher to world discovery, so only the one it writes is accepted.
-    if (*v != "1") throw Error(fmt::format("environment variable DDPLAB_LAUNCHER: must be 1 when set, got \"{}\"", *v));
-    e.launcher = true;
-  }
-  if (const std::string* dir = distributed::env_value(env, "DDPLAB_RUN_DIR")) e.run_dir = *dir;
-  read_flag(env, "DDPLAB_RESUME", e.resume);
-  read_flag(env, "DDPLAB_FORCE", e.force);
+  for (const Variable& v : contract()) read(v, env, e);
   return e;
 }
 

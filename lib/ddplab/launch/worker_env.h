@@ -1,5 +1,6 @@
 // The worker environment contract: every variable ddplab's launcher sets for a worker, in one
-// struct that the launcher writes (to_environment) and the worker reads back (parse_worker_env).
+// struct that the launcher writes (to_environment) and the worker reads back (parse_worker_env),
+// both through one table (worker_env.cpp) that spells each name once:
 //
 //   RANK, WORLD_SIZE            this worker's rank and the number of workers
 //   LOCAL_RANK, LOCAL_WORLD_SIZE  the same on this host (all of them: one host)

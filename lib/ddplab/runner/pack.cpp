@@ -27,6 +27,7 @@
 #include "ddplab/rundir/run_reader.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
+#include "ddplab/runner/sweep_steps.h"
 
 extern char** environ;
 

@@ -19,6 +19,7 @@
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/sweep.h"
+#include "ddplab/runner/sweep_steps.h"
 #include "ddplab/train/options.h"
 
 namespace fs = std::filesystem;
@@ -59,7 +60,7 @@ std::vector<std::string> srun_command(const config::ExperimentSpec& run, const f
                                       const fs::path& spec_file) {
   std::vector<std::string> argv{"srun", fmt::format("--ntasks={}", run.replicas.count),
                                 fmt::format("--cpus-per-task={}", run.replicas.threads), "--kill-on-bad-exit=1"};
-  // Every task of a node sees all of the job's GPUs there and takes GPU LOCAL_RANK (train/trainer.h).
+  // Every task of a node sees all of the job's GPUs there and takes GPU LOCAL_RANK (train/network.h).
   if (run.replicas.device == config::Device::kCuda) argv.emplace_back("--gpu-bind=none");
   argv.insert(argv.end(), {ddplab.string(), "worker", spec_file.string(), "--run-id", rundir::run_id(run)});
   return argv;

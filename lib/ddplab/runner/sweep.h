@@ -85,16 +85,6 @@ int sweep_exit_code(const SweepTally& tally);
 // "ddplab: sweep NAME: 2 done, 1 skipped, 1 failed, 1 diverged, 1 collapsed, stopped after 5 of 6".
 std::string sweep_summary(const std::string& name, const SweepTally& tally);
 
-// "m:ss" of `seconds`, rounded.
-std::string minutes_seconds(double seconds);
-// The time left at the pace so far: `spent_s` / `trained_epochs` x `left_epochs`, as "m:ss";
-// "-:--" before any epoch was trained.
-std::string eta(double spent_s, double trained_epochs, double left_epochs);
-// The epochs `run` has left to train: all of them, or, when it resumes (an unfinished run with a
-// checkpoint and no `force`), those after its checkpoint, fractional (a run resumed near its end
-// takes seconds; counted as a whole run, it made the ETA of the runs after it that short).
-double epochs_to_train(const config::SweepRun& run, bool force);
-
 // `ddplab run` of the spec file at `path` with `overrides`; returns the exit code. A packed
 // sweep (pack.packed()) runs `ddplab run <run's spec> --run-id <id>` per run (self_executable),
 // so it must be called from the ddplab binary.
@@ -107,38 +97,11 @@ int run_sweep(const std::string& path, const std::vector<std::string>& overrides
 int run_with_id(const std::string& path, const std::vector<std::string>& overrides, bool force,
                 const std::string& run_id);
 
-// A run whose directory holds a run of another effective spec, and what changed ("/epochs: 1 -> 3").
-struct ChangedRun {
-  std::string run_id;
-  std::vector<std::string> changes;
-};
-// The runs of `runs` whose directories hold runs of other effective specs (rundir::spec_changes).
-std::vector<ChangedRun> changed_runs(const std::vector<config::SweepRun>& runs);
-// Unless `force`: throws ddplab::Error when changed_runs is not empty, listing each such run with
-// its changed keys and the two ways on (--force, or another output or name). Called before
-// anything of a sweep is run or written (local, packed and SLURM alike).
-void refuse_changed_runs(const std::vector<config::SweepRun>& runs, bool force);
-
 // What a run would refuse before training, checked for every run without running any: its data
 // (read once per distinct dataset section) and its set-up (train::check_setup: a global batch
 // larger than the training set, a model the sync method cannot average, ...). Each problem is
 // said on stderr, prefixed with the run id in a sweep; returns kExitUserError if there was one,
 // else kExitOk. Used by --dry-run and `ddplab validate`.
 int check_before_running(const std::vector<config::SweepRun>& runs);
-
-// Writes the sweep's run ids, in order, to rundir::sweep_runs_file (ddplab status lists the runs
-// not started yet from it). Throws ddplab::Error naming the directory it cannot write.
-void record_sweep_runs(const std::vector<config::SweepRun>& runs);
-
-// Shared by the sweep loops (sweep.cpp, pack.cpp).
-// "ddplab: runs/NAME holds 41.7 MB": the size of the experiment directory's files, said at a
-// sweep's end.
-std::string disk_use_line(const config::ExperimentSpec& spec);
-// The status a run's manifest has, unless `force` (which never reads it).
-std::optional<rundir::RunStatus> status_unless_forced(const config::SweepRun& run, bool force);
-// The manifest's status and message after a run; nothing of a manifest that cannot be read.
-std::pair<std::optional<rundir::RunStatus>, std::string> manifest_after(const std::filesystem::path& dir);
-// The experiment's report (report/report.h) over <output>/<name>; a failure is said, not thrown.
-void write_experiment_report(const config::ExperimentSpec& spec);
 
 }  // namespace ddplab::runner

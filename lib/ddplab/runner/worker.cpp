@@ -19,7 +19,6 @@
 #include "ddplab/launch/worker_env.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
-#include "ddplab/runner/commands.h"
 #include "ddplab/runner/console.h"
 #include "ddplab/runner/live_tensorboard.h"
 #include "ddplab/runner/outcome.h"

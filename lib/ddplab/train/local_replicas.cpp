@@ -1,11 +1,11 @@
 #include "ddplab/train/local_replicas.h"
 
 #include <mutex>
-#include <optional>
 
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
+#include "ddplab/train/options.h"
 #include "ddplab/train/simulated.h"
 
 namespace ddplab::train {
@@ -54,7 +54,7 @@ class SimulatedShards final : public LocalReplicas {
       : LocalReplicas(spec.replicas.count, all_replicas(spec.replicas.count)),
         shard_(spec.per_replica_batch),
         reducer_(reducer),
-        sim_(*net.model, net.params, seeds(spec), reducer.options().mean, net.device, wire(reducer.options())) {}
+        sim_(*net.model, net.params, seeds(spec), spec.replicas.reduce, net.device, builtin_comm_hook(spec.replicas)) {}
 
   int loader_rank() const override { return 0; }
   int loader_ranks() const override { return 1; }
@@ -88,11 +88,6 @@ class SimulatedShards final : public LocalReplicas {
     std::vector<uint64_t> out;
     for (int k = 0; k < spec.replicas.count; ++k) out.push_back(dropout_seed(spec.seed, k));
     return out;
-  }
-  // What each shard's contribution is rounded to: the bf16 or fp16 wire's dtype; none on fp32.
-  static std::optional<at::ScalarType> wire(const distributed::GradReducerOptions& options) {
-    if (options.grad_dtype == config::WireDtype::kFp32) return std::nullopt;
-    return distributed::wire_scalar_type(options.grad_dtype);
   }
 
   int64_t shard_;

@@ -21,10 +21,8 @@ class NoiseScalePart : public Part {
     // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
     // so nothing is measured (docs/ddp-semantics.md).
     if (!u.reduced || c_.spec.model.sync_bn) return;
-    const double n = c_.replicas.count();
-    // |mean gradient|^2: the reduced gradient is N times it under reduce "sum".
-    const auto mean_sq = c_.reducer.options().mean ? u.grad_sq : u.grad_sq / (n * n);
-    noise_scale_.update(c_.replicas.local_norm_squared_mean(), mean_sq);
+    noise_scale_.update(c_.replicas.local_norm_squared_mean(),
+                        distributed::mean_grad_norm_squared(u.grad_sq, c_.spec.replicas.reduce, c_.replicas.count()));
   }
 
   void before_record(rundir::EpochRecord& rec) override {

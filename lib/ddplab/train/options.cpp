@@ -1,5 +1,7 @@
 #include "ddplab/train/options.h"
 
+#include <c10/util/Exception.h>
+
 namespace ddplab::train {
 
 data::DatasetOptions dataset_options(const config::DatasetSpec& dataset) {
@@ -24,14 +26,27 @@ models::ModelOptions model_options(const config::ModelSpec& model) {
   return o;
 }
 
+distributed::BuiltinCommHook builtin_comm_hook(const config::ReplicasSpec& replicas) {
+  if (replicas.compression == config::Compression::kPowerSgd) return distributed::BuiltinCommHook::kPowerSgd;
+  switch (replicas.grad_dtype) {
+    case config::WireDtype::kFp32:
+      return distributed::BuiltinCommHook::kAllreduce;
+    case config::WireDtype::kBf16:
+      return distributed::BuiltinCommHook::kBf16Compress;
+    case config::WireDtype::kFp16:
+      return distributed::BuiltinCommHook::kFp16Compress;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown wire dtype");
+}
+
 distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec& replicas) {
   distributed::GradReducerOptions o;
   o.bucket_mb = replicas.bucket_mb;
-  o.mean = replicas.reduce == config::Reduce::kMean;
-  o.grad_dtype = replicas.grad_dtype;
-  if (replicas.compression == config::Compression::kPowerSgd) {
+  o.reduce = replicas.reduce;
+  o.comm_hook = builtin_comm_hook(replicas);
+  if (o.comm_hook == distributed::BuiltinCommHook::kPowerSgd) {
     const config::PowerSgdSpec& p = replicas.powersgd;
-    distributed::PowerSgdOptions& q = o.powersgd.emplace();
+    distributed::PowerSgdOptions& q = o.powersgd;
     q.rank = p.rank;
     q.start_iter = p.start_iter;
     q.min_compression_rate = p.min_compression_rate;

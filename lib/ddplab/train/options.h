@@ -16,6 +16,12 @@ data::DatasetOptions dataset_options(const config::DatasetSpec& dataset);
 // model.{name, layers, torchscript, dropout, hidden, sync_bn}.
 models::ModelOptions model_options(const config::ModelSpec& model);
 
+// The comm hook replicas.grad_dtype and replicas.compression choose, the one place they become
+// one: compression "powersgd" is kPowerSgd (config::resolve allows it with grad_dtype "fp32" only);
+// else grad_dtype fp32 is kAllreduce, bf16 kBf16Compress, fp16 kFp16Compress. Processes
+// (GradReducerOptions) and simulated replicas (simulated.h) both take it from here.
+distributed::BuiltinCommHook builtin_comm_hook(const config::ReplicasSpec& replicas);
+
 // replicas.{bucket_mb, reduce, grad_dtype, compression, powersgd}; the other fields keep
 // GradReducerOptions' defaults.
 distributed::GradReducerOptions grad_reducer_options(const config::ReplicasSpec& replicas);

@@ -10,10 +10,16 @@
 namespace ddplab::train {
 
 SimulatedReplicas::SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params,
-                                     const std::vector<uint64_t>& seeds, bool mean, c10::Device device,
-                                     std::optional<at::ScalarType> wire)
-    : model_(model), params_(std::move(params)), mean_(mean), wire_(wire), generator_(dropout_generator(device)) {
+                                     const std::vector<uint64_t>& seeds, config::Reduce reduce, c10::Device device,
+                                     distributed::BuiltinCommHook comm_hook)
+    : model_(model),
+      params_(std::move(params)),
+      reduce_(reduce),
+      hook_(distributed::make_comm_hook(comm_hook)),
+      generator_(dropout_generator(device)) {
   TORCH_INTERNAL_ASSERT(!seeds.empty(), "SimulatedReplicas needs at least one replica");
+  TORCH_INTERNAL_ASSERT(hook_->simulates(), "comm hook ", static_cast<int>(comm_hook),
+                        " cannot be simulated in one process (the spec refuses it)");
   std::lock_guard<std::mutex> lock(generator_.mutex());
   const at::Tensor saved = generator_.get_state();
   for (uint64_t seed : seeds) {
@@ -33,7 +39,7 @@ void SimulatedReplicas::begin_step() {
   torch::NoGradGuard no_grad;
   step_buffers_ = clone_all(model_.buffers());
   if (grad_sum_.empty())
-    for (const auto& p : params_) grad_sum_.push_back(torch::zeros_like(p.detach(), wire_.value_or(p.scalar_type())));
+    for (const auto& p : params_) grad_sum_.push_back(torch::zeros_like(p.detach(), hook_->sum_dtype(p.scalar_type())));
   for (auto& g : grad_sum_) g.zero_();
   used_.assign(params_.size(), false);
   norm_sum_ = torch::zeros({}, params_.empty() ? torch::TensorOptions().dtype(torch::kFloat64)
@@ -58,10 +64,9 @@ void SimulatedReplicas::end_replica(int k) {
     if (!g.defined()) continue;
     used_[i] = true;
     norm_sum_ += g.pow(2).sum().to(torch::kFloat64);
-    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; a bf16 (fp16) wire then
-    // rounds the contribution, and bf16 + bf16 rounds the sum, as the all-reduce's reduction.
-    const auto contribution = mean_ ? g.div(count()) : g;
-    grad_sum_[i].add_(wire_ ? contribution.to(*wire_) : contribution);
+    // g / N rounds as DDP's bucket.div_(N) before the all-reduce does; the hook adds it as its
+    // all-reduce would (a bf16 wire rounds the contribution and the sum).
+    hook_->add_replica(grad_sum_[i], reduce_ == config::Reduce::kMean ? g.div(count()) : g);
   }
 }
 

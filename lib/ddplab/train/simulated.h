@@ -10,15 +10,18 @@
 // all-reduce would have left: sum_k g_k / N under `mean` (each shard's gradient divided by N
 // first, as DDP does), sum_k g_k under `sum`. Then the optimizer steps once.
 //
-// With a `wire` dtype (replicas.grad_dtype "bf16" or "fp16") each shard's contribution is rounded as
-// the wire rounds it: (g_k / N) cast to bfloat16 (float16), the contributions summed in that dtype
-// in replica order (one rounding per addition), the sum cast back to fp32. For two replicas that is bit for bit
-// what a bf16 all-reduce of two processes leaves (one addition, commutative); for more, a ring
-// all-reduce adds in another order per chunk, so the result matches to bf16 rounding, not bits.
+// The shards' gradients are summed by the comm hook the run's processes would use
+// (distributed::make_comm_hook(), CommHook::add_replica()), so a hook's rounding is written once:
+// under bf16_compress (fp16_compress) each (g_k / N) is cast to bfloat16 (float16), the
+// contributions summed in that dtype in replica order (one rounding per addition), the sum cast
+// back to fp32. For two replicas that is bit for bit what a bf16 all-reduce of two processes
+// leaves (one addition, commutative); for more, a ring all-reduce adds in another order per chunk,
+// so the result matches to bf16 rounding, not bits. PowerSGD cannot be simulated (the spec refuses it).
 //
 // What makes the replicas differ is kept per replica, as separate processes keep it:
 //   - the dropout RNG stream: N states of the device's default generator, replica k's seeded as
-//     process k seeds it (train/trainer.h), swapped in by begin_replica(k) and out by end_replica(k);
+//     process k seeds it (dropout_seed, local_replicas.h), swapped in by begin_replica(k) and out
+//     by end_replica(k);
 //   - a parameter that no shard's backward reached keeps its .grad undefined (GradReducer leaves
 //     it so per shard; end_step() too when no shard used it), as DDP for a globally unused one;
 //   - BatchNorm (ghost batch norm): each shard is normalized with its own batch statistics, and
@@ -29,7 +32,7 @@
 // process (local_norm_squared_mean(); train/noise_scale.h).
 #pragma once
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include <ATen/core/Generator.h>
@@ -37,6 +40,8 @@
 #include <c10/core/Device.h>
 #include <torch/nn/module.h>
 
+#include "ddplab/config/settings.h"
+#include "ddplab/distributed/comm_hook.h"
 #include "ddplab/distributed/grad_reducer.h"
 
 namespace ddplab::train {
@@ -44,10 +49,11 @@ namespace ddplab::train {
 class SimulatedReplicas {
  public:
   // `params`: the model's parameters (their .grad are read and written); `seeds[k]`: replica k's
-  // dropout seed (what process k passes to torch::manual_seed); `mean`: replicas.reduce == "mean";
-  // `wire`: kBFloat16 or kHalf under replicas.grad_dtype "bf16" or "fp16" (see above); none: fp32.
+  // dropout seed (what process k passes to torch::manual_seed); `reduce`: replicas.reduce;
+  // `comm_hook`: the hook whose reduction the sum imitates (builtin_comm_hook(), options.h; not kPowerSgd).
   SimulatedReplicas(torch::nn::Module& model, std::vector<at::Tensor> params, const std::vector<uint64_t>& seeds,
-                    bool mean, c10::Device device, std::optional<at::ScalarType> wire = std::nullopt);
+                    config::Reduce reduce, c10::Device device,
+                    distributed::BuiltinCommHook comm_hook = distributed::BuiltinCommHook::kAllreduce);
 
   int count() const { return static_cast<int>(rng_states_.size()); }
 
@@ -71,11 +77,11 @@ class SimulatedReplicas {
  private:
   torch::nn::Module& model_;
   std::vector<at::Tensor> params_;
-  bool mean_;
-  std::optional<at::ScalarType> wire_;
+  config::Reduce reduce_;
+  std::unique_ptr<distributed::CommHook> hook_;
   at::Generator generator_;
   std::vector<at::Tensor> rng_states_;
-  std::vector<at::Tensor> grad_sum_;       // per parameter: sum_k g_k (/ N under mean), in wire_ when set
+  std::vector<at::Tensor> grad_sum_;       // per parameter: sum_k g_k (/ N under mean), in hook_->sum_dtype()
   std::vector<bool> used_;                 // per parameter: some shard's backward reached it
   at::Tensor norm_sum_;                    // sum_k |g_k|^2
   std::vector<at::Tensor> step_buffers_;   // rank 0's buffers at the start of the step

@@ -12,7 +12,7 @@
 #include <c10/core/Device.h>
 
 #include "ddplab/runtime/device.h"
-#include "ddplab/train/trainer.h"
+#include "ddplab/train/run_ends.h"
 
 namespace ddplab::train {
 

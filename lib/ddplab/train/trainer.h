@@ -23,12 +23,12 @@
 #pragma once
 #include <filesystem>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "ddplab/config/spec.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/distributed/world.h"
+#include "ddplab/train/run_ends.h"
 
 namespace ddplab::distributed {
 struct Comm;
@@ -60,32 +60,10 @@ struct ReplicaResult {
   double final_train_loss = 0;
 };
 
-// A NaN or Inf gradient (after the all-reduce, so every rank sees it at the same step) stops
-// training: status "diverged", exit code 3. Under local SGD / EASGD a replica's gradient is its
-// own: the rank that saw it tells the others at the next averaging point (or the epoch's end),
-// where every rank throws. So does an epoch whose mean training loss has blown up
-// (loss_has_blown_up) although it stayed finite; that epoch's record is written first.
-class Diverged : public std::runtime_error {
- public:
-  Diverged(const std::string& message, int epoch, int64_t step)
-      : std::runtime_error(message), epoch(epoch), step(step) {}
-  int epoch;
-  int64_t step;
-};
-
 // True when the mean cross-entropy of an epoch is not finite or over 100 x ln(num_classes), the
 // loss of a uniform guess: the weights have blown up. Such a run then often sits at chance with a
 // finite loss (dead ReLUs) and would otherwise be reported as a finished run at 10%.
 bool loss_has_blown_up(double mean_train_loss, int64_t num_classes);
-
-// SIGINT/SIGTERM while a StopSignals lives (base/stop_signals.h; `ddplab run` and a worker hold one
-// with Second::kDefaultAction): every rank finishes the same step (agreed through GradReducer's
-// control slot), then training stops: status "interrupted", exit code 128 + signal.
-class Interrupted : public std::runtime_error {
- public:
-  Interrupted(const std::string& message, int signal) : std::runtime_error(message), signal(signal) {}
-  int signal;
-};
 
 // make_network(spec, data, 0) on the CPU (network.h), the very set-up the Trainer runs, so that
 // errors only it can find (an augment crop larger than the images, a weight_decay_groups entry
