@@ -7,6 +7,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/datasets.h"
+#include "ddplab/config/field_roles.h"
 #include "ddplab/config/spec_error.h"
 #include "ddplab/config/spec_steps.h"
 
@@ -95,8 +96,7 @@ ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   normalize_integers(doc, schema_doc());
   validate(doc);
   check_cross_fields(doc);
-  for (const char* key : {"sweep", "sweep_zip", "repeats"}) doc.erase(key);
-  return to_typed(doc);
+  return to_typed(fields_kept(std::move(doc), in_run_spec));
 }
 
 ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides) {
