@@ -10,6 +10,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/config/field_roles.h"
+#include "ddplab/config/spec_steps.h"
 
 namespace ddplab::config {
 namespace {
@@ -139,12 +140,6 @@ std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& ord
     if (!axis.keys.empty()) axes.push_back(axis);
   }
   return axes;
-}
-
-// The schema, parsed once: seed default and maximum.
-const json& schema_doc() {
-  static const json doc = json::parse(schema_text());
-  return doc;
 }
 
 int64_t repeats_of(const json& doc) {
