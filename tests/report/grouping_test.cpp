@@ -68,6 +68,32 @@ TEST(Report, AnOlderSpecWithoutANewFieldGroupsWithItsDefault) {
   EXPECT_EQ(d.groups.size(), 1u);
 }
 
+// Launcher settings (config/field_roles.h) do not group: a run restarted after a failure gives the
+// records of one never stopped. Until the roles, the report split runs by replicas.timeout_s,
+// replicas.max_restarts, debug.rank and debug.step (though not by slurm.*); log settings still
+// split them, since they decide which records a run has.
+TEST(Report, RunsThatDifferOnlyInHowTheyAreLaunchedGroupTogether) {
+  TempDir tmp;
+  const std::vector<json> launches = {
+      json::object(),
+      {{"replicas", {{"timeout_s", 30}, {"max_restarts", 2}}}, {"debug", {{"rank", 0}, {"step", 7}}}},
+      {{"slurm", {{"partition", "gpu"}}}}};
+  for (size_t i = 0; i < launches.size(); ++i) {
+    FakeRun r;
+    r.seed = static_cast<int>(i) + 1;
+    r.spec_patch = launches[i];
+    write_run(tmp.path() / "runs", r);
+  }
+  FakeRun logged;
+  logged.seed = 4;
+  logged.spec_patch = {{"log", {{"every_steps", 5}}}};
+  write_run(tmp.path() / "runs", logged);
+  const ReportData d = analyze(options_for(tmp));
+  ASSERT_EQ(d.groups.size(), 2u);
+  EXPECT_EQ(d.differing_keys, std::vector<std::string>{"log.every_steps"});
+  EXPECT_EQ(group_labelled(d, "log.every_steps=0").n, 3);
+}
+
 TEST(Report, LabelsNameEveryDifferingKey) {
   TempDir tmp;
   for (int replicas : {1, 2})

@@ -9,14 +9,14 @@
 #include <fmt/format.h>
 
 #include "ddplab/base/error.h"
+#include "ddplab/config/field_roles.h"
+#include "ddplab/config/spec_steps.h"
 
 namespace ddplab::config {
 namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-const char* const kSweepKeys[] = {"sweep", "sweep_zip", "repeats"};
 
 std::vector<std::string> split_dotted(const std::string& key) {
   std::vector<std::string> parts;
@@ -93,8 +93,9 @@ void check_entry(const std::string& section, const std::string& key, const json&
   auto parts = split_dotted(key);
   if (key.empty() || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); }))
     throw Error(where + ": expected a dotted key such as \"optimizer.lr\", got \"" + key + "\"");
-  const std::string& head = parts.front();
-  if (head == "name" || head == "output" || head == "sweep" || head == "sweep_zip" || head == "repeats")
+  std::string pointer;
+  for (const auto& p : parts) pointer += "/" + escape_token(p);
+  if (const SpecField* field = field_at(pointer); field != nullptr && !sweepable(field->role))
     throw Error(where +
                 ": cannot be swept (name and output place the runs; sweep, sweep_zip and repeats are not settings)");
   if (!values.is_array() || values.empty())
@@ -139,12 +140,6 @@ std::vector<Axis> make_axes(const json& doc, const std::vector<std::string>& ord
     if (!axis.keys.empty()) axes.push_back(axis);
   }
   return axes;
-}
-
-// The schema, parsed once: seed default and maximum.
-const json& schema_doc() {
-  static const json doc = json::parse(schema_text());
-  return doc;
 }
 
 int64_t repeats_of(const json& doc) {
@@ -288,20 +283,14 @@ void check_run_id_flag(const std::string& run_id) {
                     kMaxRunIdChars, run_id));
 }
 
-bool has_sweep(const nlohmann::json& doc) {
-  if (!doc.is_object()) return false;
-  for (const char* k : kSweepKeys)
-    if (doc.contains(k)) return true;
-  return false;
-}
+bool has_sweep(const nlohmann::json& doc) { return doc.is_object() && fields_kept(doc, in_run_spec) != doc; }
 
 std::vector<SweepRun> expand_sweep(const nlohmann::json& doc, const std::string& source,
                                    const std::vector<std::string>& key_order, size_t max_runs) {
   if (!doc.is_object()) resolve(doc, source);  // throws: a spec must be an object
   const std::vector<Axis> axes = make_axes(doc, key_order);
   const int64_t repeats = repeats_of(doc);
-  json base = doc;
-  for (const char* k : kSweepKeys) base.erase(k);
+  const json base = fields_kept(doc, in_run_spec);
   const size_t total = run_count(axes, repeats, max_runs);
 
   std::vector<SweepRun> runs;

@@ -13,6 +13,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/sha256.h"
 #include "ddplab/config/defaults.h"
+#include "ddplab/config/field_roles.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/report/stats.h"
 #include "ddplab/rundir/run_log.h"
@@ -529,8 +530,10 @@ std::string legacy_predictions_hash(const json& predictions) {
 
 json planned_spec(const json& spec) {
   if (spec.is_null()) return spec;
-  json j = rundir::effective_spec(config::upgraded_spec(spec));
-  for (const char* key : {"seed", "repeats", "sweep", "sweep_zip", "batch"}) j.erase(key);
+  // The seeds by their role (the sweep keys are never in a run's spec); the grid's axes by name.
+  json j = config::fields_kept(rundir::effective_spec(config::upgraded_spec(spec)),
+                               [](config::FieldRole role) { return role != config::FieldRole::kSeed; });
+  j.erase("batch");
   if (j.contains("replicas") && j["replicas"].is_object()) j["replicas"].erase("count");
   return j;
 }

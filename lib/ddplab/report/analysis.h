@@ -18,9 +18,9 @@ namespace ddplab::report {
 // grouping.cpp
 
 // Settings ddplab derives from another one when left "auto" (the thread budget is split over the
-// replicas; the backend follows the device), follower -> leader: groups that differ in both differ
-// in one choice.
-extern const std::map<std::string, std::string> kFollows;
+// replicas; the backend follows the device), follower -> leader as dotted keys: groups that differ
+// in both differ in one choice. The schema's "follows" (config/field_roles.h) declares them.
+const std::map<std::string, std::string>& leaders();
 // The run's spec seed; 0 without a spec.
 int64_t seed_of(const RunData& r);
 // Groups the runs by their spec without seed (a run without a spec is alone), setting each run's

@@ -49,8 +49,8 @@ std::optional<GroupComparison> compare(const ReportData& data, size_t a, size_t 
   std::set<size_t> changed;
   std::vector<std::string> followers;
   for (const auto& k : all_ab) {
-    const auto f = kFollows.find(k);
-    if (f != kFollows.end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0)
+    const auto f = leaders().find(k);
+    if (f != leaders().end() && std::count(all_ab.begin(), all_ab.end(), f->second) > 0)
       followers.push_back(k);
     else
       changed.insert(setting_of(data, k));

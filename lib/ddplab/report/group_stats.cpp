@@ -233,9 +233,14 @@ void group_statistics(const ReportData& data, GroupStats& g) {
 }
 
 void measured_steps_saved(ReportData& data) {
-  // replicas.threads too: its default splits the cores over the replicas, so it moves with them.
-  const auto makes_the_batch = [](const std::string& k) {
-    return k == "replicas.threads" || std::count(kBatchKeys.begin(), kBatchKeys.end(), k) > 0;
+  // A setting that follows one of them too (replicas.threads: its default splits the cores over
+  // the replicas, so it moves with them).
+  const auto is_batch_key = [](const std::string& k) {
+    return std::count(kBatchKeys.begin(), kBatchKeys.end(), k) > 0;
+  };
+  const auto makes_the_batch = [&](const std::string& k) {
+    const auto leader = leaders().find(k);
+    return is_batch_key(k) || (leader != leaders().end() && is_batch_key(leader->second));
   };
   for (auto& g : data.groups) {
     if (g.target_loss_reached == 0) continue;

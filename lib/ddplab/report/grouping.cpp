@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "ddplab/config/defaults.h"
+#include "ddplab/config/field_roles.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/report/analysis.h"
 
@@ -36,17 +37,31 @@ void flatten(const json& j, const std::string& prefix, json& out) {
   }
 }
 
+// The spec without the fields whose role does not group runs (config/field_roles.h), flattened.
 json group_key(const json& spec) {
-  json s = spec.is_object() ? config::upgraded_spec(spec) : json::object();
-  for (const char* k : {"seed", "name", "output", "run_id", "report", "slurm"}) s.erase(k);
+  json s = spec.is_object() ? config::fields_kept(config::upgraded_spec(spec), config::groups_runs) : json::object();
   json flat = json::object();
   flatten(s, "", flat);
   return flat;
 }
+
+// "/replicas/threads" -> "replicas.threads".
+std::string dotted(const std::string& pointer) {
+  std::string out = pointer.substr(1);
+  std::replace(out.begin(), out.end(), '/', '.');
+  return out;
+}
 }  // namespace
 
-const std::map<std::string, std::string> kFollows = {{"replicas.threads", "replicas.count"},
-                                                     {"replicas.backend", "replicas.device"}};
+const std::map<std::string, std::string>& leaders() {
+  static const std::map<std::string, std::string> map = [] {
+    std::map<std::string, std::string> out;
+    for (const config::SpecField& f : config::spec_fields())
+      if (!f.follows.empty()) out.emplace(dotted(f.pointer), dotted(f.follows));
+    return out;
+  }();
+  return map;
+}
 
 int64_t seed_of(const RunData& r) { return r.spec.is_object() ? int_field(r.spec, "seed", 0) : 0; }
 
@@ -104,8 +119,8 @@ std::vector<std::string> differing_keys(const std::vector<json>& keys) {
 std::vector<std::string> following_keys(const std::vector<json>& keys, const std::vector<std::string>& differing) {
   std::vector<std::string> out;
   for (const auto& k : differing) {
-    const auto f = kFollows.find(k);
-    if (f == kFollows.end() || std::count(differing.begin(), differing.end(), f->second) == 0) continue;
+    const auto f = leaders().find(k);
+    if (f == leaders().end() || std::count(differing.begin(), differing.end(), f->second) == 0) continue;
     std::map<std::string, json> by_leader;
     bool function = true;
     for (const auto& g : keys) {
@@ -188,7 +203,7 @@ std::vector<std::string> keys_between(const ReportData& data, const GroupStats& 
 
 std::vector<std::string> follower_notes(const std::vector<std::string>& followers) {
   std::vector<std::string> out;
-  for (const auto& k : followers) out.push_back(fmt::format("{} follows {}", k, kFollows.at(k)));
+  for (const auto& k : followers) out.push_back(fmt::format("{} follows {}", k, leaders().at(k)));
   return out;
 }
 

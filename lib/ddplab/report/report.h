@@ -9,8 +9,9 @@
 // against the swept settings (axis_charts), then tables and per-epoch charts.
 //
 // Runs are found below every input (a directory holding manifest.json is a run; otherwise its
-// subdirectories are searched recursively). Runs whose spec.json is equal once "seed", "name",
-// "output", "run_id", "report" and "slurm" are removed form a group. A group's label names the dotted keys
+// subdirectories are searched recursively). Runs whose spec.json is equal once the fields whose role
+// does not group runs are removed (config/field_roles.h: seed, name, output, report.*, and how the
+// runs were launched: slurm.*, replicas.timeout_s, ...) form a group. A group's label names the dotted keys
 // whose values differ between groups ("replicas.count=2, schedule.scale_rule=linear"; the objects of
 // an array such as model.layers indexed as a sweep names them, "model.layers.0.channels=32"); with one
 // group it is the experiment name. Keys that always change together form one setting (Setting). A differing key that

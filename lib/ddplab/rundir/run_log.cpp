@@ -22,6 +22,7 @@
 #include "ddplab/base/error.h"
 #include "ddplab/base/version.h"
 #include "ddplab/config/defaults.h"
+#include "ddplab/config/field_roles.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/rundir/inputs.h"
 #include "ddplab/rundir/run_reader.h"
@@ -373,10 +374,7 @@ std::string hostname() {
 }  // namespace
 
 nlohmann::json effective_spec(const nlohmann::json& resolved) {
-  nlohmann::json j = resolved;
-  for (const char* key : {"output", "name", "run_id", "log", "checkpoint", "report", "slurm"}) j.erase(key);
-  if (j.contains("replicas") && j["replicas"].is_object())
-    for (const char* key : {"timeout_s", "max_restarts"}) j["replicas"].erase(key);
+  nlohmann::json j = config::fields_kept(resolved, config::in_identity);
   nlohmann::json bugs = nlohmann::json::array();
   if (j.contains("debug") && j["debug"].is_object()) {
     const nlohmann::json fault = j["debug"].value("fault", nlohmann::json("none"));

@@ -12,6 +12,7 @@
 
 #include "ddplab/base/error.h"
 #include "ddplab/base/exit_codes.h"
+#include "ddplab/config/field_roles.h"
 #include "ddplab/config/spec.h"
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
@@ -152,9 +153,7 @@ int dry_run(const nlohmann::json& doc, const std::vector<config::SweepRun>& runs
   const size_t n = runs.size();
   nlohmann::json base = runs.front().spec.resolved;
   try {
-    auto plain = doc;
-    for (const char* k : {"sweep", "sweep_zip", "repeats"}) plain.erase(k);
-    base = config::resolve(plain, path).resolved;
+    base = config::resolve(config::fields_kept(doc, config::in_run_spec), path).resolved;
   } catch (const Error&) {
   }
   say("ddplab: {}: {} run{} in the order they would run (dry run: nothing is run or written)", runs.front().spec.name,
