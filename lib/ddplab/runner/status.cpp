@@ -35,7 +35,7 @@ std::string run_state(std::optional<RunStatus> status, const std::string& job_st
 }
 
 std::string status_table(const std::vector<StatusRow>& rows) {
-  const StatusRow header{"RUN", "STATE", "EPOCH", "TEST ACC", "JOB", "SLURM"};
+  const StatusRow header{"RUN", "STATE", "EPOCH", "TEST ACC", "JOB", "SLURM", ""};
   auto cells = [](const StatusRow& r) {
     return std::array<const std::string*, 6>{&r.run, &r.state, &r.epoch, &r.test_acc, &r.job, &r.slurm};
   };
@@ -228,7 +228,7 @@ int status_command(const std::string& where) {
       endings.push_back(fmt::format("{}: {}", rows.back().run, ending));
   }
   for (const auto& id : pending) {
-    rows.push_back({id, "pending", "-", "-", "-", "-"});
+    rows.push_back({id, "pending", "-", "-", "-", "-", ""});
     ++counts["pending"];
   }
   fmt::print("{}", status_table(rows));
