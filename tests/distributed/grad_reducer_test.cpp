@@ -27,7 +27,8 @@ GradReducerOptions small_buckets() {
 // Gradient bytes of bucket b: its parameters' (the reducer's extra slots not counted).
 int64_t bucket_bytes(const GradReducer& sync, const std::vector<at::Tensor>& ps, size_t b) {
   int64_t bytes = 0;
-  for (size_t i : sync.bucket_layout()[b]) bytes += ps[i].numel() * ps[i].element_size();
+  const std::vector<std::vector<size_t>> layout = sync.bucket_layout();  // a copy: the loop outlives no temporary
+  for (size_t i : layout[b]) bytes += ps[i].numel() * ps[i].element_size();
   return bytes;
 }
 

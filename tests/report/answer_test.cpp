@@ -334,13 +334,14 @@ TEST(ReportAnswer, SelectionReadsValidationWhenEveryRunHasIt) {
   const GroupStats& two = group_labelled(d, "replicas.count=2");
   EXPECT_NEAR(two.chosen_val_acc.mean, 0.77, 1e-12);
   EXPECT_NEAR(two.chosen_test_acc.mean, 0.7, 1e-12) << "the test accuracy of the epoch validation chose";
-  EXPECT_NEAR(*d.target_acc, 0.76, 1e-12) << "chosen on validation curves (1 replica peaks at 76%)";
+  EXPECT_NEAR(*d.target_acc, 0.765, 1e-12)
+      << "chosen on validation curves (2 replicas reach 77% in every run; less the 0.5-point margin)";
   EXPECT_NEAR(two.target_epochs, 2, 1e-12) << "time to target reads validation accuracy";
   std::string html = render_html(d);
   EXPECT_NE(html.find("chosen on the validation set"), std::string::npos);
   EXPECT_EQ(html.find("chosen on the test set"), std::string::npos);
   EXPECT_NE(html.find("<th>test acc at that epoch*</th>"), std::string::npos);
-  EXPECT_NE(html.find("Time to 76.00% validation accuracy"), std::string::npos);
+  EXPECT_NE(html.find("Time to 76.50% validation accuracy"), std::string::npos);
   EXPECT_NE(html.find("id=\"chart-val_acc\""), std::string::npos);
 
   // One run without a split: everything as before, on the test set.

@@ -32,8 +32,8 @@ TEST(RunStatusTable, AfterItsJobEndedARunIsItsManifestsStatus) {
 
 TEST(RunStatusTable, ColumnsAreAlignedUnderAHeader) {
   const std::string table =
-      status_table({{"seed=1", "done", "2/2", "0.8125", "1021", "COMPLETED"},
-                    {"replicas.count=2,seed=1", "pending", "-", "-", "1022", "PENDING (Resources)"}});
+      status_table({{"seed=1", "done", "2/2", "0.8125", "1021", "COMPLETED", ""},
+                    {"replicas.count=2,seed=1", "pending", "-", "-", "1022", "PENDING (Resources)", ""}});
   EXPECT_EQ(table,
             "RUN                      STATE    EPOCH  TEST ACC  JOB   SLURM\n"
             "seed=1                   done     2/2    0.8125    1021  COMPLETED\n"

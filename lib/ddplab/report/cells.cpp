@@ -62,7 +62,7 @@ std::string speed_ratio_cell(const GroupStats& a, const GroupStats& b) {
   const double ideal = static_cast<double>(more.replicas) / fewer.replicas;
   if (!(more.images_per_s / fewer.images_per_s > ideal)) return ratio;
   return fmt::format(
-      "{}; {} replicas gave more than {:g}Ã the images/s of {}, beyond what data parallelism can give: the "
+      "{}; {} replicas gave more than {:g}\xC3\x97 the images/s of {}, beyond what data parallelism can give: the "
       "host's load, not a speed-up (A: {}; B: {})",
       ratio, more.replicas, ideal, fewer.replicas, host_load_text(a), host_load_text(b));
 }
