@@ -815,6 +815,33 @@ TEST(Spec, WithDefaultsFillsFieldsAnOlderSpecLacks) {
   EXPECT_EQ(filled, expected);
 }
 
+// Issue 59: a layers model's spec.json said dropout 0.5 and hidden 128, which it never used. A
+// model option the chosen model does not use (its schema "models" list) is refused when given and
+// left out of the resolved spec (and of an older spec.json read back) when not.
+TEST(Spec, AModelOptionTheModelDoesNotUseIsRefusedWhenGivenAndLeftOutOtherwise) {
+  const char* layers = R"(model.layers=[{"type": "flatten"}, {"type": "linear", "features": 10}])";
+  const json own = resolve(with(layers)).resolved;
+  EXPECT_FALSE(own["model"].contains("dropout")) << own["model"].dump();
+  EXPECT_FALSE(own["model"].contains("hidden")) << own["model"].dump();
+  EXPECT_EQ(resolve(minimal()).resolved["model"]["dropout"], 0.5);
+  EXPECT_FALSE(resolve(minimal()).resolved["model"].contains("hidden")) << "mnist_cnn has no hidden layer size";
+  EXPECT_EQ(resolve(with("model.name=mlp")).resolved["model"]["hidden"], 128);
+  EXPECT_DOUBLE_EQ(resolve(with(layers)).model.dropout, 0.5) << "the typed field keeps its default, unused";
+
+  json doc = with("model.torchscript=net.pt");
+  apply_override(doc, "model.dropout=0.3");
+  EXPECT_EQ(resolve_error(doc),
+            "/model/dropout: only mnist_cnn and mlp use it, and model.name is \"torchscript\"; leave it out, got 0.3");
+  EXPECT_EQ(resolve_error(with("model.hidden=64")),
+            "/model/hidden: only mlp uses it, and model.name is \"mnist_cnn\"; leave it out, got 64");
+  EXPECT_EQ(resolve_error(with("model.hidden=0")), "/model/hidden: must be >= 1, got 0") << "the value first";
+
+  json old = own;
+  old["model"]["dropout"] = 0.5;
+  old["model"]["hidden"] = 128;
+  EXPECT_EQ(upgraded_spec(old), upgraded_spec(own)) << "an older spec.json of the same model reads the same";
+}
+
 // dataset.order's default ("independent") is not what ddplab did before the field existed.
 TEST(Spec, UpgradedSpecReadsAMissingDataOrderAsTheOrderOfItsTime) {
   json old = resolve(minimal()).resolved;

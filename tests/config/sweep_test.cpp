@@ -49,9 +49,9 @@ TEST(SweepSpec, CartesianProductLastKeyFastest) {
 TEST(SweepSpec, AxesFollowTheFileOrder) {
   testing::TempDir dir;
   std::string path = dir.str("sweep.json");
-  testing::write_file(path,
-                      R"({"name": "x", "sweep": {"schedule.scale_rule": ["none", "sqrt"], "model.hidden": [8, 16, 32]},
-                               "sweep_zip": {"replicas.count": [1, 2], "batch.global": [64, 128]}})");
+  testing::write_file(path, R"({"name": "x", "model": {"name": "mlp"},
+                                 "sweep": {"schedule.scale_rule": ["none", "sqrt"], "model.hidden": [8, 16, 32]},
+                                 "sweep_zip": {"replicas.count": [1, 2], "batch.global": [64, 128]}})");
   EXPECT_EQ(sweep_key_order(path),
             (std::vector<std::string>{"schedule.scale_rule", "model.hidden", "replicas.count", "batch.global"}));
   auto runs = load_sweep(path, {"seed=9"}).runs;
@@ -289,6 +289,7 @@ TEST(SweepSpec, RunDirectoryUsesTheRunId) {
 
 TEST(SweepSpec, ResolvedSpecHasNoSweepKeys) {
   json doc = {{"name", "x"},
+              {"model", {{"name", "mlp"}}},
               {"repeats", 2},
               {"sweep", {{"replicas.count", {1, 2}}}},
               {"sweep_zip", {{"model.hidden", json::array({8})}}}};

@@ -114,6 +114,33 @@ TEST(Models, SchemaEnumIsTheRegistry) {
   EXPECT_EQ(schema["properties"]["model"]["properties"]["name"]["enum"].get<std::vector<std::string>>(), model_names());
 }
 
+// The schema's "models" list of a model option (model.dropout, model.hidden; the resolved spec
+// leaves the option out for the other models) is exactly the models whose behaviour it changes:
+// the parameter count for hidden, a training-mode forward from the same weights for dropout.
+TEST(Models, AModelOptionsSchemaListIsTheModelsItChanges) {
+  const auto options = nlohmann::json::parse(config::schema_text())["properties"]["model"]["properties"];
+  std::vector<std::string> hidden_changes, dropout_changes;
+  const auto x = torch::randn({4, 1, 28, 28});
+  torch::NoGradGuard no_grad;
+  for (const ModelEntry* m : registered_models()) {
+    if (needs_a_file(*m)) continue;  // a saved module: its options are its own
+    const std::string name = m->name;
+    if (parameter_count(*make_model(model(name, 0.5, 8), InputShape{})) !=
+        parameter_count(*make_model(model(name, 0.5, 16), InputShape{})))
+      hidden_changes.push_back(name);
+    std::vector<at::Tensor> outputs;
+    for (const double p : {0.0, 0.9}) {
+      torch::manual_seed(3);
+      auto net = make_model(model(name, p), InputShape{});
+      net->train();
+      outputs.push_back(net->forward(x));
+    }
+    if (!torch::equal(outputs[0], outputs[1])) dropout_changes.push_back(name);
+  }
+  EXPECT_EQ(options["hidden"]["models"].get<std::vector<std::string>>(), hidden_changes);
+  EXPECT_EQ(options["dropout"]["models"].get<std::vector<std::string>>(), dropout_changes);
+}
+
 class DropoutModes : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DropoutModes, DropoutActsInTrainModeOnly) {

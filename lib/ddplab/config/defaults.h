@@ -4,8 +4,8 @@
 
 namespace ddplab::config {
 
-// `doc` with the schema's default filled in for every missing field that has one, recursively
-// (no validation, nothing else changed).
+// `doc` with the schema's default filled in for every missing field that has one, recursively,
+// and the model options its model does not use left out (model.hidden but for mlp); no validation.
 nlohmann::json with_defaults(nlohmann::json doc);
 
 // What a run's spec.json written by an earlier ddplab means today: each field it lacks filled

@@ -92,4 +92,17 @@ void check_model(json& model) {
     check_layer(model["layers"][i], fmt::format("/model/layers/{}", i));
 }
 
+void check_model_options(const json& model) {
+  const std::vector<std::string> lacks = options_the_model_lacks(model);
+  if (lacks.empty()) return;
+  const std::string& key = lacks.front();
+  const json& takes = schema_doc()["properties"]["model"]["properties"][key]["models"];
+  std::string names;
+  for (size_t i = 0; i < takes.size(); ++i)
+    names += fmt::format("{}{}", i == 0 ? "" : i + 1 == takes.size() ? " and " : ", ", takes[i].get<std::string>());
+  const json name = model.value("name", schema_doc()["properties"]["model"]["properties"]["name"]["default"]);
+  throw Error(fmt::format("/model/{}: only {} {} it, and model.name is {}; leave it out, got {}", key, names,
+                          takes.size() == 1 ? "uses" : "use", name.dump(), model[key].dump()));
+}
+
 }  // namespace ddplab::config

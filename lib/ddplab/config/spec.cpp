@@ -82,7 +82,7 @@ ExperimentSpec to_typed(const json& doc) {
       b.contains("per_replica") ? b["per_replica"].get<int64_t>() : b["global"].get<int64_t>() / s.replicas.count;
   s.global_batch = s.per_replica_batch * s.replicas.count;
   s.debug.faults = faults_of(doc["debug"]["fault"]);
-  s.resolved = doc;
+  s.resolved = without_options_the_model_lacks(doc);  // their fields above keep the defaults, unused
   return s;
 }
 
@@ -92,9 +92,11 @@ ExperimentSpec resolve(nlohmann::json doc, const std::string& source) {
   if (!doc.is_object()) throw Error(source + ": the spec must be a JSON object, got " + doc.dump());
   precheck(doc, schema_doc(), "");
   infer_model_name(doc);
+  const json given_model = doc.value("model", json::object());
   fill_defaults(doc, schema_doc());
   normalize_integers(doc, schema_doc());
   validate(doc);
+  check_model_options(given_model);
   check_cross_fields(doc);
   return to_typed(fields_kept(std::move(doc), in_run_spec));
 }

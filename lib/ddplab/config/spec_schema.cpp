@@ -76,9 +76,29 @@ void normalize_integers(json& doc, const json& node_schema) {
     if (doc.contains(key)) normalize_integers(doc[key], sub);
 }
 
+std::vector<std::string> options_the_model_lacks(const json& model) {
+  std::vector<std::string> lacks;
+  if (!model.is_object()) return lacks;
+  const json& properties = schema_doc()["properties"]["model"]["properties"];
+  const json name = model.value("name", properties["name"]["default"]);
+  if (!name.is_string()) return lacks;  // validate() says what model.name must be
+  for (const auto& [key, sub] : properties.items()) {
+    if (!model.contains(key) || !sub.contains("models")) continue;
+    const json& takes = sub["models"];
+    if (std::find(takes.begin(), takes.end(), name) == takes.end()) lacks.push_back(key);
+  }
+  return lacks;
+}
+
+nlohmann::json without_options_the_model_lacks(nlohmann::json doc) {
+  if (doc.contains("model"))
+    for (const std::string& key : options_the_model_lacks(doc["model"])) doc["model"].erase(key);
+  return doc;
+}
+
 nlohmann::json with_defaults(nlohmann::json doc) {
   fill_defaults(doc, schema_doc());
-  return doc;
+  return without_options_the_model_lacks(std::move(doc));
 }
 
 nlohmann::json upgraded_spec(nlohmann::json spec_json) {

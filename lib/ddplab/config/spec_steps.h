@@ -26,6 +26,13 @@ void fill_defaults(nlohmann::json& doc, const nlohmann::json& node_schema);
 bool is_integer(const nlohmann::json& v);
 // Writes 64.0 and 1e2 as integers wherever the schema asks for one (valijson would refuse them).
 void normalize_integers(nlohmann::json& doc, const nlohmann::json& node_schema);
+// The keys of `model` (a spec's model section) that the schema gives a "models" list leaving out
+// model.name (the schema's default name when it has none): options such as model.hidden that the
+// chosen model does not use.
+std::vector<std::string> options_the_model_lacks(const nlohmann::json& model);
+// `doc` without the model options its model lacks (options_the_model_lacks): what spec.json and
+// upgraded_spec hold, so that a spec never names a setting that does nothing.
+nlohmann::json without_options_the_model_lacks(nlohmann::json doc);
 
 // schema_errors.cpp
 
@@ -46,5 +53,8 @@ void infer_model_name(nlohmann::json& doc);
 void check_cross_fields(nlohmann::json& doc);
 // model.name against model.layers and model.torchscript; each layer checked and completed.
 void check_model(nlohmann::json& model);
+// Refuses a model option given for a model that does not use it (options_the_model_lacks), naming
+// the models that do. `model` is the spec's model section as given, before defaults fill it in.
+void check_model_options(const nlohmann::json& model);
 
 }  // namespace ddplab::config
