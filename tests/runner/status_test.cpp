@@ -64,9 +64,10 @@ TEST(RunStatusCommand, AHalfRunSweepListsAllItsRunsAndWhyEachBadOneEnded) {
   EXPECT_NE(out.find("debug.fault=stop,seed=3: interrupted (exit code 1"), std::string::npos) << out;
 }
 
-TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
-  testing::TempDir tmp;
-  const auto dir = tmp.path() / "exp" / "seed=1";
+// Writes exp/seed=1 under `root`: a 2-epoch run whose records sit at chance (10.00% and 10.15%
+// test accuracy, training at chance alike), with `manifest`; returns exp/.
+std::filesystem::path write_run_at_chance(const std::filesystem::path& root, const nlohmann::json& manifest) {
+  const auto dir = root / "exp" / "seed=1";
   std::filesystem::create_directories(dir);
   testing::write_file(rundir::spec_file(dir), R"({"epochs": 2})");
   std::string records;  // read as every reader reads them (rundir/run_reader.h): whole records
@@ -74,17 +75,23 @@ TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
     rundir::EpochRecord r;
     r.epoch = acc == 0.1 ? 1 : 2;
     r.test_acc = acc;
+    r.train_acc = acc;
+    r.train_loss = 2.3026;
     records += r.to_json().dump() + "\n";
   }
   testing::write_file(rundir::epochs_file(dir), records);
-  testing::write_file(rundir::manifest_file(dir), nlohmann::json{{"status", "collapsed"},
-                                                                 {"exit_code", kExitCollapsed},
-                                                                 {"message",
-                                                                  "collapsed to chance: test accuracy "
-                                                                  "10.15% (chance 10.00%)"}}
-                                                      .dump());
+  testing::write_file(rundir::manifest_file(dir), manifest.dump());
+  return root / "exp";
+}
+
+TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
+  testing::TempDir tmp;
+  const auto exp =
+      write_run_at_chance(tmp.path(), {{"status", "collapsed"},
+                                       {"exit_code", kExitCollapsed},
+                                       {"message", "collapsed to chance: test accuracy 10.15% (chance 10.00%)"}});
   ::testing::internal::CaptureStdout();
-  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  EXPECT_EQ(status_command(exp.string()), kExitOk);
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("seed=1  collapsed  2/2    10.15%"), std::string::npos) << out;
   EXPECT_NE(out.find("ddplab: 1 run: 1 collapsed"), std::string::npos) << out;
@@ -96,22 +103,9 @@ TEST(RunStatusCommand, ARunThatCollapsedIsShownCollapsedWithWhy) {
 // A run an older ddplab marked done though it sat at chance: status judges it by its records.
 TEST(RunStatusCommand, AnOldDoneRunAtChanceIsShownCollapsed) {
   testing::TempDir tmp;
-  const auto dir = tmp.path() / "exp" / "seed=1";
-  std::filesystem::create_directories(dir);
-  testing::write_file(rundir::spec_file(dir), R"({"epochs": 2})");
-  std::string records;
-  for (const double acc : {0.1, 0.1015}) {
-    rundir::EpochRecord r;
-    r.epoch = acc == 0.1 ? 1 : 2;
-    r.test_acc = acc;
-    r.train_acc = acc;
-    r.train_loss = 2.3026;
-    records += r.to_json().dump() + "\n";
-  }
-  testing::write_file(rundir::epochs_file(dir), records);
-  testing::write_file(rundir::manifest_file(dir), nlohmann::json{{"status", "done"}, {"exit_code", 0}}.dump());
+  const auto exp = write_run_at_chance(tmp.path(), {{"status", "done"}, {"exit_code", 0}});
   ::testing::internal::CaptureStdout();
-  EXPECT_EQ(status_command((tmp.path() / "exp").string()), kExitOk);
+  EXPECT_EQ(status_command(exp.string()), kExitOk);
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("seed=1  collapsed  2/2    10.15%"), std::string::npos) << out;
   EXPECT_NE(out.find("seed=1: collapsed to chance: test accuracy 10.15%"), std::string::npos) << out;
