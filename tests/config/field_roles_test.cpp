@@ -101,6 +101,24 @@ TEST(FieldRoles, FieldsKeptFollowsEveryFieldsRole) {
   EXPECT_FALSE(fields_kept(doc, groups_runs).contains("slurm"));
 }
 
+// debug.fault trains, but its drills (crash, throw, stop: the schema's launcher_values) are the
+// launcher's: wherever the launcher's fields go, they go too, and the bugs left read alike in any
+// order (last stop's review: the report grouped runs by the whole value, the resume check did not).
+TEST(FieldRoles, DebugFaultsDrillsGoWhereTheLaunchersFieldsGo) {
+  const auto fault_kept = [](const json& fault, bool (*keep)(FieldRole)) {
+    return fields_kept(json{{"debug", {{"fault", fault}, {"rank", 1}}}}, keep)["debug"].value("fault", json());
+  };
+  for (bool (*keep)(FieldRole) : {&in_identity, &groups_runs}) {
+    EXPECT_EQ(fault_kept("crash", keep), "none");
+    EXPECT_EQ(fault_kept(json::array({"stop", "skip_broadcast"}), keep), "skip_broadcast");
+    EXPECT_EQ(fault_kept(json::array({"update_first_only", "crash", "skip_broadcast"}), keep),
+              json::array({"skip_broadcast", "update_first_only"}));
+    EXPECT_EQ(fault_kept("one_sided_sigmoid_loss", keep), "one_sided_sigmoid_loss");
+  }
+  EXPECT_EQ(fault_kept(json::array({"stop", "skip_broadcast"}), in_run_spec), json::array({"stop", "skip_broadcast"}))
+      << "spec.json keeps what was given";
+}
+
 TEST(FieldRoles, IdentityAndGroupingPerRole) {
   EXPECT_TRUE(in_identity(FieldRole::kTrains) && groups_runs(FieldRole::kTrains));
   EXPECT_TRUE(in_identity(FieldRole::kSeed) && !groups_runs(FieldRole::kSeed));

@@ -74,10 +74,10 @@ TEST(Report, AnOlderSpecWithoutANewFieldGroupsWithItsDefault) {
 // split them, since they decide which records a run has.
 TEST(Report, RunsThatDifferOnlyInHowTheyAreLaunchedGroupTogether) {
   TempDir tmp;
-  const std::vector<json> launches = {
-      json::object(),
-      {{"replicas", {{"timeout_s", 30}, {"max_restarts", 2}}}, {"debug", {{"rank", 0}, {"step", 7}}}},
-      {{"slurm", {{"partition", "gpu"}}}}};
+  const std::vector<json> launches = {json::object(),
+                                      {{"replicas", {{"timeout_s", 30}, {"max_restarts", 2}}},
+                                       {"debug", {{"rank", 0}, {"step", 7}, {"fault", "crash"}}}},
+                                      {{"slurm", {{"partition", "gpu"}}}}};
   for (size_t i = 0; i < launches.size(); ++i) {
     FakeRun r;
     r.seed = static_cast<int>(i) + 1;

@@ -1,5 +1,7 @@
 #include "ddplab/config/field_roles.h"
 
+#include <algorithm>
+
 #include <c10/util/Exception.h>
 
 #include "ddplab/config/spec.h"
@@ -28,13 +30,42 @@ void add_leaves(const json& node, const std::string& pointer, std::vector<SpecFi
   for (const auto& [key, child] : node["properties"].items()) add_leaves(child, pointer + "/" + key, out);
 }
 
+// The values of the field at `pointer` that are the launcher's though the field's role is not:
+// its schema's "launcher_values" (debug.fault's drills crash, throw and stop), else none.
+const json& launcher_values(const std::string& pointer) {
+  static const json none = json::array();
+  const json* node = &schema_doc();
+  for (size_t at = 1; at < pointer.size();) {
+    const size_t end = std::min(pointer.find('/', at), pointer.size());
+    const std::string key = pointer.substr(at, end - at);
+    if (!node->contains("properties") || !(*node)["properties"].contains(key)) return none;
+    node = &(*node)["properties"][key];
+    at = end + 1;
+  }
+  return node->contains("launcher_values") ? (*node)["launcher_values"] : none;
+}
+
+// `value` (a name or a list of names) without the names in `drop`, in one spelling for one set:
+// "none" when none is left, the name when one is, else the names sorted.
+json without_values(const json& value, const json& drop) {
+  std::vector<std::string> left;
+  for (const json& v : value.is_array() ? value : json::array({value}))
+    if (v.is_string() && v != "none" && std::find(drop.begin(), drop.end(), v) == drop.end())
+      left.push_back(v.get<std::string>());
+  std::sort(left.begin(), left.end());
+  if (left.empty()) return "none";
+  return left.size() == 1 ? json(left.front()) : json(left);
+}
+
 // Erases from the object `node`, at `pointer`, each field that `keep` refuses, and each object
-// that this leaves empty.
+// that this leaves empty. Where `keep` refuses the launcher, a kept field's launcher values go too.
 void erase_refused(json& node, const std::string& pointer, bool (*keep)(FieldRole)) {
   for (auto it = node.begin(); it != node.end();) {
     const std::string child = pointer + "/" + escape_token(it.key());
     const SpecField* field = field_at(child);
     bool erase = field != nullptr && !keep(field->role);
+    if (!erase && field != nullptr && field->pointer == child && !keep(FieldRole::kLauncher))
+      if (const json& drills = launcher_values(child); !drills.empty()) *it = without_values(*it, drills);
     if (field == nullptr && it->is_object() && !it->empty()) {
       erase_refused(*it, child, keep);
       erase = it->empty();

@@ -378,12 +378,10 @@ nlohmann::json effective_spec(const nlohmann::json& resolved) {
   nlohmann::json bugs = nlohmann::json::array();
   if (j.contains("debug") && j["debug"].is_object()) {
     const nlohmann::json fault = j["debug"].value("fault", nlohmann::json("none"));
-    for (const auto& f : fault.is_array() ? fault : nlohmann::json::array({fault})) {
-      using config::Fault;
-      const Fault kind = config::parse_setting<Fault>(f.get<std::string>(), "/debug/fault");
-      if (kind != Fault::kNone && kind != Fault::kCrash && kind != Fault::kThrow && kind != Fault::kStop)
+    // fields_kept has taken out the drills (the schema's launcher_values of debug.fault).
+    for (const auto& f : fault.is_array() ? fault : nlohmann::json::array({fault}))
+      if (config::parse_setting<config::Fault>(f.get<std::string>(), "/debug/fault") != config::Fault::kNone)
         bugs.push_back(f);
-    }
     std::sort(bugs.begin(), bugs.end());
     j["debug"] = {{"bugs", bugs}, {"audits", j["debug"].value("audits", nlohmann::json())}};
   }
