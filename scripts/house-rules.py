@@ -19,6 +19,9 @@
                         a to b", is a row of some docs/examples/*/comparisons.csv, rounded as
                         quoted (or its negation, a shortfall quoted as such); a line that quotes another source says so with a comment
                         "<!-- not from a report: <why> -->"
+  test-names            every test README.md and docs/*.md name as `Suite.Name` (a suite that
+                        tests/ defines) is a test of tests/: a doc that cites a renamed test as its
+                        evidence points at nothing
 
 Prints each violation as path:line: what; exit code 1 if there is any. ctest runs each rule as
 HouseRules.<rule> (tests/CMakeLists.txt).
@@ -195,8 +198,27 @@ def doc_intervals():
     return bad
 
 
+TEST_DEFINITION = re.compile(r"\bTEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)")
+CITED_TEST = re.compile(r"`([A-Z]\w+)\.([A-Z]\w+)`")
+
+
+def test_names():
+    tests = set()
+    for path in (ROOT / "tests").rglob("*.cpp"):
+        tests.update(TEST_DEFINITION.findall(path.read_text()))
+    suites = {suite for suite, _ in tests}
+    bad = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, line in enumerate(path.read_text().splitlines()):
+            for suite, name in CITED_TEST.findall(line):
+                if suite in suites and (suite, name) not in tests:
+                    bad.append(f"{path.relative_to(ROOT)}:{i + 1}: names the test {suite}.{name}, which tests/ "
+                               f"does not define (renamed or removed?)")
+    return bad
+
+
 RULES = {"folder-names": folder_names, "function-length": function_length, "formatting": formatting,
-         "settings-as-strings": settings_as_strings, "spec-pointers": spec_pointers, "doc-intervals": doc_intervals}
+         "settings-as-strings": settings_as_strings, "spec-pointers": spec_pointers, "doc-intervals": doc_intervals, "test-names": test_names}
 
 
 def main():
