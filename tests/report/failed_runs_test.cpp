@@ -102,6 +102,28 @@ TEST(ReportFailedRuns, TheRecommendationNeverPicksAConfigurationWithCollapsedRun
       << md;
 }
 
+// The time-to-target table leaves no configuration out: one whose every run failed has its row,
+// saying so (was: no row at all, in the newcomer's sweep rerun on 2026-12-08).
+TEST(ReportFailedRuns, TheTimeToTargetTableNamesAConfigurationWhoseRunsAllFailed) {
+  TempDir tmp;
+  for (int seed = 1; seed <= 2; ++seed) {
+    FakeRun a;
+    a.seed = seed;
+    a.test_acc = {0.5, 0.8};
+    write_run(tmp.path() / "runs", a);
+    FakeRun b;
+    b.replicas = 2;
+    b.seed = seed;
+    write_run(tmp.path() / "runs", at_chance(b, seed == 1 ? 2.31 : 42.7));
+  }
+  ReportOptions o = options_for(tmp);
+  o.target_acc = 0.7;
+  write_report(o);
+  const std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("| replicas.count=1 | 2/2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| replicas.count=2 | 0/0 (2 of 2 runs collapsed or diverged) |"), std::string::npos) << md;
+}
+
 // Was "no runs" for a cell that held two collapsed runs.
 TEST(ReportFailedRuns, TheHeatmapShowsCollapsedCellsAsSuch) {
   TempDir tmp;

@@ -275,14 +275,12 @@ std::string identical_speed_note(const ReportData& d) {
 std::string summary_note(const ReportData& d) {
   return fmt::format(
              "Each row changes one swept setting (keys that always change together, a sweep_zip's, count as one) "
-             "between "
-             "neighbouring values with the other settings fixed; the accuracy difference is the comparison below "
-             "(paired "
-             "by seed where possible, Holm-corrected). In effect: the global batch, optimizer steps per epoch and "
-             "learning "
-             "rate (at the first epoch and its peak) read from the runs' records. Time to target: wall-clock seconds "
-             "to the "
-             "first epoch{} at the target accuracy; steps to target loss: the first step record (log.every_steps) from "
+             "between neighbouring values with the other settings fixed; the accuracy difference is the comparison "
+             "below (paired by seed where possible, Holm-corrected). In effect: the global batch and optimizer steps "
+             "per epoch read from the runs' records, and the learning rate as each run scheduled it (the spec's, "
+             "after the scale rule, and its peak over the steps; from the records, at epoch ends, for runs written "
+             "before ddplab recorded the schedule). Time to target: wall-clock seconds to the first epoch{} at the "
+             "target accuracy; steps to target loss: the first step record (log.every_steps) from "
              "which the training loss, averaged over {:.0f} samples around each record, stays at or below "
              "report.target_loss.",
              runs_at_points(d) > 0 ? " (or evaluation point, where runs have them)" : "", kLossWindowSamples) +

@@ -81,13 +81,16 @@ Table target_table(const ReportData& d) {
   Table t = {{"group", "reached", "epoch", "optimizer steps", "samples (steps \xC3\x97 global batch)",
               "wall-clock s (fastest\xE2\x80\x93slowest run)", "device-s (wall \xC3\x97 replicas)"}};
   for (const auto& g : d.groups) {
-    if (g.n == 0) continue;
+    if (g.n + g.collapsed + g.diverged == 0) continue;
+    const std::string reached = g.collapsed + g.diverged == 0
+                                    ? fmt::format("{}/{}", g.target_reached, g.n)
+                                    : fmt::format("{}/{} ({})", g.target_reached, g.n, failed_runs(g));
     const std::string wall = g.target_reached > 1
                                  ? fmt::format("{} ({}\xE2\x80\x93{})", fixed(g.target_wall_s, 1),
                                                fixed(g.target_wall_s_min, 1), fixed(g.target_wall_s_max, 1))
                                  : fixed(g.target_wall_s, 1);
-    t.push_back({g.label, fmt::format("{}/{}", g.target_reached, g.n), fixed(g.target_epochs, 1),
-                 fixed(g.target_steps, 0), fixed(g.target_samples, 0), wall, fixed(g.target_device_s, 1)});
+    t.push_back({g.label, reached, fixed(g.target_epochs, 1), fixed(g.target_steps, 0), fixed(g.target_samples, 0),
+                 wall, fixed(g.target_device_s, 1)});
   }
   return t;
 }
