@@ -70,17 +70,37 @@ TEST(ReportFailedRuns, ALossExplosionThatEndsAtChanceIsDivergedOneThatRecoveredI
   }
 }
 
-// Was "-37.17 pts (—) | can't tell (too few runs)": one run of B is left to compare.
-TEST(ReportFailedRuns, AConfigurationWhoseRunsCollapsedIsWorseByFishersTest) {
+// Was "-37.17 pts (—) | can't tell (too few runs)": one run of B is left to compare. Then "2
+// worse" at p = 0.14, stronger than the test: "worse" only where Fisher's p is below 0.05.
+TEST(ReportFailedRuns, AConfigurationWhoseRunsCollapsedMoreOftenIsWorseOnlyWhereFishersTestSaysSo) {
   TempDir tmp;
   write_newcomers_sweep(tmp);
   ReportOptions o = options_for(tmp);
   write_report(o);
-  const std::string md = read_file(o.out_dir / "report.md");
-  EXPECT_NE(md.find("2 worse: 3 of 4 runs collapsed (1: 0 of 4 runs collapsed; Fisher's exact p = 0.14)"),
+  std::string md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("2 failed more often: 3 of 4 runs collapsed (1: 0 of 4 runs collapsed; Fisher's exact p = "
+                    "0.14: too few runs to call it worse)"),
             std::string::npos)
       << md;
   EXPECT_EQ(md.find("can't tell (too few runs)"), std::string::npos) << md;
+
+  TempDir more;
+  for (int seed = 1; seed <= 6; ++seed) {
+    FakeRun a;
+    a.seed = seed;
+    a.test_acc = {0.5, 0.8 + 0.001 * seed};
+    write_run(more.path() / "runs", a);
+    FakeRun b;
+    b.replicas = 2;
+    b.seed = seed;
+    write_run(more.path() / "runs", at_chance(b));
+  }
+  o = options_for(more);
+  write_report(o);
+  md = read_file(o.out_dir / "report.md");
+  EXPECT_NE(md.find("2 worse: 6 of 6 runs collapsed (1: 0 of 6 runs collapsed; Fisher's exact p = 0.0022)"),
+            std::string::npos)
+      << md;
 }
 
 TEST(ReportFailedRuns, TheRecommendationNeverPicksAConfigurationWithCollapsedRuns) {

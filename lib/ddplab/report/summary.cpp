@@ -37,16 +37,23 @@ double failed_share(const GroupStats& g) {
   return failed == 0 ? 0.0 : failed / static_cast<double>(g.n + failed);
 }
 
-// When one group's runs failed (collapsed or diverged) more often than the other's, that decides:
-// "256 worse: 2 of 3 runs collapsed (64: 0 of 3 runs collapsed; Fisher's exact p = 0.4)"; else "".
+// When one group's runs failed (collapsed or diverged) more often than the other's, that decides,
+// in words as strong as Fisher's test allows: "256 worse: 6 of 6 runs collapsed (64: 0 of 6 runs
+// collapsed; Fisher's exact p = 0.0022)" below kFailureAlpha, else "256 failed more often: 2 of 3
+// runs collapsed (64: 0 of 3 runs collapsed; Fisher's exact p = 0.4: too few runs to call it
+// worse)"; "" when the shares are equal.
+constexpr double kFailureAlpha = 0.05;
 std::string failure_verdict(const ReportData& d, const GroupComparison& c) {
   const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
   if (!c.bad_runs_p || failed_share(a) == failed_share(b)) return "";
-  const std::string p = fmt::format("Fisher's exact p = {:.2g}", *c.bad_runs_p);
+  const bool beyond_chance = *c.bad_runs_p < kFailureAlpha;
+  const std::string p =
+      fmt::format("Fisher's exact p = {:.2g}{}", *c.bad_runs_p, beyond_chance ? "" : ": too few runs to call it worse");
   if (failed_share(b) > failed_share(a))
-    return fmt::format("{} worse: {} ({}: {}; {})", c.value_b, failed_runs(b), c.value_a, failed_runs(a), p);
-  return fmt::format("{} better: {} had {} ({}: {}; {})", c.value_b, c.value_a, failed_runs(a), c.value_b,
-                     failed_runs(b), p);
+    return fmt::format("{} {}: {} ({}: {}; {})", c.value_b, beyond_chance ? "worse" : "failed more often",
+                       failed_runs(b), c.value_a, failed_runs(a), p);
+  return fmt::format("{} {}: {} had {} ({}: {}; {})", c.value_b, beyond_chance ? "better" : "failed less often",
+                     c.value_a, failed_runs(a), c.value_b, failed_runs(b), p);
 }
 
 // The verdict in a few words and, when runs were left out, how many of each group.
