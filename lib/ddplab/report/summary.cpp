@@ -47,9 +47,12 @@ std::string failure_verdict(const ReportData& d, const GroupComparison& c) {
   const GroupStats &a = d.groups[c.a], &b = d.groups[c.b];
   if (!c.bad_runs_p || failed_share(a) == failed_share(b)) return "";
   const bool beyond_chance = *c.bad_runs_p < kFailureAlpha;
-  const std::string p =
-      fmt::format("Fisher's exact p = {:.2g}{}", *c.bad_runs_p, beyond_chance ? "" : ": too few runs to call it worse");
-  if (failed_share(b) > failed_share(a))
+  const bool b_worse = failed_share(b) > failed_share(a);
+  const std::string p = fmt::format("Fisher's exact p = {:.2g}{}", *c.bad_runs_p,
+                                    beyond_chance ? ""
+                                    : b_worse     ? ": too few runs to call it worse"
+                                                  : ": too few runs to call it better");
+  if (b_worse)
     return fmt::format("{} {}: {} ({}: {}; {})", c.value_b, beyond_chance ? "worse" : "failed more often",
                        failed_runs(b), c.value_a, failed_runs(a), p);
   return fmt::format("{} {}: {} had {} ({}: {}; {})", c.value_b, beyond_chance ? "better" : "failed less often",
@@ -80,7 +83,7 @@ constexpr const char* kIdenticalSpeed = "\xE2\x80\x94 (identical runs: host load
 
 Table summary_table(const ReportData& d) {
   const std::string metric = d.final_epochs > 1 ? fmt::format("acc (last {} epochs)", d.final_epochs) : "final acc";
-  Table t = {{"setting", "change A \xE2\x86\x92 B", "in effect (from the records)", "other settings",
+  Table t = {{"setting", "change A \xE2\x86\x92 B", "in effect (from the runs)", "other settings",
               fmt::format("{} B \xE2\x88\x92 A (95% CI)", metric), "verdict", "images/s B / A", "time to target",
               "steps to target loss"}};
   for (const auto& change : summary_changes(d)) {
