@@ -18,9 +18,10 @@ class NoiseScalePart : public Part {
 
   void after_update(const StepUpdate& u) override {
     // Under sync_bn a replica's gradient is not that of B/N independent samples (SyncBatchNorm's
-    // backward sums the statistics' gradients over the replicas): the estimator's assumption fails,
-    // so nothing is measured (docs/ddp-semantics.md).
-    if (!u.reduced || c_.spec.model.sync_bn) return;
+    // backward sums the statistics' gradients over the replicas); under PowerSGD the reduced
+    // gradient is a low-rank approximation, not the replicas' mean (B_simple came out negative).
+    // The estimator's assumptions fail, so nothing is measured (docs/ddp-semantics.md).
+    if (!u.reduced || c_.spec.model.sync_bn || c_.spec.replicas.compression != config::Compression::kNone) return;
     noise_scale_.update(c_.replicas.local_norm_squared_mean(),
                         distributed::mean_grad_norm_squared(u.grad_sq, c_.spec.replicas.reduce, c_.replicas.count()));
   }
