@@ -7,6 +7,7 @@
 
 #include "ddplab/config/spec.h"
 #include "ddplab/launch/process.h"
+#include "ddplab/launch/worker_env.h"
 
 namespace ddplab::runner {
 namespace {
@@ -52,6 +53,11 @@ TEST(SlurmCommand, TheBatchScriptRunsTheWorkersOfTheRunUnderSrun) {
       << script;
   // A launcher around the submission (torchrun's RANK) would otherwise win over SLURM's variables.
   EXPECT_NE(script.find("\nunset RANK WORLD_SIZE "), std::string::npos) << script;
+  const size_t unset_at = script.find("\nunset ");
+  const std::string unset = script.substr(unset_at, script.find('\n', unset_at + 1) - unset_at) + " ";
+  for (const std::string& name : launch::worker_env_names())
+    EXPECT_NE(unset.find(" " + name + " "), std::string::npos) << name << " is not cleared: " << unset;
+  EXPECT_NE(unset.find(" TORCHELASTIC_RUN_ID "), std::string::npos) << unset;
   const std::string forced = run_batch_script(spec, "/opt/ddplab", "/s.json", true);
   EXPECT_NE(forced.find("\nexport DDPLAB_FORCE=1\n"), std::string::npos) << forced;
   EXPECT_EQ(forced.find("DDPLAB_RESUME=1"), std::string::npos) << forced;

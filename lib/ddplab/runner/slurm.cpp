@@ -15,6 +15,7 @@
 #include "ddplab/config/sweep.h"
 #include "ddplab/data/dataset.h"
 #include "ddplab/launch/process.h"
+#include "ddplab/launch/worker_env.h"
 #include "ddplab/rundir/layout.h"
 #include "ddplab/rundir/run_log.h"
 #include "ddplab/runner/console.h"
@@ -44,9 +45,10 @@ namespace {
 
 // Variables a launcher around `ddplab run` may have set (an outer torchrun, ddplab's own
 // launcher): they take precedence over SLURM's in world discovery, so a job's script clears them.
-constexpr const char* kForeignWorld =
-    "RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR MASTER_PORT TORCHELASTIC_RUN_ID "
-    "TORCHELASTIC_RESTART_COUNT TORCHELASTIC_USE_AGENT_STORE DDPLAB_LAUNCHER DDPLAB_RUN_DIR DDPLAB_RESUME DDPLAB_FORCE";
+// The worker contract's (launch/worker_env.h) and the two of torchrun's that ddplab never writes.
+std::string foreign_world() {
+  return fmt::format("{} TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE", fmt::join(launch::worker_env_names(), " "));
+}
 
 void add_options(std::vector<std::string>& argv, const config::SlurmOptions& o) {
   if (!o.partition.empty()) argv.push_back(fmt::format("--partition={}", o.partition));
@@ -76,7 +78,7 @@ std::string run_batch_script(const config::ExperimentSpec& run, const fs::path& 
       "unset {}\n"
       "export {}=1\n"
       "exec {}\n",
-      rundir::run_id(run), run.name, kForeignWorld, force ? "DDPLAB_FORCE" : "DDPLAB_RESUME",
+      rundir::run_id(run), run.name, foreign_world(), force ? "DDPLAB_FORCE" : "DDPLAB_RESUME",
       launch::shell_command(srun_command(run, ddplab, spec_file)));
 }
 
