@@ -195,7 +195,7 @@ struct ExperimentSpec {
   CheckpointSpec checkpoint;
   LogSpec log;
   std::string run_id;       // the run directory's name; "" means "seed=<seed>" (sweeps set it)
-  nlohmann::json resolved;  // the whole spec with every default filled in (spec.json)
+  nlohmann::json resolved;  // the whole spec, defaults filled in, no option the model lacks (spec.json)
 };
 
 // The one mapping from the schema's JSON pointers to ExperimentSpec's fields, beside the structs
@@ -210,9 +210,9 @@ struct ExperimentSpec {
 // replicas.sync (a name or an object; SyncSpec), debug.fault (a name or a list; DebugSpec::faults).
 // The sweep keys, report.* (report/report.h) and slurm.* (config/slurm.h) are not ExperimentSpec's.
 //
-// Adding a spec field: its property (with "default") in schema.json, its member (with the same
-// default) above and its line below, and docs/spec.md; the test then checks that the first two
-// agree.
+// Adding a spec field: its property (with "default" and "role", field_roles.h) in schema.json, its
+// member (with the same default) above and its line below, and docs/spec.md; the tests then check
+// that the first two agree and that it has a role.
 // Calls visit(pointer, field) for every listed field of `spec`, in the schema's order. `Spec` is
 // ExperimentSpec or const ExperimentSpec.
 template <class Spec, class Visit>

@@ -132,11 +132,11 @@ std::filesystem::path experiment_dir(const config::ExperimentSpec& spec);
 // <output>/<name>/<run_id(spec)>.
 std::filesystem::path run_dir(const config::ExperimentSpec& spec);
 
-// A run's identity: the parts of its resolved spec (spec.json) that shape its records. Left out:
-// where it is written and what it is called (output, name, run_id), how it is logged, checkpointed,
-// reported and launched (log, checkpoint, report, slurm, replicas.timeout_s,
-// replicas.max_restarts), and the failure injections of debug.fault (crash, throw, stop) with
-// debug.rank and debug.step; debug.fault's bugs (skip_broadcast, ...) stay, as a sorted array.
+// A run's identity: the parts of its resolved spec (spec.json) that shape its records, the fields
+// whose schema role is in_identity (trains and seed; config/field_roles.h has the table). So left
+// out: where it is written and what it is called, how it is logged, checkpointed, reported and
+// launched (the roles logs, directory, report, launcher), and debug.fault's drills (crash, throw,
+// stop: its launcher_values); debug.fault's bugs (skip_broadcast, ...) stay, as a sorted array.
 // Two specs with equal effective specs make the same run; a sweep reuses a finished run, and a run
 // resumes, only when they are equal.
 nlohmann::json effective_spec(const nlohmann::json& resolved);
