@@ -26,10 +26,11 @@ FakeRun at_chance(FakeRun r, double first_loss = 2.31) {
   return r;
 }
 
-// replicas.count 1: 4 seeds that learnt (80% by epoch 2, 24 s); 2: seed 1 learnt faster (80% by
-// epoch 1, 12 s), seeds 2-4 collapsed.
-void write_newcomers_sweep(const TempDir& tmp) {
-  for (int seed = 1; seed <= 4; ++seed) {
+// replicas.count 1: `seeds` seeds that learnt (80% by epoch 2, 24 s); 2: its first `learnt` seeds
+// learnt faster (80% by epoch 1, 12 s), the others sat at chance, collapsed, or with
+// `explode_even` diverged on even seeds (epoch 1's loss 42.7).
+void write_sweep(const TempDir& tmp, int seeds, int learnt, bool explode_even = false) {
+  for (int seed = 1; seed <= seeds; ++seed) {
     FakeRun a;
     a.seed = seed;
     a.test_acc = {0.5, 0.8 + 0.001 * seed};
@@ -38,9 +39,12 @@ void write_newcomers_sweep(const TempDir& tmp) {
     b.replicas = 2;
     b.seed = seed;
     b.test_acc = {0.8, 0.82};
-    write_run(tmp.path() / "runs", seed == 1 ? b : at_chance(b));
+    write_run(tmp.path() / "runs", seed <= learnt ? b : at_chance(b, explode_even && seed % 2 == 0 ? 42.7 : 2.31));
   }
 }
+
+// The newcomer's sweep: 3 of replicas.count=2's 4 seeds collapsed.
+void write_newcomers_sweep(const TempDir& tmp) { write_sweep(tmp, 4, 1); }
 
 }  // namespace
 
@@ -85,16 +89,7 @@ TEST(ReportFailedRuns, AConfigurationWhoseRunsCollapsedMoreOftenIsWorseOnlyWhere
   EXPECT_EQ(md.find("can't tell (too few runs)"), std::string::npos) << md;
 
   TempDir more;
-  for (int seed = 1; seed <= 6; ++seed) {
-    FakeRun a;
-    a.seed = seed;
-    a.test_acc = {0.5, 0.8 + 0.001 * seed};
-    write_run(more.path() / "runs", a);
-    FakeRun b;
-    b.replicas = 2;
-    b.seed = seed;
-    write_run(more.path() / "runs", at_chance(b));
-  }
+  write_sweep(more, 6, 0);
   o = options_for(more);
   write_report(o);
   md = read_file(o.out_dir / "report.md");
@@ -126,16 +121,7 @@ TEST(ReportFailedRuns, TheRecommendationNeverPicksAConfigurationWithCollapsedRun
 // saying so (was: no row at all, in the newcomer's sweep rerun on 2026-12-08).
 TEST(ReportFailedRuns, TheTimeToTargetTableNamesAConfigurationWhoseRunsAllFailed) {
   TempDir tmp;
-  for (int seed = 1; seed <= 2; ++seed) {
-    FakeRun a;
-    a.seed = seed;
-    a.test_acc = {0.5, 0.8};
-    write_run(tmp.path() / "runs", a);
-    FakeRun b;
-    b.replicas = 2;
-    b.seed = seed;
-    write_run(tmp.path() / "runs", at_chance(b, seed == 1 ? 2.31 : 42.7));
-  }
+  write_sweep(tmp, 2, 0, /*explode_even=*/true);
   ReportOptions o = options_for(tmp);
   o.target_acc = 0.7;
   write_report(o);
